@@ -1,0 +1,2 @@
+"""Lockstep conformance checking: runs the reference model and an implementation side by
+side over scenarios, compares every outcome and the full state, and reports divergences."""

@@ -1,0 +1,1 @@
+"""The real implementation: RocksMQ on RocksDB through rocksdict."""

@@ -1,0 +1,1 @@
+"""The reference model: SPEC.md in executable form, pure Python, no I/O."""

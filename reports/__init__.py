@@ -1,0 +1,1 @@
+"""Large sweeps on Spark and the reports made from them."""

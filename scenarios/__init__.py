@@ -1,0 +1,1 @@
+"""Seeded, deterministic simulations (simpy) that emit operations of one vocabulary."""

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Set up everything rmqsim needs on a fresh machine, idempotently:
+#   - Java (for Spark) when `java` is missing, from Debian's packages;
+#   - a virtual environment in .venv with rmqsim and its dependencies (editable install).
+# Re-running is cheap: the install is skipped while pyproject.toml is unchanged.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+if ! command -v java >/dev/null 2>&1; then
+    echo "bootstrap: installing Java (needed by Spark)" >&2
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+fi
+
+python="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+    echo "bootstrap: creating .venv" >&2
+    "$python" -m venv .venv
+fi
+stamp=".venv/.bootstrap-stamp"
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    echo "bootstrap: installing rmqsim and its dependencies into .venv" >&2
+    .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+    .venv/bin/python -m pip install -q -e '.[dev]'
+    echo "$want" > "$stamp"
+fi
