@@ -1,1 +1,8 @@
-"""The reference model: SPEC.md in executable form, pure Python, no I/O."""
+"""The reference model: SPEC.md in executable form, pure Python, no I/O.
+
+``model.api`` is the contract every implementation imports; ``ReferenceMQ`` is the oracle.
+"""
+
+from model.reference import ReferenceMQ
+
+__all__ = ["ReferenceMQ"]
