@@ -1,0 +1,171 @@
+"""Shared fixtures: a fake clock and a queue factory parametrized over the implementations.
+
+Every contract test takes ``mq_factory`` (and usually ``clock``) and so runs once against the
+reference model (id ``model``) and once against the RocksDB implementation (id ``impl``). A
+backend that cannot be imported yet is skipped with a reason, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from model.api import MessageQueue, MQConfig
+
+try:  # the reference model: model.ReferenceMQ(config=..., clock=...)
+    from model import ReferenceMQ  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - only while the model is being written
+    ReferenceMQ = None
+
+try:  # the real implementation: impl.RocksMQ.open(path, config=..., clock=..., faults=None)
+    from impl import RocksMQ  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - only while the implementation is being written
+    RocksMQ = None
+
+#: The start of every FakeClock: far from real time, so a stray ``time.time()`` shows.
+FAKE_EPOCH = 1_000
+
+
+class FakeClock:
+    """A settable clock returning integer seconds; pass it as ``clock=``."""
+
+    def __init__(self, now: int = FAKE_EPOCH) -> None:
+        self.now = now
+        self.calls = 0
+
+    def __call__(self) -> int:
+        self.calls += 1
+        return self.now
+
+    def set(self, now: int) -> int:
+        """Move the clock to ``now`` (any direction) and return it."""
+        self.now = now
+        return now
+
+    def advance(self, seconds: int = 1) -> int:
+        """Move the clock forward by ``seconds`` and return the new time."""
+        self.now += seconds
+        return self.now
+
+    def __repr__(self) -> str:
+        return f"FakeClock(now={self.now})"
+
+
+_NO_CLOCK: Any = object()  # "do not pass clock=": the implementation's default clock
+
+
+class QueueFactory:
+    """Makes fresh queues of one backend: ``make(config=MQConfig(), clock=...)``.
+
+    ``kind`` is ``"model"`` or ``"impl"``. ``reopen(mq)`` (durability tests) closes ``mq``
+    (or crashes it with ``crash=True``) and opens the same store again; it skips the test on a
+    backend without a store. Every queue made here is closed at teardown.
+    """
+
+    def __init__(self, kind: str, tmp_path: Path) -> None:
+        self.kind = kind
+        self._tmp_path = tmp_path
+        self._counter = itertools.count()
+        self._open: list[MessageQueue] = []
+        self._crashed: set[int] = set()
+        self._origin: dict[int, tuple[Path, MQConfig, Any]] = {}
+
+    @property
+    def has_store(self) -> bool:
+        return self.kind == "impl"
+
+    def __call__(self, config: MQConfig | None = None, clock: Any = _NO_CLOCK) -> MessageQueue:
+        return self.make(config, clock)
+
+    def make(self, config: MQConfig | None = None, clock: Any = _NO_CLOCK) -> MessageQueue:
+        config = MQConfig() if config is None else config
+        kwargs: dict[str, Any] = {"config": config}
+        if clock is not _NO_CLOCK:
+            kwargs["clock"] = clock
+        if self.kind == "model":
+            mq = ReferenceMQ(**kwargs)
+        else:
+            path = self._tmp_path / f"db-{next(self._counter)}"
+            mq = RocksMQ.open(str(path), faults=None, **kwargs)
+            self._origin[id(mq)] = (path, config, clock)
+        self._open.append(mq)
+        return mq
+
+    def reopen(self, mq: MessageQueue, *, crash: bool = False) -> MessageQueue:
+        """Close (or crash) ``mq`` and open its store again with the same config and clock."""
+        if not self.has_store:
+            pytest.skip("durability across reopen applies to impl.RocksMQ only: the reference "
+                        "model is an in-memory value with no store to reopen")
+        path, config, clock = self._origin[id(mq)]
+        if crash:
+            if not hasattr(mq, "crash"):
+                pytest.skip("impl.RocksMQ has no crash() yet")
+            mq.crash()  # type: ignore[attr-defined]
+            self._crashed.add(id(mq))
+        else:
+            mq.close()
+        kwargs: dict[str, Any] = {"config": config}
+        if clock is not _NO_CLOCK:
+            kwargs["clock"] = clock
+        new = RocksMQ.open(str(path), faults=None, **kwargs)
+        self._origin[id(new)] = (path, config, clock)
+        self._open.append(new)
+        return new
+
+    def close_all(self) -> None:
+        errors: list[BaseException] = []
+        for mq in reversed(self._open):
+            if id(mq) in self._crashed:
+                continue
+            try:
+                mq.close()
+            except Exception as exc:  # close() must never fail; report it after the rest
+                errors.append(exc)
+        self._open.clear()
+        if errors:
+            raise errors[0]
+
+
+BACKENDS = ("model", "impl")
+
+
+def _backend_missing(kind: str) -> str | None:
+    if kind == "model" and ReferenceMQ is None:
+        return "model.ReferenceMQ not available yet"
+    if kind == "impl" and RocksMQ is None:
+        return "impl.RocksMQ not available yet"
+    return None
+
+
+@pytest.fixture(params=BACKENDS)
+def mq_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[QueueFactory]:
+    """A factory of fresh queues of one backend (ids ``model`` and ``impl``)."""
+    reason = _backend_missing(request.param)
+    if reason is not None:
+        pytest.skip(reason)
+    factory = QueueFactory(request.param, tmp_path)
+    yield factory
+    factory.close_all()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    """A FakeClock at ``FAKE_EPOCH``."""
+    return FakeClock()
+
+
+@pytest.fixture
+def mq(mq_factory: QueueFactory, clock: FakeClock) -> MessageQueue:
+    """A fresh queue with the default config and the test's FakeClock."""
+    return mq_factory(MQConfig(), clock)
+
+
+@pytest.fixture
+def real_time() -> Callable[[], int]:
+    """The default clock of SPEC: ``int(time.time())``."""
+    return lambda: int(time.time())
