@@ -18,7 +18,7 @@ The SPEC's rules are quoted in comments where they are applied.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
@@ -343,12 +343,20 @@ class ReferenceMQ:
 
     # ------------------------------------------------------------------ state
 
-    def snapshot(self) -> State:
-        """The whole logical state, canonical and frozen (SPEC "State")."""
+    def snapshot(self, topics: Iterable[str] | None = None) -> State:
+        """The whole logical state, canonical and frozen (SPEC "State").
+
+        ``topics`` (an optional extension of the protocol) restricts it to those topics and
+        their groups, so that checking one operation costs only the topic it touched.
+        """
         self._check_open()
-        topics: dict[str, TopicState] = {}
+        if topics is None:
+            selected = list(self._topics.items())
+        else:
+            selected = [(name, self._topics[name]) for name in topics if name in self._topics]
+        result: dict[str, TopicState] = {}
         groups: dict[tuple[str, str], int] = {}
-        for name, state in self._topics.items():
+        for name, state in selected:
             if state.cached is None:
                 state.cached = TopicState(
                     tuple(state.messages),
@@ -356,10 +364,10 @@ class ReferenceMQ:
                     state.open_page_bytes,
                     self._last_ids.get(name, 0),
                 )
-            topics[name] = state.cached
+            result[name] = state.cached
             for group, position in state.groups.items():
                 groups[(name, group)] = position
-        return State.build(topics, groups)
+        return State.build(result, groups)
 
     def close(self) -> None:
         """Stop serving; every later call but ``close`` raises NotServingError."""

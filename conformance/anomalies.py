@@ -1,0 +1,121 @@
+"""Name a divergence after the anomaly it shows, as Jepsen's checkers do.
+
+The classifier looks at the operation, both outcomes, the model's view before the
+operation, and the state differences, and picks the most specific name. Names are stable:
+reports, the regression corpus and the mutant kill matrix group by them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from conformance.statediff import Difference
+from scenarios.ops import Outcome
+
+#: Every anomaly name, with what it means. Order is severity: the first that applies wins.
+ANOMALIES: dict[str, str] = {
+    "torn-operation": "after a crash inside an operation the state is neither before nor after it",
+    "lost-write": "a message, topic or group that completed is missing",
+    "resurrected-message": "a deleted or retained-away message (or topic) came back",
+    "id-reuse": "an id was issued twice under one name, or the id high-water mark went back",
+    "duplicate": "a message was delivered or stored twice",
+    "nonmonotonic-poll": "a poll returned ids out of order",
+    "poll-skip": "a poll skipped a retained message the group had not read",
+    "premature-retention": "retention deleted a message it had to keep",
+    "payload-mismatch": "a message's payload or properties differ",
+    "position-mismatch": "a group's position (or existence) differs",
+    "ack-mismatch": "a page's acked_ts differs",
+    "page-mismatch": "page boundaries, sizes, close times or the open page differ",
+    "id-gap": "ids skip numbers or the high-water mark ran ahead",
+    "error-mismatch": "one side raised and the other did not, or they raised different kinds",
+    "outcome-mismatch": "the returned values differ in a way no finer check explains",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Before:
+    """What the model knew just before the diverging operation."""
+
+    last_id: int  # the topic name's id high-water mark (0 if none)
+    first_retained_id: int | None  # None when nothing is retained
+    position: int | None  # the group's position, when the op names an existing group
+
+
+def _delivered_ids(outcome: Outcome) -> list[int]:
+    value = outcome.value
+    return [d.msg_id for d in value] if isinstance(value, tuple) else []
+
+
+def classify_consume(expected: Outcome, actual: Outcome, before: Before) -> str | None:
+    """Anomaly of a consume whose deliveries differ, or None if nothing specific."""
+    got = _delivered_ids(actual)
+    want = _delivered_ids(expected)
+    if len(set(got)) != len(got):
+        return "duplicate"
+    if got != sorted(got):
+        return "nonmonotonic-poll"
+    extra = [i for i in got if i not in set(want)]
+    if extra:
+        if before.position is not None and any(0 <= i < before.position for i in extra):
+            return "duplicate"
+        if before.first_retained_id is None or any(i < before.first_retained_id for i in extra):
+            return "resurrected-message"
+        if any(i > before.last_id for i in extra):
+            return "id-gap"
+        return "poll-skip" if want and got and got[0] > want[0] else "outcome-mismatch"
+    if [i for i in want if i not in set(got)]:
+        return "poll-skip"
+    return "payload-mismatch" if got == want else None
+
+
+def classify_outcome(kind: str, expected: Outcome, actual: Outcome, before: Before) -> str:
+    """Anomaly of an operation whose outcomes differ."""
+    if expected.error != actual.error:
+        return "error-mismatch"
+    if kind == "consume":
+        return classify_consume(expected, actual, before) or "outcome-mismatch"
+    if kind == "produce" and isinstance(actual.value, tuple):
+        ids = [i for i in actual.value if isinstance(i, int)]
+        if len(set(ids)) != len(ids) or any(i <= before.last_id for i in ids):
+            return "id-reuse"
+        return "id-gap"
+    if kind == "get_latest" and isinstance(actual.value, int) and isinstance(expected.value, int):
+        if actual.value > expected.value:
+            return "resurrected-message" if actual.value <= before.last_id else "id-gap"
+        return "lost-write"
+    if kind == "exist_group":
+        return "position-mismatch"
+    return "outcome-mismatch"
+
+
+def classify_state(diffs: list[Difference], *, retention: bool = False) -> str:
+    """Anomaly of a state difference (outcomes agreed). ``retention`` says the diverging
+    operation was a retention pass, which turns missing old messages into premature ones."""
+    found: set[str] = set()
+    for d in diffs:
+        if d.area == "topic":
+            found.add("lost-write" if d.expected == "exists" else "resurrected-message")
+        elif d.area == "messages":
+            if "missing" in d.where:
+                found.add("premature-retention" if retention else "lost-write")
+            elif "duplicated" in d.where:
+                found.add("duplicate")
+            elif "only in sut" in d.where:
+                found.add("resurrected-message")
+            else:
+                found.add("nonmonotonic-poll")
+        elif d.area == "payload":
+            found.add("payload-mismatch")
+        elif d.area == "last_id":
+            lower = isinstance(d.actual, int) and d.actual < d.expected
+            found.add("id-reuse" if lower else "id-gap")
+        elif d.area == "group":
+            found.add("lost-write" if d.actual == "absent" else "position-mismatch")
+        elif d.area == "acks":
+            found.add("ack-mismatch")
+        else:
+            found.add("page-mismatch")
+    for name in ANOMALIES:
+        if name in found:
+            return name
+    return "outcome-mismatch"

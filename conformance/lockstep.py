@@ -1,0 +1,359 @@
+"""The lockstep runner: every operation goes to the reference model and to the SUT, and
+the two must agree on the outcome and on the state.
+
+One ``Lockstep`` owns one model, one SUT (reopened on the same path after each crash or
+close), the simulated clock both read, and the faults hook handed to the SUT. ``execute``
+is the callback a ``scenarios.Simulation`` drives and that replay and shrinking reuse, so
+there is one checking code path for every way of running.
+
+Snapshots: after every state-changing operation the touched topic is compared (the whole
+state when the operation has no single topic, or when the SUT cannot snapshot part of its
+state); the whole state is compared every ``full_check_every`` state-changing operations,
+after every reopen and at the end. A partial comparison costs the touched topic only, so a
+long run is not quadratic in the number of topics.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import inspect
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from conformance.adapter import Factory
+from conformance.anomalies import Before, classify_outcome, classify_state
+from conformance.apply import RUNNER_KINDS, apply_op
+from conformance.statediff import Difference, diff_states
+from model import ReferenceMQ
+from model.api import MessageQueue, MQConfig, State
+from scenarios.ops import STATE_CHANGING, Outcome, Step
+
+#: Compare the whole state at least this often (state-changing operations) by default.
+DEFAULT_FULL_CHECK_EVERY = 64
+#: A crash that does not resolve to before/after is still reported after this many diffs.
+MAX_DIFFS = 40
+
+
+class InjectedCrash(BaseException):
+    """Raised by the faults hook to stop the SUT at a point. A ``BaseException`` so that an
+    implementation's ``except Exception`` cannot swallow it."""
+
+    def __init__(self, point: str, hit: int) -> None:
+        super().__init__(f"injected crash at {point} (hit {hit})")
+        self.point = point
+        self.hit = hit
+
+
+class SimClock:
+    """The one clock model and SUT read: set by the runner to each step's time."""
+
+    __slots__ = ("now_s",)
+
+    def __init__(self, now_s: int = 0) -> None:
+        self.now_s = now_s
+
+    def __call__(self) -> int:
+        return self.now_s
+
+
+class FaultInjector:
+    """The ``faults`` hook handed to the SUT.
+
+    It learns the points from the calls it sees (so a user's implementation with points of
+    its own is covered) and, when armed with ``(point, hit)``, raises ``InjectedCrash`` at
+    the ``hit``-th call of ``point`` (of any point when ``point`` is None) during the
+    current operation.
+    """
+
+    def __init__(self) -> None:
+        self.armed: tuple[str | None, int] | None = None
+        self.op_kind = "open"
+        self.calls_in_op = 0
+        self.point_calls_in_op: Counter[str] = Counter()
+        #: (operation kind, point) -> how many times passed, in first-seen order.
+        self.seen: dict[tuple[str, str], int] = {}
+
+    def begin(self, op_kind: str) -> None:
+        self.op_kind = op_kind
+        self.calls_in_op = 0
+        self.point_calls_in_op.clear()
+
+    def __call__(self, point: str) -> None:
+        self.calls_in_op += 1
+        self.point_calls_in_op[point] += 1
+        key = (self.op_kind, point)
+        self.seen[key] = self.seen.get(key, 0) + 1
+        if self.armed is not None:
+            want_point, hit = self.armed
+            if (want_point is None and self.calls_in_op == hit) or (
+                want_point == point and self.point_calls_in_op[point] == hit
+            ):
+                self.armed = None
+                raise InjectedCrash(point, hit)
+
+
+class Divergence(Exception):
+    """The model and the SUT disagreed. Carries everything a report needs."""
+
+    def __init__(
+        self,
+        anomaly: str,
+        step_index: int,
+        step: Step,
+        expected: Outcome | None,
+        actual: Outcome | None,
+        diffs: list[Difference],
+        detail: str = "",
+    ) -> None:
+        super().__init__(f"{anomaly} at step {step_index} ({step.op.kind}): {detail}")
+        self.anomaly = anomaly
+        self.step_index = step_index
+        self.step = step
+        self.expected = expected
+        self.actual = actual
+        self.diffs = diffs[:MAX_DIFFS]
+        self.detail = detail
+
+
+@dataclass(slots=True)
+class StepRecord:
+    """What happened at one step, for the trace."""
+
+    step: Step
+    outcome: Outcome | None
+    crash: dict[str, Any] | None = None
+    sut_outcome: Outcome | None = None
+
+
+@dataclass(slots=True)
+class Stats:
+    """Counters of one run (sweeps aggregate them)."""
+
+    steps: int = 0
+    op_counts: Counter[str] = field(default_factory=Counter)
+    crashes_injected: int = 0
+    reopens: int = 0
+    full_checks: int = 0
+    partial_checks: int = 0
+
+
+class Lockstep:
+    """Drives the model and a SUT in lockstep; ``execute(step)`` is the only entry point."""
+
+    def __init__(
+        self,
+        factory: Factory,
+        config: MQConfig,
+        workdir: Path,
+        *,
+        check_every: int = 1,
+        full_check_every: int = DEFAULT_FULL_CHECK_EVERY,
+        record: bool = True,
+    ) -> None:
+        assert check_every >= 1 and full_check_every >= 1
+        self.factory = factory
+        self.config = config
+        self.path = workdir / "sut"
+        self.clock = SimClock()
+        self.model = ReferenceMQ(config=config, clock=self.clock)
+        self.faults = FaultInjector()
+        self.check_every = check_every
+        self.full_check_every = full_check_every
+        self.record = record
+        self.records: list[StepRecord] = []
+        self.stats = Stats()
+        self._changes_since_full = 0
+        self._changes_since_check = 0
+        self.sut: MessageQueue = self._open()
+        self._partial = _supports_partial_snapshot(self.sut)
+
+    # ------------------------------------------------------------------ SUT lifecycle
+
+    def _open(self) -> MessageQueue:
+        self.faults.begin("open")
+        sut = self.factory(path=self.path, config=self.config, clock=self.clock, faults=self.faults)
+        if not callable(getattr(sut, "crash", None)):
+            raise TypeError(f"the implementation {type(sut).__name__} has no crash() method")
+        return sut
+
+    def _reopen(self, *, crash: bool) -> None:
+        """Crash (or close) the SUT and open a new instance on the same path."""
+        try:
+            if crash:
+                self.sut.crash()  # type: ignore[attr-defined]
+            else:
+                self.sut.close()
+        finally:
+            self.stats.reopens += 1
+        self.sut = self._open()
+
+    def close(self) -> None:
+        """Release the SUT (end of run)."""
+        with contextlib.suppress(Exception):  # a broken SUT must not hide the run's result
+            self.sut.close()
+
+    # ------------------------------------------------------------------ checks
+
+    def _sut_snapshot(self, topics: list[str] | None) -> State:
+        if topics is not None and self._partial:
+            return self.sut.snapshot(topics=topics)  # type: ignore[call-arg]
+        return self.sut.snapshot()
+
+    def _compare(self, index: int, step: Step, topics: list[str] | None, note: str = "") -> None:
+        """Compare model and SUT state (within ``topics`` if given); raise on difference."""
+        if topics is None or not self._partial:
+            self.stats.full_checks += 1
+            self._changes_since_full = 0
+            self.model.check_invariants()
+        else:
+            self.stats.partial_checks += 1
+        expected = self.model.snapshot(topics=topics)
+        try:
+            actual = self._sut_snapshot(topics)
+        except Exception as exc:
+            raise Divergence(
+                "outcome-mismatch",
+                index,
+                step,
+                None,
+                None,
+                [],
+                f"snapshot() raised {type(exc).__name__}: {exc}",
+            ) from None
+        if _equal(expected, actual, topics):
+            return
+        diffs = diff_states(expected, actual, topics)
+        anomaly = classify_state(diffs, retention=step.op.kind == "run_retention")
+        raise Divergence(anomaly, index, step, None, None, diffs, note or "states differ")
+
+    def _before(self, op: Any) -> Before:
+        topic = getattr(op, "topic", None)
+        if not isinstance(topic, str):
+            return Before(0, None, None)
+        view = self.model.snapshot(topics=[topic])
+        state = view.topics.get(topic)
+        if state is None:
+            return Before(0, None, None)
+        first = state.messages[0].msg_id if state.messages else None
+        return Before(state.last_id, first, view.groups.get((topic, getattr(op, "group", ""))))
+
+    # ------------------------------------------------------------------ execution
+
+    def execute(self, step: Step) -> Outcome:
+        """Apply ``step`` to both sides, check, record; return the model's outcome."""
+        self.stats.steps += 1
+        index = self.stats.steps
+        op = step.op
+        kind = op.kind
+        self.stats.op_counts[kind] += 1
+        self.clock.now_s = step.time_s
+        crash_info: dict[str, Any] | None = None
+        if kind in RUNNER_KINDS:
+            outcome = Outcome()
+            if kind == "arm_crash":
+                self.faults.armed = (op.point, op.hit)
+            elif kind in ("crash_reopen", "close_reopen"):
+                self.faults.armed = None
+                self._reopen(crash=kind == "crash_reopen")
+                self._compare(index, step, None, f"state after {kind}")
+        else:
+            outcome, crash_info = self._execute_queue_op(index, step)
+        if self.record:
+            self.records.append(StepRecord(step, outcome, crash_info))
+        return outcome
+
+    def _execute_queue_op(self, index: int, step: Step) -> tuple[Outcome, dict[str, Any] | None]:
+        op = step.op
+        kind = op.kind
+        armed = self.faults.armed is not None
+        saved_model = copy.deepcopy(self.model, {id(self.clock): self.clock}) if armed else None
+        before = self._before(op)
+        expected = apply_op(self.model, op)
+        self.faults.begin(kind)
+        try:
+            actual = apply_op(self.sut, op)
+        except InjectedCrash as crash:
+            assert saved_model is not None
+            return self._resolve_crash(index, step, expected, saved_model, crash)
+        finally:
+            self.faults.armed = None
+        if expected != actual:
+            anomaly = classify_outcome(kind, expected, actual, before)
+            if self.record:
+                self.records.append(StepRecord(step, expected, None, actual))
+            raise Divergence(anomaly, index, step, expected, actual, [], "outcomes differ")
+        if kind in STATE_CHANGING:
+            self._changes_since_full += 1
+            self._changes_since_check += 1
+            if self._changes_since_full >= self.full_check_every or kind == "run_retention":
+                self._compare(index, step, None)
+            elif self._changes_since_check >= self.check_every:
+                self._changes_since_check = 0
+                topic = getattr(op, "topic", None)
+                self._compare(index, step, [topic] if isinstance(topic, str) else None)
+        return expected, None
+
+    def _resolve_crash(
+        self,
+        index: int,
+        step: Step,
+        expected: Outcome,
+        saved_model: ReferenceMQ,
+        crash: InjectedCrash,
+    ) -> tuple[Outcome, dict[str, Any]]:
+        """The SUT stopped inside an operation: crash it, reopen, and require the state to
+        equal the model's state before or after that operation (SPEC "Durability")."""
+        self.stats.crashes_injected += 1
+        self._reopen(crash=True)
+        actual = self.sut.snapshot()
+        after = self.model.snapshot()
+        info: dict[str, Any] = {"point": crash.point, "hit": crash.hit}
+        if actual == after:
+            info["resolved"] = "after"
+            outcome = expected
+        elif actual == saved_model.snapshot():
+            info["resolved"] = "before"
+            self.model = saved_model
+            outcome = Outcome()
+        else:
+            diffs = diff_states(after, actual)
+            before_diffs = diff_states(saved_model.snapshot(), actual)
+            raise Divergence(
+                "torn-operation",
+                index,
+                step,
+                expected,
+                None,
+                diffs if len(diffs) <= len(before_diffs) else before_diffs,
+                f"after a crash at {crash.point} (hit {crash.hit}) the state is neither "
+                "before nor after the operation",
+            )
+        self._compare(index, step, None, "state after crash recovery")
+        return outcome, info
+
+    def finish(self, index: int, step: Step) -> State:
+        """Final full comparison; returns the final (model) state."""
+        self._compare(index, step, None, "final state")
+        return self.model.snapshot()
+
+
+def _equal(expected: State, actual: State, topics: list[str] | None) -> bool:
+    if topics is None:
+        return expected == actual
+    for topic in topics:
+        if expected.topics.get(topic) != actual.topics.get(topic):
+            return False
+    want = {k: v for k, v in expected.groups.items() if k[0] in topics}
+    got = {k: v for k, v in actual.groups.items() if k[0] in topics}
+    return want == got
+
+
+def _supports_partial_snapshot(sut: object) -> bool:
+    """Whether ``sut.snapshot`` accepts ``topics=`` (an optional extension of the protocol)."""
+    try:
+        return "topics" in inspect.signature(sut.snapshot).parameters  # type: ignore[attr-defined]
+    except (TypeError, ValueError, AttributeError):
+        return False

@@ -1,0 +1,150 @@
+"""Traces: one run as JSON Lines, replayable and byte-identical for the same code and seed.
+
+Layout (one JSON object per line, keys sorted, no spaces, UTF-8):
+
+1. header: ``{"type": "header", "format": "rmqsim-trace", "version": 1, "seed", "profile",
+   "profile_config", "config", "impl", "versions", "git_commit", ...}``
+2. one line per operation: ``{"type": "step", "i", "t", "actor", "op", "outcome"}`` plus
+   ``"crash"`` when a crash was injected inside it and ``"sut_outcome"`` at a divergence;
+3. end: ``{"type": "end", "steps", "status", "anomaly", "state_digest"}``.
+
+Bytes are base64, never pickled. The reader is strict: anything malformed raises
+``TraceFormatError`` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scenarios.ops import Op, OpDecodeError, Outcome, op_from_json, outcome_from_json
+
+FORMAT = "rmqsim-trace"
+FORMAT_VERSION = 1
+#: Largest trace line accepted, in bytes (a produce of many big payloads is the largest).
+MAX_LINE_BYTES = 256 * 1024 * 1024
+
+
+class TraceFormatError(Exception):
+    """A trace file is malformed; ``str()`` is one line naming the file and line."""
+
+    def __init__(self, path: Path | str, line: int | None, message: str) -> None:
+        where = f"{path}:{line}" if line is not None else f"{path}"
+        super().__init__(f"{where}: {message}")
+        self.path = str(path)
+        self.line = line
+
+
+def dumps(obj: Any) -> str:
+    """The one canonical JSON encoding used for every trace line."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True, slots=True)
+class TraceStep:
+    """One recorded operation."""
+
+    index: int
+    time_s: int
+    actor: str
+    op: Op
+    outcome: Outcome | None
+    crash: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class Trace:
+    """A parsed trace."""
+
+    header: dict[str, Any]
+    steps: list[TraceStep] = field(default_factory=list)
+    end: dict[str, Any] | None = None
+    path: str = "<memory>"
+
+
+def parse_lines(lines: Iterable[str], path: Path | str = "<memory>") -> Trace:
+    """Parse trace lines; raise ``TraceFormatError`` on the first bad one."""
+    trace: Trace | None = None
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        if len(raw) > MAX_LINE_BYTES:
+            raise TraceFormatError(path, number, f"line longer than {MAX_LINE_BYTES} bytes")
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise TraceFormatError(path, number, f"not valid JSON ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise TraceFormatError(path, number, "a trace line must be a JSON object")
+        kind = obj.get("type")
+        if trace is None:
+            if kind != "header":
+                raise TraceFormatError(path, number, "the first line must be the header")
+            if obj.get("format") != FORMAT:
+                raise TraceFormatError(path, number, f"not an {FORMAT} file")
+            if obj.get("version") != FORMAT_VERSION:
+                raise TraceFormatError(
+                    path,
+                    number,
+                    f"format version {obj.get('version')!r} is not supported "
+                    f"(this rmqsim reads version {FORMAT_VERSION})",
+                )
+            for key, want in (("seed", int), ("config", dict)):
+                if not isinstance(obj.get(key), want) or isinstance(obj.get(key), bool):
+                    raise TraceFormatError(
+                        path, number, f"header field {key!r} is missing or wrong"
+                    )
+            trace = Trace(header=obj, path=str(path))
+            continue
+        if trace.end is not None:
+            raise TraceFormatError(path, number, "content after the end line")
+        if kind == "step":
+            trace.steps.append(_parse_step(obj, path, number, len(trace.steps) + 1))
+        elif kind == "end":
+            trace.end = obj
+        else:
+            raise TraceFormatError(path, number, f"unknown line type {kind!r}")
+    if trace is None:
+        raise TraceFormatError(path, None, "empty file: no header")
+    return trace
+
+
+def _parse_step(obj: dict[str, Any], path: Path | str, number: int, expect: int) -> TraceStep:
+    index, time_s, actor = obj.get("i"), obj.get("t"), obj.get("actor")
+    if type(index) is not int or index != expect:
+        raise TraceFormatError(path, number, f"step index must be {expect}, got {index!r}")
+    if type(time_s) is not int:
+        raise TraceFormatError(path, number, f"step time 't' must be an int, got {time_s!r}")
+    if not isinstance(actor, str):
+        raise TraceFormatError(path, number, "step 'actor' must be a string")
+    try:
+        op = op_from_json(obj.get("op"))
+        outcome = outcome_from_json(obj["outcome"]) if obj.get("outcome") is not None else None
+    except (OpDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise TraceFormatError(path, number, f"bad operation: {exc}") from None
+    crash = obj.get("crash")
+    if crash is not None and not isinstance(crash, dict):
+        raise TraceFormatError(path, number, "'crash' must be an object")
+    return TraceStep(index, time_s, actor, op, outcome, crash)
+
+
+def read_trace(path: Path | str) -> Trace:
+    """Read and parse a trace file; unreadable or malformed files raise TraceFormatError."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return parse_lines(handle, path)
+    except UnicodeDecodeError as exc:
+        raise TraceFormatError(path, None, f"not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise TraceFormatError(path, None, f"cannot read: {exc.strerror or exc}") from None
+
+
+def write_lines(path: Path, lines: list[str]) -> None:
+    """Write trace lines atomically (temp file + rename), so a reader never sees half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    tmp.replace(path)
