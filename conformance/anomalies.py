@@ -29,6 +29,7 @@ ANOMALIES: dict[str, str] = {
     "id-gap": "ids skip numbers or the high-water mark ran ahead",
     "error-mismatch": "one side raised and the other did not, or they raised different kinds",
     "outcome-mismatch": "the returned values differ in a way no finer check explains",
+    "trace-mismatch": "replaying a trace, the model's outcome differs from the recorded one",
 }
 
 

@@ -167,6 +167,8 @@ class Lockstep:
         self.stats = Stats()
         self._changes_since_full = 0
         self._changes_since_check = 0
+        #: The model's outcome of the step being executed (recorded if it diverges).
+        self._pending: Outcome | None = None
         self.sut: MessageQueue = self._open()
         self._partial = _supports_partial_snapshot(self.sut)
 
@@ -246,10 +248,23 @@ class Lockstep:
         """Apply ``step`` to both sides, check, record; return the model's outcome."""
         self.stats.steps += 1
         index = self.stats.steps
+        self.stats.op_counts[step.op.kind] += 1
+        self.clock.now_s = step.time_s
+        self._pending = None
+        try:
+            outcome, crash_info = self._dispatch(index, step)
+        except Divergence as divergence:
+            if self.record:
+                expected = divergence.expected or self._pending
+                self.records.append(StepRecord(step, expected, None, divergence.actual))
+            raise
+        if self.record:
+            self.records.append(StepRecord(step, outcome, crash_info))
+        return outcome
+
+    def _dispatch(self, index: int, step: Step) -> tuple[Outcome, dict[str, Any] | None]:
         op = step.op
         kind = op.kind
-        self.stats.op_counts[kind] += 1
-        self.clock.now_s = step.time_s
         crash_info: dict[str, Any] | None = None
         if kind in RUNNER_KINDS:
             outcome = Outcome()
@@ -261,9 +276,7 @@ class Lockstep:
                 self._compare(index, step, None, f"state after {kind}")
         else:
             outcome, crash_info = self._execute_queue_op(index, step)
-        if self.record:
-            self.records.append(StepRecord(step, outcome, crash_info))
-        return outcome
+        return outcome, crash_info
 
     def _execute_queue_op(self, index: int, step: Step) -> tuple[Outcome, dict[str, Any] | None]:
         op = step.op
@@ -280,10 +293,9 @@ class Lockstep:
             return self._resolve_crash(index, step, expected, saved_model, crash)
         finally:
             self.faults.armed = None
+        self._pending = expected
         if expected != actual:
             anomaly = classify_outcome(kind, expected, actual, before)
-            if self.record:
-                self.records.append(StepRecord(step, expected, None, actual))
             raise Divergence(anomaly, index, step, expected, actual, [], "outcomes differ")
         if kind in STATE_CHANGING:
             self._changes_since_full += 1

@@ -1,0 +1,167 @@
+"""The conformance gate: every standard profile over a range of seeds, a summary table,
+JUnit XML for CI and a JSON summary. What the README's main-job command runs."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from conformance.report import render_failure
+from conformance.run import RunResult, run_seed
+from conformance.trace import write_lines
+
+#: Profiles the gate runs, in this order (each seed of each).
+GATE_PROFILES = ("smoke", "crashy", "retention", "seek-storm", "churn", "digits", "swarm")
+#: Default seeds per profile: sized so that the whole gate takes a few minutes here.
+DEFAULT_GATE_SEEDS = range(0, 20)
+
+
+@dataclass(slots=True)
+class ProfileSummary:
+    """Totals of one profile in a gate or run."""
+
+    profile: str
+    runs: int = 0
+    failed: int = 0
+    steps: int = 0
+    wall_s: float = 0.0
+    anomalies: dict[str, int] = field(default_factory=dict)
+
+    def add(self, result: RunResult) -> None:
+        self.runs += 1
+        self.steps += result.steps
+        self.wall_s += result.wall_s
+        if not result.ok:
+            self.failed += 1
+            key = result.anomaly or "unknown"
+            self.anomalies[key] = self.anomalies.get(key, 0) + 1
+
+
+@dataclass(slots=True)
+class GateResult:
+    """All results of a gate, grouped by profile, in run order."""
+
+    impl: str
+    seeds: range
+    summaries: dict[str, ProfileSummary] = field(default_factory=dict)
+    results: list[RunResult] = field(default_factory=list)
+
+    @property
+    def failures(self) -> list[RunResult]:
+        return [r for r in self.results if not r.ok]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+def trace_name(result: RunResult) -> str:
+    """File name of a saved failing trace: profile, seed and anomaly say what it is."""
+    return f"{result.profile}-seed{result.seed}-{result.anomaly or 'failure'}.jsonl"
+
+
+def save_failure(result: RunResult, out: Path) -> Path:
+    """Write a failing run's trace under ``out`` and remember where."""
+    path = out / trace_name(result)
+    write_lines(path, result.trace_lines)
+    result.trace_path = path
+    return path
+
+
+def run_profiles(
+    profiles: Iterable[str],
+    seeds: range,
+    *,
+    impl: str,
+    out: Path,
+    steps: int | None = None,
+    on_result: Callable[[RunResult], None] | None = None,
+) -> GateResult:
+    """Run every seed of every profile; save failing traces under ``out``."""
+    gate = GateResult(impl=impl, seeds=seeds)
+    for profile in profiles:
+        summary = gate.summaries.setdefault(profile, ProfileSummary(profile))
+        for seed in seeds:
+            result = run_seed(profile, seed, impl=impl, steps=steps)
+            if not result.ok:
+                save_failure(result, out)
+            result.trace_lines = result.trace_lines if not result.ok else []
+            summary.add(result)
+            gate.results.append(result)
+            if on_result is not None:
+                on_result(result)
+    return gate
+
+
+def junit_xml(gate: GateResult) -> bytes:
+    """JUnit XML: one test suite per profile, one test case per seed."""
+    root = ET.Element("testsuites", name="rmqsim-gate")
+    for profile, summary in gate.summaries.items():
+        suite = ET.SubElement(
+            root,
+            "testsuite",
+            name=f"rmqsim.{profile}",
+            tests=str(summary.runs),
+            failures=str(summary.failed),
+            errors="0",
+            time=f"{summary.wall_s:.3f}",
+        )
+        for result in (r for r in gate.results if r.profile == profile):
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                classname=f"rmqsim.{profile}",
+                name=f"seed {result.seed}",
+                time=f"{result.wall_s:.3f}",
+            )
+            if not result.ok:
+                failure = ET.SubElement(
+                    case, "failure", message=f"{result.anomaly}", type="divergence"
+                )
+                failure.text = render_failure(result)
+    ET.indent(root)
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+
+
+def summary_json(gate: GateResult) -> dict[str, Any]:
+    """The gate's JSON summary (what a dashboard or a later job reads)."""
+    return {
+        "status": "ok" if gate.ok else "divergence",
+        "impl": gate.impl,
+        "seeds": [gate.seeds.start, gate.seeds.stop],
+        "profiles": {
+            name: {
+                "runs": s.runs,
+                "failed": s.failed,
+                "steps": s.steps,
+                "wall_s": round(s.wall_s, 3),
+                "anomalies": dict(sorted(s.anomalies.items())),
+            }
+            for name, s in gate.summaries.items()
+        },
+        "failures": [
+            {
+                "profile": r.profile,
+                "seed": r.seed,
+                "anomaly": r.anomaly,
+                "step": r.divergence.step_index if r.divergence else None,
+                "trace": str(r.trace_path) if r.trace_path else None,
+                "repro": r.repro_command(),
+            }
+            for r in gate.failures
+        ],
+    }
+
+
+def write_outputs(gate: GateResult, out: Path) -> tuple[Path, Path]:
+    """Write ``junit.xml`` and ``summary.json`` under ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    junit = out / "junit.xml"
+    junit.write_bytes(junit_xml(gate))
+    summary = out / "summary.json"
+    summary.write_text(json.dumps(summary_json(gate), indent=2, sort_keys=True) + "\n")
+    return junit, summary

@@ -1,0 +1,73 @@
+"""The failure report: what a person needs to understand and reproduce a divergence in a
+minute. Plain text (it goes to terminals, CI logs and JUnit XML alike)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conformance.anomalies import ANOMALIES
+from conformance.run import RunResult, git_commit, versions
+from scenarios.ops import Outcome
+
+#: Longest rendering of one value in a report line.
+MAX_VALUE_CHARS = 300
+
+
+def _clip(text: str, limit: int = MAX_VALUE_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def render_op(op: Any) -> str:
+    """A compact, readable rendering of an operation (payloads summarized)."""
+    kind = op.kind
+    fields = [name for name in getattr(op, "__slots__", ()) if name != "messages"]
+    args = [f"{name}={_clip(repr(getattr(op, name)), 80)}" for name in fields]
+    if kind == "produce":
+        sizes = [len(m.payload) for m in op.messages]
+        args.append(f"{len(sizes)} messages, payload bytes {_clip(str(sizes), 60)}")
+    return f"{kind}({', '.join(args)})"
+
+
+def render_outcome(outcome: Outcome | None) -> str:
+    if outcome is None:
+        return "-"
+    if outcome.error is not None:
+        return f"error {outcome.error}"
+    value = outcome.value
+    if isinstance(value, tuple) and value and hasattr(value[0], "msg_id"):
+        parts = [
+            f"#{d.msg_id}({len(d.payload) if isinstance(d.payload, bytes) else d.payload!r}B)"
+            for d in value
+        ]
+        return _clip("delivered " + " ".join(parts))
+    return _clip(repr(value))
+
+
+def render_failure(result: RunResult) -> str:
+    """The full report of a failed run."""
+    div = result.divergence
+    assert div is not None
+    meaning = ANOMALIES.get(div.anomaly, "")
+    step = div.step
+    lines = [
+        f"DIVERGENCE {div.anomaly}: {meaning}",
+        f"  profile {result.profile}  seed {result.seed}  impl {result.impl}",
+        f"  step {div.step_index} of {result.steps}  t={step.time_s}s  actor {step.actor}",
+        f"  operation  {render_op(step.op)}",
+        f"  model      {render_outcome(div.expected)}",
+        f"  sut        {render_outcome(div.actual)}",
+    ]
+    if div.detail:
+        lines.append(f"  detail     {div.detail}")
+    if div.diffs:
+        lines.append("  state diff (only what differs; model = expected):")
+        lines.extend(f"    {d.render()}" for d in div.diffs)
+    ver = ", ".join(f"{k} {v}" for k, v in versions().items())
+    commit = git_commit()
+    lines.append(f"  versions   {ver}" + (f", commit {commit[:12]}" if commit else ""))
+    if result.trace_path is not None:
+        lines.append(f"  trace      {result.trace_path}")
+    lines.append(f"  repro      {result.repro_command()}")
+    if result.trace_path is not None:
+        lines.append(f"             rmqsim replay {result.trace_path}")
+    return "\n".join(lines)
