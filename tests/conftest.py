@@ -74,6 +74,7 @@ class QueueFactory:
         self._open: list[MessageQueue] = []
         self._crashed: set[int] = set()
         self._origin: dict[int, tuple[Path, MQConfig, Any]] = {}
+        self._cache: dict[tuple[MQConfig | None, int], MessageQueue] = {}
 
     @property
     def has_store(self) -> bool:
@@ -95,6 +96,14 @@ class QueueFactory:
             self._origin[id(mq)] = (path, config, clock)
         self._open.append(mq)
         return mq
+
+    def cached(self, config: MQConfig | None = None, clock: Any = _NO_CLOCK) -> MessageQueue:
+        """One queue per (config, clock) for the whole test: hypothesis examples share it
+        instead of opening a store per example."""
+        key = (config, id(clock))
+        if key not in self._cache:
+            self._cache[key] = self.make(config, clock)
+        return self._cache[key]
 
     def reopen(self, mq: MessageQueue, *, crash: bool = False) -> MessageQueue:
         """Close (or crash) ``mq`` and open its store again with the same config and clock."""
