@@ -1,0 +1,147 @@
+"""Key layout: which bytes name which record, in which column family.
+
+Two column families (plus RocksDB's mandatory, unused ``default``):
+
+``rmqsim_msgs`` — one record per retained message::
+
+    incarnation (u64 BE) | msg_id (u64 BE)  ->  codec.encode_message(payload, properties)
+
+``rmqsim_meta`` — everything else, one tag byte first::
+
+    b"F"                                     -> format record (magic + layout version)
+    b"C"                                     -> next topic incarnation (u64)
+    b"T" | topic (UTF-8)                     -> topic record (incarnation, open page bytes,
+                                                trim id)
+    b"H" | topic (UTF-8)                     -> id high-water mark of the *name* (u64);
+                                                kept when the topic is destroyed
+    b"G" | incarnation (u64 BE) | group      -> group position (i64, -1 = from earliest)
+    b"P" | incarnation (u64 BE) | end_id     -> closed page record
+
+Why this shape:
+- Big-endian fixed-width integers make byte order equal numeric order, so a scan from
+  ``(inc, id)`` visits ids in order (the Milvus decimal keys sort 10 before 9).
+- Every topic has an *incarnation*, a u64 from a persisted counter that is never reused.
+  Messages, groups and pages hang off the incarnation, not the name, so destroying a topic
+  is three ``delete_range``s over ``[inc, inc + 1)`` and can never touch another topic
+  (Milvus deletes by string prefix, so destroying ``a`` also hit ``ab``'s pages), and a
+  re-created topic (new incarnation) can never see old messages.
+- Names appear only as the *whole* tail of ``T``/``H`` keys (point lookups, never prefix
+  scans), and as the tail after a fixed 9-byte head in ``G`` keys, so no name can be
+  mistaken for a prefix of another.
+"""
+
+from __future__ import annotations
+
+import struct
+
+__all__ = [
+    "CF_META",
+    "CF_MSGS",
+    "COLUMN_FAMILIES",
+    "COUNTER_KEY",
+    "FORMAT_KEY",
+    "INCARNATION_MAX",
+    "MSG_ID_MAX",
+    "TAG_GROUP",
+    "TAG_HWM",
+    "TAG_PAGE",
+    "TAG_TOPIC",
+    "group_key",
+    "group_range",
+    "hwm_key",
+    "msg_key",
+    "msg_range",
+    "page_key",
+    "page_range",
+    "parse_group_key",
+    "parse_msg_key",
+    "parse_page_key",
+    "topic_key",
+]
+
+CF_META = "rmqsim_meta"
+CF_MSGS = "rmqsim_msgs"
+#: Every column family of the layout; RocksDB requires ``default`` to exist.
+COLUMN_FAMILIES: tuple[str, ...] = ("default", CF_META, CF_MSGS)
+
+FORMAT_KEY = b"F"
+COUNTER_KEY = b"C"
+TAG_TOPIC = b"T"
+TAG_HWM = b"H"
+TAG_GROUP = b"G"
+TAG_PAGE = b"P"
+
+#: Ids and incarnations are u64 on disk; the queue stays below 2**63 so that ``id + 1``
+#: and ``inc + 1`` (the exclusive ends of ranges) always fit.
+MSG_ID_MAX = 2**63 - 1
+INCARNATION_MAX = 2**63 - 1
+
+_U64 = struct.Struct(">Q")
+_U64_U64 = struct.Struct(">QQ")
+_TAG_U64 = struct.Struct(">cQ")
+_TAG_U64_U64 = struct.Struct(">cQQ")
+
+
+def topic_key(topic: str) -> bytes:
+    """``T`` record of a live topic."""
+    return TAG_TOPIC + topic.encode("utf-8")
+
+
+def hwm_key(topic: str) -> bytes:
+    """``H`` record: the highest id ever issued under this name."""
+    return TAG_HWM + topic.encode("utf-8")
+
+
+def group_key(incarnation: int, group: str) -> bytes:
+    """``G`` record of one consumer group of one topic incarnation."""
+    return _TAG_U64.pack(TAG_GROUP, incarnation) + group.encode("utf-8")
+
+
+def group_range(incarnation: int) -> tuple[bytes, bytes]:
+    """``[begin, end)`` of every group key of an incarnation."""
+    return _TAG_U64.pack(TAG_GROUP, incarnation), _TAG_U64.pack(TAG_GROUP, incarnation + 1)
+
+
+def parse_group_key(key: bytes) -> tuple[int, str]:
+    """``(incarnation, group)`` of a ``G`` key."""
+    assert key[:1] == TAG_GROUP and len(key) > 9, key
+    return _U64.unpack_from(key, 1)[0], key[9:].decode("utf-8")
+
+
+def page_key(incarnation: int, end_id: int) -> bytes:
+    """``P`` record of the closed page ending at ``end_id``."""
+    return _TAG_U64_U64.pack(TAG_PAGE, incarnation, end_id)
+
+
+def page_range(incarnation: int, end_id_exclusive: int | None = None) -> tuple[bytes, bytes]:
+    """``[begin, end)`` of an incarnation's page keys, all or those below an end id."""
+    begin = _TAG_U64_U64.pack(TAG_PAGE, incarnation, 0)
+    if end_id_exclusive is None:
+        return begin, _TAG_U64_U64.pack(TAG_PAGE, incarnation + 1, 0)
+    return begin, _TAG_U64_U64.pack(TAG_PAGE, incarnation, end_id_exclusive)
+
+
+def parse_page_key(key: bytes) -> tuple[int, int]:
+    """``(incarnation, end_id)`` of a ``P`` key."""
+    assert len(key) == 17 and key[:1] == TAG_PAGE, key
+    _, incarnation, end_id = _TAG_U64_U64.unpack(key)
+    return incarnation, end_id
+
+
+#: ``msg_key(inc, id)``: bound ``struct.pack`` for speed (called once per message).
+msg_key = _U64_U64.pack
+
+
+def msg_range(
+    incarnation: int, first_id: int = 0, end_id_exclusive: int | None = None
+) -> tuple[bytes, bytes]:
+    """``[begin, end)`` of an incarnation's message keys, all or ``[first_id, end)``."""
+    if end_id_exclusive is None:
+        return _U64_U64.pack(incarnation, first_id), _U64_U64.pack(incarnation + 1, 0)
+    return _U64_U64.pack(incarnation, first_id), _U64_U64.pack(incarnation, end_id_exclusive)
+
+
+def parse_msg_key(key: bytes) -> tuple[int, int]:
+    """``(incarnation, msg_id)`` of a message key."""
+    assert len(key) == 16, key
+    return _U64_U64.unpack(key)

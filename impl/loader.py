@@ -1,0 +1,133 @@
+"""Reading the whole database back into plain values: on ``open`` (to rebuild the caches)
+and for ``snapshot`` (which reports what is on disk, not what the caches believe).
+
+It also checks the layout's invariants, so a damaged database is refused on open with a
+``CorruptDatabaseError`` that says which record is wrong, instead of misbehaving later.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from impl import codec, keys
+from impl.errors import CorruptDatabaseError
+from impl.storage import Store
+from model.api import ConsumerMessage, Page
+
+__all__ = ["DiskState", "DiskTopic", "read_database"]
+
+
+@dataclass(slots=True)
+class DiskTopic:
+    """One live topic as stored."""
+
+    name: str
+    record: codec.TopicRecord
+    last_id: int  # the name's id high-water mark (0 if nothing was ever produced)
+    pages: list[Page]  # closed, retained, in id order
+    groups: dict[str, int]  # group -> position
+    messages: list[ConsumerMessage] | None = None  # only when read with messages
+
+
+@dataclass(slots=True)
+class DiskState:
+    """The whole database."""
+
+    next_incarnation: int
+    topics: dict[str, DiskTopic]
+
+
+def _corrupt(what: str) -> CorruptDatabaseError:
+    return CorruptDatabaseError(f"the database breaks rmqsim's layout: {what}")
+
+
+def read_database(store: Store, *, with_messages: bool) -> DiskState:
+    """Every record of ``store``, checked. Messages are read only if ``with_messages``."""
+    next_incarnation: int | None = None
+    hwms: dict[str, int] = {}
+    records: dict[str, codec.TopicRecord] = {}
+    groups: dict[int, dict[str, int]] = {}
+    pages: dict[int, list[Page]] = {}
+    try:
+        for key, value in store.scan_meta():
+            tag = key[:1]
+            if key == keys.FORMAT_KEY:
+                continue  # checked by Store.open
+            if key == keys.COUNTER_KEY:
+                next_incarnation = codec.decode_u64(value, "incarnation counter")
+            elif tag == keys.TAG_TOPIC:
+                records[key[1:].decode("utf-8")] = codec.decode_topic(value)
+            elif tag == keys.TAG_HWM:
+                hwms[key[1:].decode("utf-8")] = codec.decode_u64(value, "high-water mark")
+            elif tag == keys.TAG_GROUP:
+                incarnation, group = keys.parse_group_key(key)
+                groups.setdefault(incarnation, {})[group] = codec.decode_position(value)
+            elif tag == keys.TAG_PAGE:
+                incarnation, end_id = keys.parse_page_key(key)
+                pages.setdefault(incarnation, []).append(codec.decode_page(end_id, value))
+            else:
+                raise _corrupt(f"unknown metadata key {key[:40]!r}")
+    except (UnicodeDecodeError, AssertionError) as exc:
+        raise _corrupt(f"a metadata key cannot be parsed ({exc})") from None
+    if next_incarnation is None:
+        raise _corrupt("the incarnation counter record is missing")
+
+    by_incarnation: dict[int, DiskTopic] = {}
+    topics: dict[str, DiskTopic] = {}
+    for name, record in records.items():
+        last_id = hwms.get(name, 0)
+        if not 0 < record.incarnation < next_incarnation:
+            raise _corrupt(
+                f"topic {name!r} has incarnation {record.incarnation}, outside "
+                f"[1, {next_incarnation})"
+            )
+        if record.incarnation in by_incarnation:
+            raise _corrupt(f"topic {name!r} shares incarnation {record.incarnation}")
+        if not 0 <= record.trim_id <= last_id:
+            raise _corrupt(f"topic {name!r} has trim id {record.trim_id} > last id {last_id}")
+        topic_pages = pages.pop(record.incarnation, [])
+        _check_pages(name, topic_pages, record.trim_id, last_id)
+        topic = DiskTopic(name, record, last_id, topic_pages, groups.pop(record.incarnation, {}))
+        by_incarnation[record.incarnation] = topic
+        topics[name] = topic
+    if groups or pages:
+        orphans = sorted(set(groups) | set(pages))
+        raise _corrupt(f"groups or pages of incarnations {orphans[:5]} that no topic has")
+
+    if with_messages:
+        for topic in topics.values():
+            topic.messages = []
+        for key, value in store.scan_messages():
+            incarnation, msg_id = keys.parse_msg_key(key)
+            owner = by_incarnation.get(incarnation)
+            if owner is None or owner.messages is None:
+                raise _corrupt(f"message {msg_id} of incarnation {incarnation} has no topic")
+            payload, properties = codec.decode_message(value)
+            owner.messages.append(ConsumerMessage(msg_id, payload, properties))
+        for topic in topics.values():
+            assert topic.messages is not None
+            ids = [message.msg_id for message in topic.messages]
+            expected = list(range(topic.record.trim_id + 1, topic.last_id + 1))
+            if ids != expected:
+                raise _corrupt(
+                    f"topic {topic.name!r} stores ids {ids[:3]}..{ids[-3:]}, expected "
+                    f"({topic.record.trim_id}, {topic.last_id}]"
+                )
+    return DiskState(next_incarnation, topics)
+
+
+def _check_pages(name: str, topic_pages: list[Page], trim_id: int, last_id: int) -> None:
+    """Closed pages: ascending end ids inside the retained range, acked ones a prefix."""
+    previous_end = trim_id
+    seen_unacked = False
+    for page in topic_pages:
+        if not previous_end < page.end_id <= last_id:
+            raise _corrupt(
+                f"topic {name!r} has a page ending at {page.end_id}, outside "
+                f"({previous_end}, {last_id}]"
+            )
+        if page.acked_ts is None:
+            seen_unacked = True
+        elif seen_unacked:
+            raise _corrupt(f"topic {name!r} has an acked page after an unacked one")
+        previous_end = page.end_id

@@ -1,0 +1,438 @@
+"""The one RocksDB database of a RocksMQ: opening and checking the directory, the column
+families, atomic write batches, bounded reads, clean close and crash.
+
+Everything that touches ``rocksdict`` lives here, so the traps of the binding are handled
+in one place (see ``shared/NOTES-dependencies.md``):
+
+- raw mode everywhere (bytes keys and values, nothing pickled), options and every column
+  family passed explicitly on open;
+- ``set_iterate_lower_bound`` is never called (it sets the upper bound in 0.3.29); scans
+  start with ``from_key`` and stop at ``set_iterate_upper_bound``;
+- RocksDB keeps its LOCK while *any* iterator, column family handle or CF-bound batch is
+  alive. So no rocksdict object ever leaves this module: write batches are built from a
+  plain-Python ``Plan`` inside ``write`` and die with it, iterators die inside the read
+  methods, and ``close``/``crash`` drop every handle this object holds;
+- RocksDB's errors are plain ``Exception``: they are mapped to ``impl.errors`` types.
+
+Directory identity. A directory is *ours* when it holds ``rmqsim.lock`` (created before any
+RocksDB file), exactly rmqsim's column families and, in ``rmqsim_meta``, the format record.
+``open`` refuses anything else *before* RocksDB can write to it:
+
+- a path that is a file: ``NotADatabaseError``;
+- a non-empty directory without a RocksDB ``CURRENT`` file: ``NotADatabaseError``;
+- a RocksDB directory without ``rmqsim.lock``, in pickled rocksdict mode, or with other
+  column families: ``ForeignDatabaseError``;
+- an unreadable ``CURRENT``/``MANIFEST``: ``CorruptDatabaseError``;
+- a directory another instance holds: ``DatabaseLockedError``.
+
+``rmqsim.lock`` is locked with ``flock`` (not ``fcntl``: closing another descriptor of the
+file cannot drop it), before RocksDB is opened. A second open therefore fails before
+RocksDB runs (RocksDB itself would first rotate the live instance's ``LOG``). A process
+that forks keeps the lock in the child while the child lives.
+
+Durability. Writes go through the WAL; ``sync_writes=False`` (the default) does not fsync
+each batch: every batch that returned survives a process crash (the OS holds the WAL), not
+a power loss. ``sync_writes=True`` fsyncs each batch and survives both, slower.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from rocksdict import Options, Rdict, ReadOptions, WriteBatch, WriteOptions
+
+from impl import codec, keys
+from impl.errors import (
+    CorruptDatabaseError,
+    DatabaseLockedError,
+    ForeignDatabaseError,
+    FormatVersionError,
+    NotADatabaseError,
+    StorageError,
+)
+
+__all__ = ["LOCK_FILE_NAME", "Plan", "Store"]
+
+LOCK_FILE_NAME = "rmqsim.lock"
+#: Info-log files RocksDB keeps per database (each open rotates one): bounded.
+KEEP_LOG_FILES = 5
+#: Names RocksDB itself creates in a database directory (for telling a half-created
+#: database of ours from a foreign directory).
+_ROCKSDB_FILE = re.compile(
+    r"^(LOCK|LOG|LOG\.old\.\d+|IDENTITY|CURRENT|MANIFEST-\d+|OPTIONS-\d+(\.dbtmp)?|"
+    r"\d+\.(log|sst|blob|dbtmp)|rocksdict-config\.json)$"
+)
+
+
+@dataclass(slots=True)
+class Plan:
+    """Everything one operation writes, as plain bytes: applied as one ``WriteBatch``.
+
+    Plain Python on purpose: a plan may sit in a traceback (the fault hook raised) without
+    keeping any RocksDB handle, and so the LOCK, alive.
+    """
+
+    msg_puts: list[tuple[bytes, bytes]] = field(default_factory=list)
+    meta_puts: list[tuple[bytes, bytes]] = field(default_factory=list)
+    meta_deletes: list[bytes] = field(default_factory=list)
+    msg_range_deletes: list[tuple[bytes, bytes]] = field(default_factory=list)
+    meta_range_deletes: list[tuple[bytes, bytes]] = field(default_factory=list)
+
+    def is_empty(self) -> bool:
+        return not (
+            self.msg_puts
+            or self.meta_puts
+            or self.meta_deletes
+            or self.msg_range_deletes
+            or self.meta_range_deletes
+        )
+
+
+def _rocksdb_text(exc: BaseException) -> str:
+    return str(exc).strip() or type(exc).__name__
+
+
+def map_rocksdb_error(exc: Exception, path: str, doing: str) -> StorageError:
+    """A clear ``StorageError`` for a RocksDB ``Exception``; RocksDB's text comes last."""
+    text = _rocksdb_text(exc)
+    lowered = text.lower()
+    if "lock" in lowered and ("hold" in lowered or "resource temporarily" in lowered):
+        return DatabaseLockedError(
+            f"cannot {doing}: the database at {path} is already open by another process "
+            f"or instance (RocksDB: {text})"
+        )
+    if "corruption" in lowered:
+        return CorruptDatabaseError(
+            f"cannot {doing}: the database at {path} is corrupt (RocksDB: {text})"
+        )
+    if "column famil" in lowered:
+        return ForeignDatabaseError(
+            f"cannot {doing}: the database at {path} does not have rmqsim's column families "
+            f"{list(keys.COLUMN_FAMILIES)} (RocksDB: {text})"
+        )
+    return StorageError(f"cannot {doing} the database at {path} (RocksDB: {text})")
+
+
+def _options(*, create: bool) -> Options:
+    options = Options(raw_mode=True)
+    options.create_if_missing(create)
+    options.create_missing_column_families(create)
+    options.set_keep_log_file_num(KEEP_LOG_FILES)
+    return options
+
+
+class _DirectoryKind:
+    FRESH = "fresh"  # empty, or only what an interrupted creation of ours left behind
+    EXISTING = "existing"  # a RocksDB database that passed every check before opening
+
+
+def _classify(path: str) -> str:
+    """Decide, without writing anything, whether ``path`` may be opened or created."""
+    try:
+        entries = set(os.listdir(path))
+    except FileNotFoundError:
+        return _DirectoryKind.FRESH
+    except NotADirectoryError:
+        raise NotADatabaseError(
+            f"{path} is a file, not a database directory: pass a directory (new or holding "
+            "an rmqsim database)"
+        ) from None
+    except OSError as exc:
+        raise StorageError(f"cannot read the directory {path}: {exc.strerror}") from None
+    ours = LOCK_FILE_NAME in entries
+    if "CURRENT" not in entries:
+        others = entries - {LOCK_FILE_NAME}
+        if not others or (ours and all(_ROCKSDB_FILE.match(name) for name in others)):
+            return _DirectoryKind.FRESH  # empty, or our creation was cut before CURRENT
+        raise NotADatabaseError(
+            f"{path} is a non-empty directory that holds no database "
+            f"(found {sorted(others)[:5]}): use an empty or new directory"
+        )
+    if not ours:
+        raise ForeignDatabaseError(
+            f"{path} holds a RocksDB database that rmqsim did not create (no {LOCK_FILE_NAME}): "
+            "refusing to open it"
+        )
+    _check_rocksdict_config(path)
+    try:
+        families = Rdict.list_cf(path, _options(create=False))
+    except Exception as exc:  # rocksdict raises plain Exception
+        text = _rocksdb_text(exc)
+        raise CorruptDatabaseError(
+            f"{path} looks like a database but its CURRENT/MANIFEST cannot be read; it is "
+            f"corrupt or incomplete (RocksDB: {text})"
+        ) from exc
+    unknown = set(families) - set(keys.COLUMN_FAMILIES)
+    if unknown:
+        raise ForeignDatabaseError(
+            f"{path} holds a RocksDB database with column families {sorted(unknown)} that "
+            f"are not rmqsim's {list(keys.COLUMN_FAMILIES)}: refusing to open it"
+        )
+    return _DirectoryKind.EXISTING
+
+
+def _check_rocksdict_config(path: str) -> None:
+    """rocksdict records its mode; a pickled-mode database is not ours."""
+    config_path = os.path.join(path, "rocksdict-config.json")
+    try:
+        with open(config_path, encoding="utf-8") as handle:
+            config = json.load(handle)
+    except (OSError, ValueError):
+        return  # absent or unreadable: rocksdict rewrites it; the other checks decide
+    if isinstance(config, dict) and config.get("raw_mode") is False:
+        raise ForeignDatabaseError(
+            f"{path} holds a rocksdict database in pickled mode (raw_mode false): it is not "
+            "an rmqsim database; refusing to open it"
+        )
+
+
+def _lock_directory(path: str, *, create: bool) -> int:
+    """Take ``rmqsim.lock`` exclusively; return its descriptor (closing it unlocks)."""
+    flags = os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+    try:
+        fd = os.open(os.path.join(path, LOCK_FILE_NAME), flags, 0o644)
+    except OSError as exc:
+        raise StorageError(f"cannot open {LOCK_FILE_NAME} in {path}: {exc.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise DatabaseLockedError(
+                f"the database at {path} is already open by another RocksMQ instance (in this "
+                "or another process): close it first"
+            ) from None
+        raise StorageError(f"cannot lock {LOCK_FILE_NAME} in {path}: {exc.strerror}") from None
+    return fd
+
+
+class Store:
+    """An open rmqsim RocksDB database. Thread-safe: RocksDB is, and the handles here
+    are only replaced by ``close``/``crash``, after which every method raises."""
+
+    def __init__(self, path: str, db: Rdict, lock_fd: int, *, sync_writes: bool) -> None:
+        self.path = path
+        self._db: Rdict | None = db
+        self._lock_fd: int | None = lock_fd
+        self._meta: Rdict | None = db.get_column_family(keys.CF_META)
+        self._msgs: Rdict | None = db.get_column_family(keys.CF_MSGS)
+        self._meta_cf = db.get_column_family_handle(keys.CF_META)
+        self._msgs_cf = db.get_column_family_handle(keys.CF_MSGS)
+        self._write_options = WriteOptions()
+        self._write_options.sync = sync_writes
+        #: Set when ``open`` found no format record in an empty database of ours.
+        self.needs_init = False
+
+    # ----------------------------------------------------------------------- open
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], *, sync_writes: bool = False) -> Store:
+        """Open or create the database at ``path``; refuse anything that is not ours."""
+        path = os.path.abspath(os.fspath(path))
+        lock_path = os.path.join(path, LOCK_FILE_NAME)
+        if os.path.exists(lock_path):
+            fd = _lock_directory(path, create=False)
+        else:
+            if _classify(path) != _DirectoryKind.FRESH:
+                raise ForeignDatabaseError(f"{path} holds a database rmqsim did not create")
+            try:
+                os.makedirs(path, exist_ok=True)
+            except OSError as exc:
+                raise StorageError(f"cannot create the directory {path}: {exc.strerror}") from None
+            fd = _lock_directory(path, create=True)
+        try:
+            kind = _classify(path)  # again, now that no other instance can change it
+            fresh = kind == _DirectoryKind.FRESH
+            options = _options(create=True)
+            families = {name: _options(create=True) for name in keys.COLUMN_FAMILIES}
+            if not fresh:
+                options.create_if_missing(False)
+            try:
+                db = Rdict(path, options, column_families=families)
+            except Exception as exc:
+                raise map_rocksdb_error(exc, path, "open") from exc
+            store = cls(path, db, fd, sync_writes=sync_writes)
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            store._check_identity()
+        except BaseException:
+            store.crash()  # nothing written by us; release without flushing
+            raise
+        return store
+
+    def _check_identity(self) -> None:
+        """The format record must be rmqsim's, or the database must be empty (creation
+        of ours was interrupted before the format record was written)."""
+        value = self.get_meta(keys.FORMAT_KEY)
+        if value is None:
+            if self._is_empty():
+                self.needs_init = True
+                return
+            raise ForeignDatabaseError(
+                f"{self.path} has rmqsim's column families and lock file but no format "
+                "record, and holds data: it was not written by rmqsim; refusing to open it"
+            )
+        version = codec.decode_format(value)
+        if version is None:
+            raise ForeignDatabaseError(
+                f"{self.path} has a format record that is not rmqsim's: refusing to open it"
+            )
+        if version != codec.FORMAT_VERSION:
+            raise FormatVersionError(
+                f"{self.path} uses rmqsim layout version {version}; this code reads only "
+                f"version {codec.FORMAT_VERSION}"
+            )
+
+    def _is_empty(self) -> bool:
+        for family in (self._db, self._meta, self._msgs):
+            assert family is not None
+            for _ in self._guard(lambda f=family: f.keys(), "read"):
+                return False
+        return True
+
+    # ----------------------------------------------------------------------- writes
+
+    def write(self, plan: Plan) -> None:
+        """Apply ``plan`` as one atomic ``WriteBatch`` (all or nothing, also on crash)."""
+        db = self._live()
+        batch = WriteBatch(raw_mode=True)
+        meta, msgs = self._meta_cf, self._msgs_cf
+        put = batch.put
+        for key, value in plan.msg_puts:
+            put(key, value, msgs)
+        for key, value in plan.meta_puts:
+            put(key, value, meta)
+        for key in plan.meta_deletes:
+            batch.delete(key, meta)
+        for begin, end in plan.msg_range_deletes:
+            batch.delete_range(begin, end, msgs)
+        for begin, end in plan.meta_range_deletes:
+            batch.delete_range(begin, end, meta)
+        try:
+            db.write(batch, self._write_options)
+        except Exception as exc:
+            raise map_rocksdb_error(exc, self.path, "write to") from exc
+
+    # ----------------------------------------------------------------------- reads
+
+    def get_meta(self, key: bytes) -> bytes | None:
+        meta = self._meta
+        if meta is None:
+            raise StorageError(f"the database at {self.path} is closed")
+        try:
+            return meta.get(key)
+        except Exception as exc:
+            raise map_rocksdb_error(exc, self.path, "read") from exc
+
+    def scan_meta(self) -> list[tuple[bytes, bytes]]:
+        """Every metadata record, in key order (open and snapshot only)."""
+        meta = self._meta
+        if meta is None:
+            raise StorageError(f"the database at {self.path} is closed")
+        return list(self._guard(lambda: meta.items(), "read"))
+
+    def scan_messages(self) -> list[tuple[bytes, bytes]]:
+        """Every message record, in key order (snapshot only: it reads everything)."""
+        msgs = self._msgs
+        if msgs is None:
+            raise StorageError(f"the database at {self.path} is closed")
+        return list(self._guard(lambda: msgs.items(), "read"))
+
+    def read_message_values(self, incarnation: int, first_id: int, last_id: int) -> list[bytes]:
+        """Values of messages ``first_id..last_id`` (inclusive) of one incarnation: one
+        bounded iterator, never past ``last_id``."""
+        msgs = self._msgs
+        if msgs is None:
+            raise StorageError(f"the database at {self.path} is closed")
+        read_options = ReadOptions()
+        read_options.set_iterate_upper_bound(keys.msg_key(incarnation, last_id + 1))
+        start = keys.msg_key(incarnation, first_id)
+        try:
+            return list(msgs.values(from_key=start, read_opt=read_options))
+        except Exception as exc:
+            raise map_rocksdb_error(exc, self.path, "read") from exc
+
+    def message_id_bounds(self, incarnation: int) -> tuple[int, int] | None:
+        """``(first, last)`` stored message ids of an incarnation, or ``None``: two seeks."""
+        msgs = self._msgs
+        if msgs is None:
+            raise StorageError(f"the database at {self.path} is closed")
+        begin, end = keys.msg_range(incarnation)
+        first = last = None
+        forward = ReadOptions()
+        forward.set_iterate_upper_bound(end)
+        for key in self._guard(lambda: msgs.keys(from_key=begin, read_opt=forward), "read"):
+            first = keys.parse_msg_key(key)[1]
+            break
+        for key in self._guard(lambda: msgs.keys(backwards=True, from_key=end), "read"):
+            inc, msg_id = keys.parse_msg_key(key)
+            if inc == incarnation:
+                last = msg_id
+            break
+        if first is None or last is None:
+            assert first is None and last is None, (first, last)
+            return None
+        return first, last
+
+    def _guard(self, make_iterator, doing: str) -> Iterator:
+        """Iterate a rocksdict iterator, mapping its errors; the iterator dies here."""
+        try:
+            iterator = make_iterator()
+            yield from iterator
+        except Exception as exc:
+            raise map_rocksdb_error(exc, self.path, doing) from exc
+        finally:
+            iterator = None  # drop the handle before the caller goes on
+
+    def _live(self) -> Rdict:
+        db = self._db
+        if db is None:
+            raise StorageError(f"the database at {self.path} is closed")
+        return db
+
+    # ----------------------------------------------------------------------- shutdown
+
+    def close(self) -> None:
+        """Flush every column family and release everything (the LOCK included)."""
+        db = self._db
+        if db is None:
+            return
+        try:
+            for family in (self._meta, self._msgs):
+                if family is not None:
+                    family.close()  # flushes that column family
+            db.close()
+        except Exception as exc:
+            self._drop()
+            raise map_rocksdb_error(exc, self.path, "close") from exc
+        self._drop()
+
+    def crash(self) -> None:
+        """Release every handle without writing anything more, as a killed process.
+
+        rocksdict flushes memtables when an ``Rdict`` is dropped; stopping RocksDB's
+        background work first turns that flush into a no-op, so nothing but what the WAL
+        already holds is on disk, exactly as after ``kill -9``.
+        """
+        db = self._db
+        if db is not None:
+            with contextlib.suppress(Exception):
+                db.cancel_all_background(True)
+        self._drop()
+
+    def _drop(self) -> None:
+        self._meta_cf = self._msgs_cf = None
+        self._meta = self._msgs = None
+        self._db = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the flock
+            self._lock_fd = None
