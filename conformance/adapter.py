@@ -43,21 +43,26 @@ def rocksmq_factory(
     return RocksMQ.open(path, config=config, clock=clock, faults=faults)
 
 
-class _CrashableModel:
-    """The reference model as a SUT: "crash" keeps nothing, so state lives in a registry
-    keyed by path (as a disk would). Used to test the harness itself, not as a gate."""
+class _ModelDisk:
+    """The reference model (or a subclass) behind the adapter interface.
+
+    The model keeps everything in memory, so "the disk" is a registry keyed by path: a
+    crash or close keeps the state and reopening the path finds it again. This makes the
+    model a perfectly durable SUT, for testing the harness itself, never for gating.
+    """
 
     _disks: ClassVar[dict[str, Any]] = {}
 
-    def __init__(self, path: Path, config: MQConfig, clock: Clock) -> None:
-        from model import ReferenceMQ
-
+    def __init__(
+        self, model_cls: type, path: Path, config: MQConfig, clock: Clock, faults: FaultHook | None
+    ) -> None:
         key = str(path)
         model = self._disks.get(key)
-        if model is None or model.config != config:
-            model = ReferenceMQ(config=config, clock=clock)
+        if model is None or model.config != config or type(model) is not model_cls:
+            model = model_cls(config=config, clock=clock)
             self._disks[key] = model
         model._closed = False
+        model.faults = faults or (lambda point: None)
         self._model = model
 
     def __getattr__(self, name: str) -> Any:
@@ -66,12 +71,38 @@ class _CrashableModel:
     def crash(self) -> None:
         self._model._closed = True
 
+    @classmethod
+    def _rmqsim_forget(cls, path: Path) -> None:
+        """Drop the state kept for ``path``: the run is over (called by the runner)."""
+        cls._disks.pop(str(path), None)
 
-def model_factory(
-    *, path: Path, config: MQConfig, clock: Clock, faults: FaultHook | None
-) -> MessageQueue:
-    """The reference model behind the adapter interface (a perfect SUT, for self-tests)."""
-    return _CrashableModel(path, config, clock)  # type: ignore[return-value]
+
+def make_model_factory(model_cls: type | None = None) -> Factory:
+    """A factory serving ``model_cls`` (default ``ReferenceMQ``) through the adapter: the
+    way small, deliberately wrong implementations are written for the harness's tests.
+    A subclass may call ``self.faults(point)`` to offer crash points."""
+    from model import ReferenceMQ
+
+    cls = model_cls or ReferenceMQ
+
+    def factory(
+        *, path: Path, config: MQConfig, clock: Clock, faults: FaultHook | None
+    ) -> MessageQueue:
+        return _ModelDisk(cls, path, config, clock, faults)  # type: ignore[return-value]
+
+    return factory
+
+
+#: The reference model as a SUT (a perfect implementation, for self-tests).
+model_factory = make_model_factory()
+
+
+def resolve_impl(impl: str | Factory) -> tuple[str, Factory]:
+    """``(name, factory)`` for ``--impl MOD:FACTORY`` or a factory object."""
+    if isinstance(impl, str):
+        return impl, load_factory(impl)
+    name = f"{getattr(impl, '__module__', '?')}:{getattr(impl, '__qualname__', repr(impl))}"
+    return name, impl
 
 
 def load_factory(spec: str) -> Factory:

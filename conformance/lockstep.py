@@ -16,7 +16,6 @@ long run is not quadratic in the number of topics.
 from __future__ import annotations
 
 import contextlib
-import copy
 import inspect
 from collections import Counter
 from dataclasses import dataclass, field
@@ -35,6 +34,10 @@ from scenarios.ops import STATE_CHANGING, Outcome, Step
 DEFAULT_FULL_CHECK_EVERY = 64
 #: A crash that does not resolve to before/after is still reported after this many diffs.
 MAX_DIFFS = 40
+
+
+#: The outcome error of an operation that a crash undid (it resolved to "before").
+CRASHED = "Crashed"
 
 
 class InjectedCrash(BaseException):
@@ -196,6 +199,9 @@ class Lockstep:
         """Release the SUT (end of run)."""
         with contextlib.suppress(Exception):  # a broken SUT must not hide the run's result
             self.sut.close()
+        forget = getattr(self.sut, "_rmqsim_forget", None)
+        if forget is not None:
+            forget(self.path)
 
     # ------------------------------------------------------------------ checks
 
@@ -282,7 +288,7 @@ class Lockstep:
         op = step.op
         kind = op.kind
         armed = self.faults.armed is not None
-        saved_model = copy.deepcopy(self.model, {id(self.clock): self.clock}) if armed else None
+        saved_model = self.model.fork() if armed else None
         before = self._before(op)
         expected = apply_op(self.model, op)
         self.faults.begin(kind)
@@ -329,7 +335,7 @@ class Lockstep:
         elif actual == saved_model.snapshot():
             info["resolved"] = "before"
             self.model = saved_model
-            outcome = Outcome()
+            outcome = Outcome(error=CRASHED)
         else:
             diffs = diff_states(after, actual)
             before_diffs = diff_states(saved_model.snapshot(), actual)

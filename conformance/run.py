@@ -17,7 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from conformance.adapter import DEFAULT_IMPL, load_factory
+from conformance.adapter import DEFAULT_IMPL, Factory, resolve_impl
 from conformance.lockstep import Divergence, Lockstep, Stats
 from conformance.statediff import state_digest
 from conformance.trace import FORMAT, FORMAT_VERSION, Trace, dumps
@@ -183,15 +183,16 @@ def run_seed(
     profile_name: str,
     seed: int,
     *,
-    impl: str = DEFAULT_IMPL,
+    impl: str | Factory = DEFAULT_IMPL,
     steps: int | None = None,
     check_every: int = 1,
     workdir: Path | None = None,
 ) -> RunResult:
-    """Run one scenario in lockstep against ``impl`` and return its result."""
+    """Run one scenario in lockstep against ``impl`` (``MOD:FACTORY`` or a factory) and
+    return its result."""
     started = time.perf_counter()
     profile = resolve(get_profile(profile_name), seed)
-    factory = load_factory(impl)
+    impl, factory = resolve_impl(impl)
     config = MQConfig(**profile.config)
     with tempfile.TemporaryDirectory(prefix="rmqsim-", dir=workdir) as tmp:
         lockstep = Lockstep(factory, config, Path(tmp), check_every=check_every)
@@ -215,14 +216,15 @@ def run_seed(
         return _result(lockstep, header, divergence, started, recorded[-1] if recorded else None)
 
 
-def replay_trace(trace: Trace, *, impl: str | None = None, check_every: int = 1) -> RunResult:
+def replay_trace(
+    trace: Trace, *, impl: str | Factory | None = None, check_every: int = 1
+) -> RunResult:
     """Re-execute a trace on the model and the SUT; every recorded outcome must recur.
 
     ``impl`` overrides the implementation named in the header.
     """
     started = time.perf_counter()
-    impl = impl or trace.header.get("impl") or DEFAULT_IMPL
-    factory = load_factory(impl)
+    impl, factory = resolve_impl(impl or trace.header.get("impl") or DEFAULT_IMPL)
     config = MQConfig(**trace.header["config"])
     header = dict(trace.header, impl=impl)
     with tempfile.TemporaryDirectory(prefix="rmqsim-replay-") as tmp:

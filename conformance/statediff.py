@@ -229,7 +229,5 @@ def state_to_json(state: State) -> dict[str, Any]:
 
 def state_digest(state: State) -> str:
     """``sha256:<hex>`` of the canonical JSON of ``state``."""
-    text = json.dumps(
-        state_to_json(state), sort_keys=True, separators=(",", ":"), ensure_ascii=False
-    )
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+    text = json.dumps(state_to_json(state), sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode("ascii")).hexdigest()

@@ -8,7 +8,8 @@ Layout (one JSON object per line, keys sorted, no spaces, UTF-8):
    ``"crash"`` when a crash was injected inside it and ``"sut_outcome"`` at a divergence;
 3. end: ``{"type": "end", "steps", "status", "anomaly", "state_digest"}``.
 
-Bytes are base64, never pickled. The reader is strict: anything malformed raises
+Lines are ASCII: non-ASCII characters are ``\\uXXXX`` escapes, so that names that are not
+valid UTF-8 (lone surrogates, which scenarios use to test rejection) survive. Bytes are base64, never pickled. The reader is strict: anything malformed raises
 ``TraceFormatError`` naming the file and line.
 """
 
@@ -40,7 +41,7 @@ class TraceFormatError(Exception):
 
 def dumps(obj: Any) -> str:
     """The one canonical JSON encoding used for every trace line."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,12 @@ class TrimLog(Generic[T]):
     def __iter__(self) -> Iterator[T]:
         return iter(self._items[self._head :])
 
+    def copy(self) -> TrimLog[T]:
+        """A copy sharing the (immutable) items: O(live items)."""
+        clone: TrimLog[T] = TrimLog()
+        clone._items = self._items[self._head :]
+        return clone
+
     def append(self, item: T) -> None:
         self._items.append(item)
 

@@ -76,6 +76,19 @@ class _Topic:
     def is_retained(self, msg_id: int) -> bool:
         return self.first_id <= msg_id <= self.last_retained_id
 
+    def copy(self) -> _Topic:
+        """An independent copy; messages and pages are immutable, so they are shared."""
+        return _Topic(
+            first_id=self.first_id,
+            messages=self.messages.copy(),
+            pages=self.pages.copy(),
+            acked_pages=self.acked_pages,
+            acked_bytes=self.acked_bytes,
+            open_page_bytes=self.open_page_bytes,
+            groups=dict(self.groups),
+            cached=self.cached,
+        )
+
     def check_invariants(self, last_id: int) -> None:
         assert 0 <= self.acked_pages <= len(self.pages)
         assert self.acked_bytes >= 0
@@ -379,6 +392,15 @@ class ReferenceMQ:
         """Assert every internal invariant (used by tests and the lockstep runner)."""
         for name, state in self._topics.items():
             state.check_invariants(self._last_ids.get(name, 0))
+
+    def fork(self) -> ReferenceMQ:
+        """An independent copy of this model sharing its config and clock: the state to
+        return to when a crash resolves to "before the operation"."""
+        clone = ReferenceMQ(self.config, self._clock)
+        clone._topics = {name: state.copy() for name, state in self._topics.items()}
+        clone._last_ids = dict(self._last_ids)
+        clone._closed = self._closed
+        return clone
 
     @property
     def closed(self) -> bool:
