@@ -9,7 +9,8 @@ Layout (one JSON object per line, keys sorted, no spaces, UTF-8):
 3. end: ``{"type": "end", "steps", "status", "anomaly", "state_digest"}``.
 
 Lines are ASCII: non-ASCII characters are ``\\uXXXX`` escapes, so that names that are not
-valid UTF-8 (lone surrogates, which scenarios use to test rejection) survive. Bytes are base64, never pickled. The reader is strict: anything malformed raises
+valid UTF-8 (lone surrogates, which scenarios use to test rejection) survive. Bytes are
+base64, never pickled. The reader is strict: anything malformed raises
 ``TraceFormatError`` naming the file and line.
 """
 
