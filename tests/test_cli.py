@@ -1,0 +1,210 @@
+"""The command line: exit codes 0/1/2, one-line errors for bad input, outputs on disk."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conformance.cli import cli
+from conformance.trace import TraceFormatError, parse_lines, read_trace
+
+MODEL = "conformance.adapter:model_factory"
+WRONG = "tests.test_cli:lost_write_factory"
+
+
+def lost_write_factory(**kwargs):
+    """A wrong implementation importable by --impl (see tests/wrong_models.py)."""
+    from conformance.adapter import make_model_factory
+    from tests.wrong_models import LostWrite
+
+    return make_model_factory(LostWrite)(**kwargs)
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_help_lists_commands() -> None:
+    result = invoke("--help")
+    assert result.exit_code == 0
+    for command in ("run", "replay", "gate"):
+        assert command in result.output
+
+
+def test_run_clean_exits_0_and_writes_trace(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    result = invoke(
+        "run",
+        "--profile",
+        "smoke",
+        "--seed",
+        "1",
+        "--impl",
+        MODEL,
+        "--trace",
+        str(trace),
+        "--out",
+        str(tmp_path / "out"),
+    )
+    assert result.exit_code == 0, result.output
+    parsed = read_trace(trace)
+    assert parsed.header["seed"] == 1 and parsed.end["status"] == "ok"
+    replay = invoke("replay", str(trace), "--impl", MODEL)
+    assert replay.exit_code == 0, replay.output
+
+
+def test_run_divergence_exits_1_saves_trace_and_reports(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = invoke(
+        "run", "--profile", "smoke", "--seeds", "0:6", "--impl", WRONG, "--out", str(out)
+    )
+    assert result.exit_code == 1
+    saved = sorted(out.glob("*.jsonl"))
+    assert saved and "lost-write" in saved[0].name
+    assert "DIVERGENCE lost-write" in result.output
+    assert "repro      rmqsim run --profile smoke --seed" in result.output
+    assert f"rmqsim replay {saved[0]}" in result.output
+    replay = invoke("replay", str(saved[0]), "--impl", WRONG)
+    assert replay.exit_code == 1 and "lost-write" in replay.output
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["run", "--profile", "nope", "--seed", "1"], "nope"),
+        (["run", "--profile", "smoke"], "exactly one of"),
+        (["run", "--profile", "smoke", "--seeds", "5:2"], "A < B"),
+        (["run", "--profile", "smoke", "--seed", "1", "--impl", "nomodule_xyz:f"], "cannot import"),
+        (
+            ["run", "--profile", "smoke", "--seed", "1", "--impl", "conformance.adapter"],
+            "module:factory",
+        ),
+        (
+            ["run", "--profile", "smoke", "--seed", "1", "--impl", "conformance.adapter:nothing"],
+            "no attribute",
+        ),
+        (["gate", "--profiles", "smoke,bogus", "--impl", MODEL], "bogus"),
+    ],
+)
+def test_bad_usage_exits_2_with_one_line(args: list[str], needle: str) -> None:
+    result = invoke(*args)
+    assert result.exit_code == 2, result.output
+    assert needle in result.output
+    assert "Traceback" not in result.output
+
+
+def test_unwritable_out_exits_2(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    result = invoke(
+        "run", "--profile", "smoke", "--seed", "1", "--impl", MODEL, "--out", str(blocker / "sub")
+    )
+    assert result.exit_code == 2
+    assert "not a writable directory" in result.output
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("", "empty file"),
+        ("not json\n", ":1: not valid JSON"),
+        ('{"type":"step"}\n', ":1: the first line must be the header"),
+        (
+            '{"type":"header","format":"rmqsim-trace","version":99,"seed":1,"config":{}}\n',
+            "version 99 is not supported",
+        ),
+        ('{"type":"header","format":"other","version":1}\n', "not an rmqsim-trace file"),
+        (
+            '{"type":"header","format":"rmqsim-trace","version":1,"seed":1,"config":{}}\n'
+            '{"type":"step","i":1,"t":0,"actor":"a","op":{"kind":"fly"},"outcome":null}\n',
+            ":2: bad operation",
+        ),
+        (
+            '{"type":"header","format":"rmqsim-trace","version":1,"seed":1,"config":{}}\n'
+            '{"type":"step","i":7,"t":0,"actor":"a","op":{"kind":"run_retention"},"outcome":null}\n',
+            ":2: step index must be 1",
+        ),
+    ],
+)
+def test_malformed_trace_exits_2_naming_file_and_line(
+    tmp_path: Path, content: str, needle: str
+) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(content)
+    with pytest.raises(TraceFormatError):
+        read_trace(path)
+    result = invoke("replay", str(path), "--impl", MODEL)
+    assert result.exit_code == 2
+    assert str(path) in result.output and needle in result.output
+
+
+def test_truncated_trace_still_replays_its_steps(tmp_path: Path) -> None:
+    """A trace cut after a step line (no end line) is read; a cut inside a line is not."""
+    trace = tmp_path / "t.jsonl"
+    invoke(
+        "run",
+        "--profile",
+        "smoke",
+        "--seed",
+        "2",
+        "--impl",
+        MODEL,
+        "--trace",
+        str(trace),
+        "--out",
+        str(tmp_path),
+    )
+    lines = trace.read_text().splitlines()
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("\n".join(lines[:40]) + "\n")
+    assert invoke("replay", str(cut), "--impl", MODEL).exit_code == 0
+    cut.write_text("\n".join(lines[:40]) + "\n" + lines[40][: len(lines[40]) // 2])
+    result = invoke("replay", str(cut), "--impl", MODEL)
+    assert result.exit_code == 2 and ":41:" in result.output
+
+
+def test_gate_writes_junit_and_summary(tmp_path: Path) -> None:
+    out = tmp_path / "gate"
+    result = invoke("gate", "--impl", MODEL, "--seeds", "0:2", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "ok"
+    assert set(summary["profiles"]) >= {"smoke", "crashy", "retention", "digits", "swarm"}
+    root = ET.parse(out / "junit.xml").getroot()
+    assert len(root.findall("testsuite")) == len(summary["profiles"])
+    assert all(s.get("failures") == "0" for s in root.findall("testsuite"))
+
+
+def test_gate_on_a_wrong_implementation_fails_with_junit_failures(tmp_path: Path) -> None:
+    out = tmp_path / "gate"
+    result = invoke(
+        "gate", "--impl", WRONG, "--seeds", "0:2", "--profiles", "smoke", "--out", str(out)
+    )
+    assert result.exit_code == 1
+    root = ET.parse(out / "junit.xml").getroot()
+    failures = root.findall(".//failure")
+    assert failures and failures[0].get("message") == "lost-write"
+    assert json.loads((out / "summary.json").read_text())["failures"][0]["trace"]
+
+
+def test_parse_lines_roundtrip_of_a_real_trace(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    invoke(
+        "run",
+        "--profile",
+        "churn",
+        "--seed",
+        "4",
+        "--impl",
+        MODEL,
+        "--trace",
+        str(trace),
+        "--out",
+        str(tmp_path),
+    )
+    parsed = parse_lines(trace.read_text().splitlines())
+    assert len(parsed.steps) == parsed.end["steps"]
