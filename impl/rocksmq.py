@@ -22,6 +22,7 @@ and then every topic lock in incarnation order. RocksDB itself is thread-safe.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import math
 import os
@@ -424,17 +425,7 @@ class RocksMQ:
                     f"topic {topic!r} should retain ids {first_id}..{last_id}, but "
                     f"{len(values)} of them are stored"
                 )
-            build = codec.consumer_message
-            decode = codec.decode_message
-            result = []
-            msg_id = first_id
-            for value in values:
-                if value and value[0] == 0x01:
-                    result.append(build(msg_id, value[1:], {}))
-                else:
-                    payload, properties = decode(value)
-                    result.append(build(msg_id, payload, properties))
-                msg_id += 1
+            result = _decode_messages(first_id, values)
             self._move(cached, "consume", group, last_id + 1)
             return result
 
@@ -659,3 +650,23 @@ def _check_message_bounds(store: Store, name: str, record: codec.TopicRecord, la
         raise CorruptDatabaseError(
             f"topic {name!r} stores message ids {bounds}, but its records say {expected}"
         )
+
+
+def _decode_messages(first_id: int, values: list[bytes]) -> list[ConsumerMessage]:
+    """``ConsumerMessage``s of consecutive ids from ``first_id``: the hot loop of consume,
+    with a fast path for messages without properties (tag 0x01)."""
+    build = codec.consumer_message
+    try:
+        return [
+            build(msg_id, value[1:], {}) if value[0] == 0x01 else _decode_one(msg_id, value)
+            for msg_id, value in zip(itertools.count(first_id), values, strict=False)
+        ]
+    except IndexError:  # an empty value has no tag: let the decoder name the damage
+        for value in values:
+            codec.decode_message(value)
+        raise
+
+
+def _decode_one(msg_id: int, value: bytes) -> ConsumerMessage:
+    payload, properties = codec.decode_message(value)
+    return codec.consumer_message(msg_id, payload, properties)
