@@ -8,8 +8,7 @@ backend that cannot be imported yet is skipped with a reason, never silently dro
 from __future__ import annotations
 
 import itertools
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +162,28 @@ def mq_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Queue
 
 
 @pytest.fixture
+def store_factory(mq_factory: QueueFactory) -> QueueFactory:
+    """``mq_factory`` for durability tests: skips up front on a backend without a store."""
+    if not mq_factory.has_store:
+        pytest.skip("durability across reopen applies to impl.RocksMQ only: the reference "
+                    "model is an in-memory value with no store to reopen")
+    return mq_factory
+
+
+@pytest.fixture
+def both_factories(tmp_path: Path) -> Iterator[dict[str, QueueFactory]]:
+    """One factory per backend, for tests that compare the model and the implementation."""
+    for kind in BACKENDS:
+        reason = _backend_missing(kind)
+        if reason is not None:
+            pytest.skip(reason)
+    factories = {kind: QueueFactory(kind, tmp_path / kind) for kind in BACKENDS}
+    yield factories
+    for factory in factories.values():
+        factory.close_all()
+
+
+@pytest.fixture
 def clock() -> FakeClock:
     """A FakeClock at ``FAKE_EPOCH``."""
     return FakeClock()
@@ -172,9 +193,3 @@ def clock() -> FakeClock:
 def mq(mq_factory: QueueFactory, clock: FakeClock) -> MessageQueue:
     """A fresh queue with the default config and the test's FakeClock."""
     return mq_factory(MQConfig(), clock)
-
-
-@pytest.fixture
-def real_time() -> Callable[[], int]:
-    """The default clock of SPEC: ``int(time.time())``."""
-    return lambda: int(time.time())

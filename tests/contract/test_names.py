@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -378,3 +379,35 @@ def test_config_is_frozen() -> None:
     config = MQConfig()
     with pytest.raises(AttributeError):
         config.page_size_bytes = 1  # type: ignore[misc]
+
+
+# --------------------------------------------------------------------------- clock
+
+
+def test_timestamps_come_from_the_injected_clock(mq_factory: Any) -> None:
+    """closed_ts and acked_ts are the injected clock's readings (here far from real time)."""
+    now = [7]
+    mq = mq_factory(MQConfig(page_size_bytes=1), lambda: now[0])
+    mq.create_topic("t")
+    mq.produce("t", [pm(b"ab")])
+    now[0] = 9
+    mq.create_consumer_group("t", "g")
+    mq.consume("t", "g", 1)
+    (page,) = mq.snapshot().topics["t"].pages
+    assert (page.closed_ts, page.acked_ts) == (7, 9)
+
+
+def test_default_clock_is_wall_time_in_whole_seconds(mq_factory: Any) -> None:
+    """Without a clock, timestamps are int(time.time())."""
+    mq = mq_factory(MQConfig(page_size_bytes=1))
+    mq.create_topic("t")
+    mq.create_consumer_group("t", "g")
+    before = int(time.time())
+    mq.produce("t", [pm(b"ab")])
+    mq.consume("t", "g", 1)
+    after = int(time.time())
+    (page,) = mq.snapshot().topics["t"].pages
+    assert type(page.closed_ts) is int
+    assert before <= page.closed_ts <= after
+    assert page.acked_ts is not None
+    assert before <= page.acked_ts <= after
