@@ -106,7 +106,9 @@ def test_ids_continue_after_retention_emptied_topic_and_reopen(
 
 
 @HOW
-def test_destroyed_topic_and_group_stay_destroyed(store_factory: Any, clock: Any, crash: bool) -> None:
+def test_destroyed_topic_and_group_stay_destroyed(
+    store_factory: Any, clock: Any, crash: bool
+) -> None:
     mq = _rich(store_factory, clock)
     mq.destroy_consumer_group("t", "idle")
     mq.destroy_topic("tt")
