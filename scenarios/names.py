@@ -116,7 +116,7 @@ PROPERTY_VALUES: tuple[str, ...] = (
     "😀🎉",
     "line\nbreak",
     "nul\0value",
-    "{\"json\": true}",
+    '{"json": true}',
     "v" * 300,
 )
 
