@@ -173,7 +173,8 @@ class Lockstep:
         #: The model's outcome of the step being executed (recorded if it diverges).
         self._pending: Outcome | None = None
         self.sut: MessageQueue = self._open()
-        self._partial = _supports_partial_snapshot(self.sut)
+        self._partial = _snapshot_accepts(self.sut, "topics")
+        self._tail = self._partial and _snapshot_accepts(self.sut, "messages_from")
 
     # ------------------------------------------------------------------ SUT lifecycle
 
@@ -205,22 +206,37 @@ class Lockstep:
 
     # ------------------------------------------------------------------ checks
 
-    def _sut_snapshot(self, topics: list[str] | None) -> State:
-        if topics is not None and self._partial:
-            return self.sut.snapshot(topics=topics)  # type: ignore[call-arg]
-        return self.sut.snapshot()
+    def _sut_snapshot(
+        self, topics: list[str] | None, messages_from: dict[str, int] | None
+    ) -> State:
+        if topics is None or not self._partial:
+            return self.sut.snapshot()
+        if messages_from is not None and self._tail:
+            return self.sut.snapshot(topics=topics, messages_from=messages_from)  # type: ignore[call-arg]
+        return self.sut.snapshot(topics=topics)  # type: ignore[call-arg]
 
-    def _compare(self, index: int, step: Step, topics: list[str] | None, note: str = "") -> None:
-        """Compare model and SUT state (within ``topics`` if given); raise on difference."""
+    def _compare(
+        self,
+        index: int,
+        step: Step,
+        topics: list[str] | None,
+        note: str = "",
+        messages_from: dict[str, int] | None = None,
+    ) -> None:
+        """Compare model and SUT state (within ``topics`` if given, and only messages from
+        ``messages_from`` when the SUT supports it); raise ``Divergence`` on a difference."""
         if topics is None or not self._partial:
             self.stats.full_checks += 1
             self._changes_since_full = 0
             self.model.check_invariants()
+            topics = None
         else:
             self.stats.partial_checks += 1
-        expected = self.model.snapshot(topics=topics)
+        if not self._tail:
+            messages_from = None
+        expected = self.model.snapshot(topics=topics, messages_from=messages_from)
         try:
-            actual = self._sut_snapshot(topics)
+            actual = self._sut_snapshot(topics, messages_from)
         except Exception as exc:
             raise Divergence(
                 "outcome-mismatch",
@@ -311,7 +327,12 @@ class Lockstep:
             elif self._changes_since_check >= self.check_every:
                 self._changes_since_check = 0
                 topic = getattr(op, "topic", None)
-                self._compare(index, step, [topic] if isinstance(topic, str) else None)
+                if isinstance(topic, str):
+                    # Only produce adds messages, all with ids above the old high-water
+                    # mark; the rest are compared in full every full_check_every changes.
+                    self._compare(index, step, [topic], messages_from={topic: before.last_id + 1})
+                else:
+                    self._compare(index, step, None)
         return expected, None
 
     def _resolve_crash(
@@ -369,9 +390,10 @@ def _equal(expected: State, actual: State, topics: list[str] | None) -> bool:
     return want == got
 
 
-def _supports_partial_snapshot(sut: object) -> bool:
-    """Whether ``sut.snapshot`` accepts ``topics=`` (an optional extension of the protocol)."""
+def _snapshot_accepts(sut: object, parameter: str) -> bool:
+    """Whether ``sut.snapshot`` accepts ``parameter`` (optional extensions of the protocol:
+    ``topics=`` and ``messages_from=``)."""
     try:
-        return "topics" in inspect.signature(sut.snapshot).parameters  # type: ignore[attr-defined]
+        return parameter in inspect.signature(sut.snapshot).parameters  # type: ignore[attr-defined]
     except (TypeError, ValueError, AttributeError):
         return False

@@ -18,7 +18,7 @@ The SPEC's rules are quoted in comments where they are applied.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
@@ -356,11 +356,16 @@ class ReferenceMQ:
 
     # ------------------------------------------------------------------ state
 
-    def snapshot(self, topics: Iterable[str] | None = None) -> State:
+    def snapshot(
+        self,
+        topics: Iterable[str] | None = None,
+        messages_from: Mapping[str, int] | None = None,
+    ) -> State:
         """The whole logical state, canonical and frozen (SPEC "State").
 
-        ``topics`` (an optional extension of the protocol) restricts it to those topics and
-        their groups, so that checking one operation costs only the topic it touched.
+        Two optional extensions of the protocol let a checker look at only what an
+        operation touched: ``topics`` restricts the state to those topics and their groups;
+        ``messages_from[t]`` lists only topic ``t``'s messages with id >= that value.
         """
         self._check_open()
         if topics is None:
@@ -377,7 +382,12 @@ class ReferenceMQ:
                     state.open_page_bytes,
                     self._last_ids.get(name, 0),
                 )
-            result[name] = state.cached
+            topic_state = state.cached
+            if messages_from is not None and name in messages_from:
+                start = min(max(0, messages_from[name] - state.first_id), len(state.messages))
+                tail = tuple(state.messages.slice(start, len(state.messages)))
+                topic_state = replace(topic_state, messages=tail)
+            result[name] = topic_state
             for group, position in state.groups.items():
                 groups[(name, group)] = position
         return State.build(result, groups)

@@ -61,8 +61,8 @@ def test_trace_replays_clean_and_detects_a_changed_outcome() -> None:
     # Tamper with one recorded produce outcome: replay must say the trace no longer matches.
     lines = list(result.trace_lines)
     index = next(
-        i for i, line in enumerate(lines) if '"kind":"produce"' in line and '"error":null' in line
+        i for i, line in enumerate(lines) if '"kind":"produce"' in line and '"value":[1' in line
     )
-    lines[index] = lines[index].replace('"value":[', '"value":[999999,', 1)
+    lines[index] = lines[index].replace('"value":[1', '"value":[999999,1', 1)
     tampered = replay_trace(parse_lines(lines), impl=model_factory)
     assert tampered.anomaly == "trace-mismatch"

@@ -66,12 +66,12 @@ class ForgetsHighWaterMark(ReferenceMQ):
 
 
 class GreedyRetention(ReferenceMQ):
-    """The size pass keeps one byte less than the limit allows."""
+    """The size pass keeps only half of what the limit allows."""
 
     def run_retention(self) -> None:
         config = self.config
         if config.retention_size_bytes > 0:
-            self.config = replace(config, retention_size_bytes=config.retention_size_bytes - 1)
+            self.config = replace(config, retention_size_bytes=config.retention_size_bytes // 2)
         try:
             super().run_retention()
         finally:
