@@ -322,7 +322,28 @@ STATE_CHANGING: frozenset[str] = frozenset(OP_KINDS) - {
 assert len(OP_KINDS) == 15
 
 
-@dataclass(frozen=True, slots=True)
+def _same_types(a: object, b: object) -> bool:
+    """True when two ``==``-equal outcome values also agree on every type.
+
+    Python's ``==`` says ``True == 1 == 1.0`` and ``b"a" == bytearray(b"a")``; a queue that
+    returns a bool or float id, or a bytearray payload, is not conformant, so ``Outcome``
+    equality checks the types too (only after ``==`` held, so the common case stays cheap).
+    """
+    if type(a) is not type(b):
+        return False
+    if type(a) is not tuple:
+        return True
+    for x, y in zip(a, b, strict=True):  # type: ignore[call-overload]
+        if type(x) is not type(y):
+            return False
+        if type(x) is Delivered and (
+            type(x.msg_id) is not type(y.msg_id) or type(x.payload) is not type(y.payload)
+        ):
+            return False
+    return True
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class Outcome:
     """What an operation returned: a plain ``value`` or the ``error`` kind it raised.
 
@@ -331,6 +352,8 @@ class Outcome:
     error SPEC defines; any other non-empty string is how a runner describes an exception
     outside SPEC (e.g. ``"unexpected:KeyError: ..."``), kept so it can be compared and traced.
     An error carries no value.
+
+    Equality is type-strict (see ``_same_types``): ``Outcome(True) != Outcome(1)``.
     """
 
     value: object = None
@@ -340,6 +363,19 @@ class Outcome:
         assert self.error is None or (
             type(self.error) is str and self.error and self.value is None
         ), f"Outcome.error must be a non-empty str with value None, got {self!r:.300}"
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Outcome:
+            return NotImplemented
+        return (
+            self.error == other.error
+            and self.value == other.value
+            and _same_types(self.value, other.value)
+        )
+
+    def __hash__(self) -> int:
+        # Consistent with __eq__: strictly-equal outcomes are ==-equal, so they hash alike.
+        return hash((self.value, self.error))
 
     @property
     def ok(self) -> bool:

@@ -113,6 +113,23 @@ def test_outcome_ok_and_error_shape() -> None:
         Outcome(value=1, error="TopicNotFound")
 
 
+def test_outcome_equality_is_type_strict() -> None:
+    """``True == 1 == 1.0`` in Python; a queue returning the wrong type must still differ."""
+    assert Outcome(value=1) == Outcome(value=1)
+    assert Outcome(value=True) != Outcome(value=1)
+    assert Outcome(value=5) != Outcome(value=5.0)
+    assert Outcome(value=(1, 2)) != Outcome(value=(True, 2))
+    assert Outcome(value=(1, 2)) != Outcome(value=[1, 2])
+    same = Outcome(value=(Delivered(1, b"a"),))
+    assert same == Outcome(value=(Delivered(1, b"a"),))
+    assert hash(same) == hash(Outcome(value=(Delivered(1, b"a"),)))
+    assert same != Outcome(value=(Delivered(True, b"a"),))
+    assert same != Outcome(value=(Delivered(1, bytearray(b"a")),))  # type: ignore[arg-type]
+    assert Outcome(error="TopicNotFound") == Outcome(error="TopicNotFound")
+    assert Outcome(error="TopicNotFound") != Outcome(error="GroupNotFound")
+    assert Outcome() != Outcome(value=False)
+
+
 # --------------------------------------------------------------------------- codec
 
 
