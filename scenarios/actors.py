@@ -162,7 +162,7 @@ class Context:
         """One message: payload size from the profile (some empty), 0..k unicode properties.
 
         The hot path of produce-heavy profiles, so it draws with ``random()`` and index
-        arithmetic (``_pick``) instead of ``randint``/``choice``, which cost several times more.
+        arithmetic (``_below``, inlined) instead of ``randint``/``choice``, which cost more.
         """
         rng = self.rng
         random = rng.random

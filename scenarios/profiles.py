@@ -26,6 +26,7 @@ leaving features out lets the remaining ones reach deeper states).
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -288,6 +289,10 @@ class Profile:
         if type(self.swarm) is not bool:
             raise ProfileError(f"{self.name}.swarm must be a bool")
 
+    def __hash__(self) -> int:
+        # The generated hash would hash the mappings and fail; the JSON form is canonical.
+        return hash(json.dumps(self.to_json(), sort_keys=True))
+
     def kind_enabled(self, kind: str) -> bool:
         """True when some started actor can emit ``kind`` (weight > 0 and a role for it).
 
@@ -502,7 +507,9 @@ _DIGITS = dataclasses.replace(
     "topic (and its prefix-sharing neighbour), with consumers and seeks around the boundaries "
     "and small pages closing across them.",
     steps=1500,
-    config={"page_size_bytes": 40, "retention_time_s": -1, "retention_size_bytes": -1},
+    # Retention on but loose: deleting "every id <= end_id" across 9->10 is where
+    # byte-ordered decimal keys delete the wrong messages.
+    config={"page_size_bytes": 40, "retention_time_s": 120, "retention_size_bytes": 1000},
     actors=_actors(producer=2, consumer=2, seeker=2, topic_churn=0, group_churn=1, clock=1),
     think_time_s=_think(producer=(0, 1), consumer=(1, 3), seeker=(1, 4), crasher=(20, 40)),
     weights=_weights(seek=3),

@@ -341,6 +341,12 @@ def test_profile_validation_names_the_knob() -> None:
         Profile.from_json({**smoke.to_json(), "surprise": 1})
 
 
+def test_profiles_are_hashable_by_content() -> None:
+    smoke = get_profile("smoke")
+    assert hash(smoke) == hash(Profile.from_json(smoke.to_json()))
+    assert len({resolve(get_profile("swarm"), seed) for seed in range(5)}) == 5
+
+
 def test_profiles_are_immutable() -> None:
     smoke = get_profile("smoke")
     with pytest.raises(TypeError):

@@ -35,7 +35,7 @@ from scenarios.ops import (
     Step,
     step_to_json,
 )
-from scenarios.profiles import PROFILES, get_profile, resolve
+from scenarios.profiles import PROFILES, ROLE_BOOTSTRAP_KINDS, ROLE_KINDS, get_profile, resolve
 from scenarios.simulation import Simulation
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -262,6 +262,17 @@ def test_actor_names() -> None:
     assert all(
         a.rsplit("-", 1)[-1].isdigit() or a in ("clock", "retention", "crasher") for a in actors
     )
+
+
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_actors_emit_only_their_roles_kinds(name: str) -> None:
+    simulation, fake = run(name, 6, steps=500)
+    roles = {role.replace("_", "-"): role for role in ROLE_KINDS}
+    for step, _ in fake.log:
+        role = roles[step.actor if step.actor in roles else step.actor.rsplit("-", 1)[0]]
+        allowed = ROLE_KINDS[role] + ROLE_BOOTSTRAP_KINDS.get(role, ())
+        assert step.op.kind in allowed, (step.actor, step.op.kind)
+        assert simulation.profile.kind_enabled(step.op.kind)
 
 
 # --------------------------------------------------------------------------- profile purposes
