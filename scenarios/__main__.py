@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.profile_json:
-        print(json.dumps(simulation.profile.to_json(), indent=2, ensure_ascii=False))
+        # ASCII escapes: the invalid-name pool holds a lone surrogate, unwritable as UTF-8.
+        print(json.dumps(simulation.profile.to_json(), indent=2))
         return 0
     if args.jsonl:
 

@@ -505,6 +505,8 @@ def _properties(value: object, where: str) -> Properties:
     if type(value) is not dict:
         raise OpDecodeError(f"{where}: expected an object of strings, got {type(value).__name__}")
     for key, item in value.items():
+        if type(key) is not str:  # impossible from json.loads, possible from a Python caller
+            raise OpDecodeError(f"{where}: keys must be strings, got {type(key).__name__}")
         if type(item) is not str:
             raise OpDecodeError(f"{where}[{key!r}]: expected a string, got {type(item).__name__}")
     return tuple(sorted(value.items()))

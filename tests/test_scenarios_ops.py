@@ -226,6 +226,7 @@ _GOOD_PRODUCE = {
         ({**_GOOD_PRODUCE, "messages": [{"payload": "", "properties": []}]}, "properties"),
         ({**_GOOD_PRODUCE, "messages": [{"payload": "", "properties": {"k": 1}}]}, "properties"),
         ({**_GOOD_PRODUCE, "messages": [{"payload": "é", "properties": {}}]}, "payload"),
+        ({**_GOOD_PRODUCE, "messages": [{"payload": "", "properties": {1: "v"}}]}, "keys"),
     ],
 )
 def test_op_decoding_is_strict(obj: object, needle: str) -> None:

@@ -468,3 +468,17 @@ def test_step_json_of_a_whole_run_is_plain() -> None:
     _, fake = run("churn", 1, steps=300)
     text = "\n".join(json.dumps(step_to_json(s)) for s, _ in fake.log)
     assert hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from scenarios.__main__ import main
+
+    assert main(["--profile", "churn", "--seed", "3", "--steps", "5", "--jsonl"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 5 and all(json.loads(line)["op"]["kind"] for line in lines)
+    assert main(["--profile", "swarm", "--seed", "3", "--profile-json"]) == 0
+    assert json.loads(capsys.readouterr().out)["swarm"] is False
+    assert main(["--profile", "smoke", "--steps", "50"]) == 0
+    assert "smoke seed 0: 50 steps" in capsys.readouterr().out
+    assert main(["--profile", "nope"]) == 2
+    assert "known profiles" in capsys.readouterr().err
