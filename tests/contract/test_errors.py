@@ -302,3 +302,13 @@ def test_queue_stays_usable_after_errors(mq_factory: Any, clock: Any) -> None:
             call()
     assert mq.produce("t", [pm(b"w")]) == [4]
     assert [m.msg_id for m in mq.consume("t", "g", 10)] == [2, 3, 4]
+
+
+def test_empty_produce_still_checks_closed_name_and_topic(mq_factory: Any, clock: Any) -> None:
+    """produce(t, []) returns [] only on an existing topic: the checks still run first."""
+    mq = _seeded(mq_factory, clock)
+    assert_fails(mq, InvalidArgumentError, mq.produce, "a/b", [])
+    assert_fails(mq, TopicNotFoundError, mq.produce, "missing", [])
+    assert mq.produce("t", []) == []
+    mq.close()
+    assert_raises_kind(NotServingError, mq.produce, "t", [])
