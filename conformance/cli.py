@@ -15,6 +15,8 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from conformance.bench import bench
+
 EXIT_OK = 0
 EXIT_DIVERGENCE = 1
 EXIT_USAGE = 2
@@ -300,6 +302,9 @@ def gate_command(
         f"{junit}, {summary}"
     )
     sys.exit(EXIT_OK if gate.ok else EXIT_DIVERGENCE)
+
+
+cli.add_command(bench)
 
 
 def main() -> None:

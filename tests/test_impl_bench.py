@@ -1,0 +1,29 @@
+"""``rmqsim bench`` runs end to end at a tiny size and prints both ratios. No timing is
+asserted: the figures are for the report, not a test."""
+
+from __future__ import annotations
+
+import re
+
+from click.testing import CliRunner
+
+from conformance.bench import run_bench
+from conformance.cli import cli
+
+
+def test_bench_command_prints_ratios() -> None:
+    result = CliRunner().invoke(cli, ["bench", "--messages", "200", "--repeats", "1"])
+    assert result.exit_code == 0, result.output
+    assert "produce" in result.output and "consume" in result.output
+    assert len(re.findall(r"\d+\.\d\dx", result.output)) == 2, result.output
+
+
+def test_bench_refuses_a_size_that_is_not_whole_batches() -> None:
+    result = CliRunner().invoke(cli, ["bench", "--messages", "150"])
+    assert result.exit_code == 2
+
+
+def test_run_bench_measures_both_sides() -> None:
+    results = run_bench(100, 1)
+    assert [r.name.split()[0] for r in results] == ["produce", "consume"]
+    assert all(r.impl_msgs_per_s > 0 and r.raw_msgs_per_s > 0 and r.ratio > 0 for r in results)
