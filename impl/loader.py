@@ -14,7 +14,7 @@ from impl.errors import CorruptDatabaseError
 from impl.storage import Store
 from model.api import ConsumerMessage, Page
 
-__all__ = ["DiskState", "DiskTopic", "read_database"]
+__all__ = ["DiskState", "DiskTopic", "read_database", "read_topic"]
 
 
 @dataclass(slots=True)
@@ -114,6 +114,33 @@ def read_database(store: Store, *, with_messages: bool) -> DiskState:
                     f"({topic.record.trim_id}, {topic.last_id}]"
                 )
     return DiskState(next_incarnation, topics)
+
+
+def read_topic(store: Store, name: str, messages_from: int | None) -> DiskTopic | None:
+    """One topic as stored, or None if it does not exist: its record, high-water mark,
+    groups, pages, and its messages with id >= ``messages_from`` (all when None). Costs
+    what that topic holds (and only the tail of its messages), not the whole database.
+    """
+    raw = store.get_meta(keys.topic_key(name))
+    if raw is None:
+        return None
+    record = codec.decode_topic(raw)
+    raw_hwm = store.get_meta(keys.hwm_key(name))
+    last_id = codec.decode_u64(raw_hwm, "high-water mark") if raw_hwm is not None else 0
+    groups: dict[str, int] = {}
+    for key, value in store.scan_meta_range(*keys.group_range(record.incarnation)):
+        groups[keys.parse_group_key(key)[1]] = codec.decode_position(value)
+    pages = [
+        codec.decode_page(keys.parse_page_key(key)[1], value)
+        for key, value in store.scan_meta_range(*keys.page_range(record.incarnation))
+    ]
+    _check_pages(name, pages, record.trim_id, last_id)
+    first_id = record.trim_id + 1 if messages_from is None else max(messages_from, 0)
+    messages: list[ConsumerMessage] = []
+    for key, value in store.scan_message_range(record.incarnation, first_id):
+        payload, properties = codec.decode_message(value)
+        messages.append(ConsumerMessage(keys.parse_msg_key(key)[1], payload, properties))
+    return DiskTopic(name, record, last_id, pages, groups, messages)
 
 
 def _check_pages(name: str, topic_pages: list[Page], trim_id: int, last_id: int) -> None:

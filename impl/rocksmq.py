@@ -28,14 +28,14 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from impl import codec, keys
 from impl.errors import CorruptDatabaseError
 from impl.faults import FaultHook, write_points
-from impl.loader import DiskState, read_database
+from impl.loader import DiskState, DiskTopic, read_database, read_topic
 from impl.retention import pages_to_delete
 from impl.storage import Plan, Store
 from model.api import (
@@ -529,25 +529,52 @@ class RocksMQ:
 
     # ----------------------------------------------------------------------- state
 
-    def snapshot(self) -> State:
-        """The whole logical state, read from disk (not from the caches)."""
+    def snapshot(
+        self,
+        topics: Iterable[str] | None = None,
+        messages_from: Mapping[str, int] | None = None,
+    ) -> State:
+        """The logical state, read from disk (not from the caches).
+
+        Optional extensions of the protocol, so that a checker can look at only what an
+        operation touched: ``topics`` restricts the state to those topics and their groups,
+        and ``messages_from[t]`` lists only topic ``t``'s messages with id >= that value.
+        """
         self._check_serving()
+        if topics is not None:
+            return self._snapshot_topics(list(topics), messages_from or {})
         with self._all_topics_locked():
             self._check_serving()
             disk = read_database(self._store, with_messages=True)
-        topics: dict[str, TopicState] = {}
+        result: dict[str, TopicState] = {}
         groups: dict[tuple[str, str], int] = {}
         for name, stored in disk.topics.items():
             assert stored.messages is not None
-            topics[name] = TopicState(
-                messages=tuple(stored.messages),
-                pages=tuple(stored.pages),
-                open_page_bytes=stored.record.open_page_bytes,
-                last_id=stored.last_id,
-            )
+            first = (messages_from or {}).get(name)
+            messages = [m for m in stored.messages if first is None or m.msg_id >= first]
+            result[name] = _topic_state(stored, messages)
             for group, position in stored.groups.items():
                 groups[(name, group)] = position
-        return State.build(topics, groups)
+        return State.build(result, groups)
+
+    def _snapshot_topics(self, names: list[str], messages_from: Mapping[str, int]) -> State:
+        result: dict[str, TopicState] = {}
+        groups: dict[tuple[str, str], int] = {}
+        for name in names:
+            if not isinstance(name, str):
+                continue
+            try:
+                with self._locked(name):
+                    stored = read_topic(self._store, name, messages_from.get(name))
+            except TopicNotFoundError:
+                continue
+            if stored is None:
+                continue
+            assert stored.messages is not None
+            result[name] = _topic_state(stored, stored.messages)
+            for group, position in stored.groups.items():
+                groups[(name, group)] = position
+        return State.build(result, groups)
 
     # ----------------------------------------------------------------------- internals
 
@@ -670,3 +697,12 @@ def _decode_messages(first_id: int, values: list[bytes]) -> list[ConsumerMessage
 def _decode_one(msg_id: int, value: bytes) -> ConsumerMessage:
     payload, properties = codec.decode_message(value)
     return codec.consumer_message(msg_id, payload, properties)
+
+
+def _topic_state(stored: DiskTopic, messages: list[ConsumerMessage]) -> TopicState:
+    return TopicState(
+        messages=tuple(messages),
+        pages=tuple(stored.pages),
+        open_page_bytes=stored.record.open_page_bytes,
+        last_id=stored.last_id,
+    )

@@ -347,6 +347,25 @@ class Store:
             raise StorageError(f"the database at {self.path} is closed")
         return list(self._guard(lambda: msgs.items(), "read"))
 
+    def scan_meta_range(self, begin: bytes, end: bytes) -> list[tuple[bytes, bytes]]:
+        """Metadata records with ``begin <= key < end``, in key order (one bounded scan)."""
+        meta = self._meta
+        if meta is None:
+            raise StorageError(f"the database at {self.path} is closed")
+        bounded = ReadOptions()
+        bounded.set_iterate_upper_bound(end)
+        return list(self._guard(lambda: meta.items(from_key=begin, read_opt=bounded), "read"))
+
+    def scan_message_range(self, incarnation: int, first_id: int) -> list[tuple[bytes, bytes]]:
+        """Message records of one incarnation with id >= ``first_id``, in id order."""
+        msgs = self._msgs
+        if msgs is None:
+            raise StorageError(f"the database at {self.path} is closed")
+        begin, end = keys.msg_range(incarnation, first_id)
+        bounded = ReadOptions()
+        bounded.set_iterate_upper_bound(end)
+        return list(self._guard(lambda: msgs.items(from_key=begin, read_opt=bounded), "read"))
+
     def read_message_values(self, incarnation: int, first_id: int, last_id: int) -> list[bytes]:
         """Values of messages ``first_id..last_id`` (inclusive) of one incarnation: one
         bounded iterator, never past ``last_id``."""
