@@ -125,6 +125,14 @@ impl_option = click.option(
 )
 
 
+steps_option = click.option(
+    "--steps",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Operations per run (default: the profile's own budget).",
+)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="rmqsim", prog_name="rmqsim")
 def cli() -> None:
@@ -154,12 +162,7 @@ def cli() -> None:
     show_default=True,
     help="Where failing traces go.",
 )
-@click.option(
-    "--steps",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Operations per run (default: the profile's).",
-)
+@steps_option
 @click.option(
     "--check-every",
     type=click.IntRange(min=1),
@@ -248,12 +251,7 @@ def replay_command(trace_file: Path, impl: str | None) -> None:
     show_default=True,
     help="Where junit.xml, summary.json and failing traces go.",
 )
-@click.option(
-    "--steps",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Operations per run (default: each profile's).",
-)
+@steps_option
 @friendly_errors
 def gate_command(
     impl: str | None, seeds: range | None, profiles: str | None, out: Path, steps: int | None
