@@ -244,7 +244,14 @@ def run_bench(messages: int, repeats: int, workdir: Path | None = None) -> list[
     show_default=True,
     help="Runs per side; the best counts.",
 )
-def bench(messages: int, repeats: int) -> None:
+@click.option(
+    "--lockstep-seeds",
+    type=click.IntRange(min=0),
+    default=5,
+    show_default=True,
+    help="Seeds per profile for the lockstep measurement (0 skips it).",
+)
+def bench(messages: int, repeats: int, lockstep_seeds: int) -> None:
     """Throughput of impl.RocksMQ vs raw rocksdict (produce and consume), with ratios."""
     from rich.console import Console
     from rich.table import Table
@@ -267,3 +274,45 @@ def bench(messages: int, repeats: int) -> None:
             "yes" if result.ratio >= TARGET_RATIO else "NO",
         )
     Console().print(table)
+    if lockstep_seeds:
+        _print_lockstep(lockstep_seeds)
+
+
+def _print_lockstep(seeds: int) -> None:
+    """Lockstep ops/s on smoke and swarm, with ratios to the SUT and the model alone."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from conformance.bench_lockstep import (
+        TARGET_LOCKSTEP_OPS_PER_S,
+        TARGET_SLOWDOWN_VS_SUT,
+        measure_lockstep,
+    )
+
+    table = Table(title=f"lockstep: same operations three ways, seeds 0:{seeds}")
+    for column in (
+        "profile",
+        "operations",
+        "lockstep ops/s",
+        "SUT alone ops/s",
+        "model alone ops/s",
+        "lockstep slowdown vs SUT",
+        "vs model",
+    ):
+        table.add_column(column, justify="left" if column == "profile" else "right")
+    for profile in ("smoke", "swarm"):
+        m = measure_lockstep(profile, range(seeds))
+        table.add_row(
+            profile,
+            str(m.operations),
+            f"{m.lockstep_ops_per_s:,.0f}",
+            f"{m.sut_ops_per_s:,.0f}",
+            f"{m.model_ops_per_s:,.0f}",
+            f"{m.slowdown_vs_sut:.2f}x",
+            f"{m.slowdown_vs_model:.2f}x",
+        )
+    Console().print(table)
+    Console().print(
+        f"targets: lockstep >= {TARGET_LOCKSTEP_OPS_PER_S:,} ops/s on smoke; "
+        f"slowdown vs SUT <= {TARGET_SLOWDOWN_VS_SUT}x"
+    )

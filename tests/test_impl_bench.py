@@ -12,10 +12,13 @@ from conformance.cli import cli
 
 
 def test_bench_command_prints_ratios() -> None:
-    result = CliRunner().invoke(cli, ["bench", "--messages", "200", "--repeats", "1"])
+    args = ["bench", "--messages", "200", "--repeats", "1", "--lockstep-seeds", "1"]
+    result = CliRunner().invoke(cli, args, env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "produce" in result.output and "consume" in result.output
-    assert len(re.findall(r"\d+\.\d\dx", result.output)) == 2, result.output
+    assert "lockstep" in result.output and "smoke" in result.output and "swarm" in result.output
+    # Two raw ratios, then two (vs SUT, vs model) for each of smoke and swarm.
+    assert len(re.findall(r"\d+\.\d\dx", result.output)) == 6, result.output
 
 
 def test_bench_refuses_a_size_that_is_not_whole_batches() -> None:

@@ -1,0 +1,93 @@
+"""Lockstep throughput: the same operations run three ways in one process, so the ratios
+say what checking costs: in lockstep (model + SUT + every snapshot check), the SUT alone,
+and the model alone. The operations are those of the lockstep run's own trace, so the
+three ways run exactly the same ones (armed crashes do not fire outside lockstep)."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from conformance.adapter import DEFAULT_IMPL, resolve_impl
+from conformance.apply import RUNNER_KINDS, apply_op
+from conformance.lockstep import SimClock
+from conformance.run import run_seed
+from conformance.trace import parse_lines
+from model import ReferenceMQ
+from model.api import MQConfig
+from scenarios.ops import Step
+
+#: Issue 4's targets: lockstep ops/s on smoke, and lockstep / SUT-alone time.
+TARGET_LOCKSTEP_OPS_PER_S = 10_000
+TARGET_SLOWDOWN_VS_SUT = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class LockstepMeasurement:
+    """Operations per second of one profile, three ways."""
+
+    profile: str
+    operations: int
+    lockstep_ops_per_s: float
+    sut_ops_per_s: float
+    model_ops_per_s: float
+
+    @property
+    def slowdown_vs_sut(self) -> float:
+        return self.sut_ops_per_s / self.lockstep_ops_per_s
+
+    @property
+    def slowdown_vs_model(self) -> float:
+        return self.model_ops_per_s / self.lockstep_ops_per_s
+
+
+def _sut_alone(impl: str, config: MQConfig, steps: list[Step]) -> float:
+    _, factory = resolve_impl(impl)
+    clock = SimClock()
+    with tempfile.TemporaryDirectory(prefix="rmqsim-bench-") as tmp:
+        path = Path(tmp) / "sut"
+        started = time.perf_counter()
+        sut = factory(path=path, config=config, clock=clock, faults=None)
+        for step in steps:
+            clock.now_s = step.time_s
+            kind = step.op.kind
+            if kind in ("crash_reopen", "close_reopen"):
+                sut.crash() if kind == "crash_reopen" else sut.close()  # type: ignore[attr-defined]
+                sut = factory(path=path, config=config, clock=clock, faults=None)
+            elif kind not in RUNNER_KINDS:
+                apply_op(sut, step.op)
+        sut.close()
+        return time.perf_counter() - started
+
+
+def _model_alone(config: MQConfig, steps: list[Step]) -> float:
+    clock = SimClock()
+    started = time.perf_counter()
+    model = ReferenceMQ(config, clock=clock)
+    for step in steps:
+        clock.now_s = step.time_s
+        if step.op.kind not in RUNNER_KINDS:
+            apply_op(model, step.op)
+    return time.perf_counter() - started
+
+
+def measure_lockstep(profile: str, seeds: range, impl: str = DEFAULT_IMPL) -> LockstepMeasurement:
+    """Run ``seeds`` of ``profile`` in lockstep, then the same operations on the SUT alone
+    and on the model alone; return the three rates."""
+    lockstep_s = sut_s = model_s = 0.0
+    operations = 0
+    for seed in seeds:
+        result = run_seed(profile, seed, impl=impl)
+        assert result.ok, f"{profile} seed {seed} diverges: measure a conforming SUT"
+        lockstep_s += result.wall_s
+        trace = parse_lines(result.trace_lines)
+        config = MQConfig(**trace.header["config"])
+        steps = [Step(s.time_s, s.actor, s.op) for s in trace.steps]
+        operations += len(steps)
+        sut_s += _sut_alone(impl, config, steps)
+        model_s += _model_alone(config, steps)
+    return LockstepMeasurement(
+        profile, operations, operations / lockstep_s, operations / sut_s, operations / model_s
+    )
