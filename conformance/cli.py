@@ -40,6 +40,7 @@ def friendly_errors(func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from conformance.adapter import BadImplError
+        from conformance.lockstep import InjectedCrash
         from conformance.trace import TraceFormatError
         from scenarios.profiles import ProfileError
 
@@ -51,7 +52,7 @@ def friendly_errors(func: F) -> F:
             fail("interrupted", 130)
         except click.exceptions.Exit:
             raise
-        except Exception as exc:
+        except (Exception, InjectedCrash) as exc:
             fail(f"internal error ({type(exc).__name__}: {exc}); please report it", EXIT_INTERNAL)
 
     return wrapper  # type: ignore[return-value]

@@ -197,7 +197,9 @@ class Lockstep:
         self.sut = self._open()
 
     def close(self) -> None:
-        """Release the SUT (end of run)."""
+        """Release the SUT (end of run). A crash still armed (the run ended on an
+        ``arm_crash``) is disarmed first: it belongs to an operation that never came."""
+        self.faults.armed = None
         with contextlib.suppress(Exception):  # a broken SUT must not hide the run's result
             self.sut.close()
         forget = getattr(self.sut, "_rmqsim_forget", None)
@@ -375,6 +377,7 @@ class Lockstep:
 
     def finish(self, index: int, step: Step) -> State:
         """Final full comparison; returns the final (model) state."""
+        self.faults.armed = None
         self._compare(index, step, None, "final state")
         return self.model.snapshot()
 

@@ -66,3 +66,19 @@ def test_trace_replays_clean_and_detects_a_changed_outcome() -> None:
     lines[index] = lines[index].replace('"value":[1', '"value":[999999,1', 1)
     tampered = replay_trace(parse_lines(lines), impl=model_factory)
     assert tampered.anomaly == "trace-mismatch"
+
+
+def test_a_run_ending_on_arm_crash_closes_cleanly(tmp_path) -> None:
+    """Regression (found by a 200-seed sweep): a crash armed by the last step must not fire
+    in the final close()."""
+    from conformance.adapter import rocksmq_factory
+    from conformance.lockstep import Lockstep
+    from model.api import MQConfig
+    from scenarios.ops import ArmCrash, CreateTopic, Step
+
+    lockstep = Lockstep(rocksmq_factory, MQConfig(), tmp_path)
+    lockstep.execute(Step(0, "t", CreateTopic("a")))
+    last = Step(1, "crasher", ArmCrash(hit=1, point="close.before_flush"))
+    lockstep.execute(last)
+    lockstep.finish(2, last)
+    lockstep.close()
