@@ -55,7 +55,8 @@ def classify_consume(expected: Outcome, actual: Outcome, before: Before) -> str 
         return "duplicate"
     if got != sorted(got):
         return "nonmonotonic-poll"
-    extra = [i for i in got if i not in set(want)]
+    wanted, gotten = set(want), set(got)
+    extra = [i for i in got if i not in wanted]
     if extra:
         if before.position is not None and any(0 <= i < before.position for i in extra):
             return "duplicate"
@@ -64,7 +65,7 @@ def classify_consume(expected: Outcome, actual: Outcome, before: Before) -> str 
         if any(i > before.last_id for i in extra):
             return "id-gap"
         return "poll-skip" if want and got and got[0] > want[0] else "outcome-mismatch"
-    if [i for i in want if i not in set(got)]:
+    if any(i not in gotten for i in want):
         return "poll-skip"
     return "payload-mismatch" if got == want else None
 

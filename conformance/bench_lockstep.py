@@ -54,7 +54,10 @@ def _sut_alone(impl: str, config: MQConfig, steps: list[Step]) -> float:
             clock.now_s = step.time_s
             kind = step.op.kind
             if kind in ("crash_reopen", "close_reopen"):
-                sut.crash() if kind == "crash_reopen" else sut.close()  # type: ignore[attr-defined]
+                if kind == "crash_reopen":
+                    sut.crash()  # type: ignore[attr-defined]
+                else:
+                    sut.close()
                 sut = factory(path=path, config=config, clock=clock, faults=None)
             elif kind not in RUNNER_KINDS:
                 apply_op(sut, step.op)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from conformance.adapter import Factory, resolve_impl
 from conformance.report import render_failure
 from conformance.run import RunResult, run_seed
 from conformance.trace import write_lines
@@ -76,20 +77,21 @@ def run_profiles(
     profiles: Iterable[str],
     seeds: range,
     *,
-    impl: str,
+    impl: str | Factory,
     out: Path,
     steps: int | None = None,
     on_result: Callable[[RunResult], None] | None = None,
 ) -> GateResult:
     """Run every seed of every profile; save failing traces under ``out``."""
-    gate = GateResult(impl=impl, seeds=seeds)
+    gate = GateResult(impl=resolve_impl(impl)[0], seeds=seeds)
     for profile in profiles:
         summary = gate.summaries.setdefault(profile, ProfileSummary(profile))
         for seed in seeds:
             result = run_seed(profile, seed, impl=impl, steps=steps)
-            if not result.ok:
+            if result.ok:
+                result.trace_lines = []  # a passing run's trace is not kept: memory stays flat
+            else:
                 save_failure(result, out)
-            result.trace_lines = result.trace_lines if not result.ok else []
             summary.add(result)
             gate.results.append(result)
             if on_result is not None:
