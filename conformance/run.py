@@ -12,6 +12,7 @@ import platform
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -20,8 +21,8 @@ from typing import Any
 from conformance.adapter import DEFAULT_IMPL, Factory, resolve_impl
 from conformance.lockstep import Divergence, Lockstep, Stats
 from conformance.statediff import state_digest
-from conformance.trace import FORMAT, FORMAT_VERSION, Trace, dumps
-from model.api import MQConfig
+from conformance.trace import FORMAT, FORMAT_VERSION, Trace, TraceFormatError, dumps
+from model.api import InvalidArgumentError, MQConfig
 from scenarios.ops import Outcome, Step, op_to_json, outcome_to_json
 from scenarios.profiles import Profile, get_profile, resolve
 from scenarios.simulation import Simulation
@@ -179,6 +180,32 @@ def _result(
     )
 
 
+def _lockstep_run(
+    factory: Factory,
+    config: MQConfig,
+    header: dict[str, Any],
+    check_every: int,
+    body: Callable[[Lockstep], None],
+    workdir: Path | None = None,
+) -> RunResult:
+    """Run ``body`` on a fresh Lockstep in a temporary directory, finish with the final
+    full comparison, always release the SUT, and collect the result."""
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="rmqsim-", dir=workdir) as tmp:
+        lockstep = Lockstep(factory, config, Path(tmp), check_every=check_every)
+        divergence: Divergence | None = None
+        try:
+            body(lockstep)
+            if lockstep.records:
+                lockstep.finish(lockstep.stats.steps, lockstep.records[-1].step)
+        except Divergence as found:
+            divergence = found
+        finally:
+            lockstep.close()
+        last = lockstep.records[-1].step if lockstep.records else None
+        return _result(lockstep, header, divergence, started, last)
+
+
 def run_seed(
     profile_name: str,
     seed: int,
@@ -190,30 +217,14 @@ def run_seed(
 ) -> RunResult:
     """Run one scenario in lockstep against ``impl`` (``MOD:FACTORY`` or a factory) and
     return its result."""
-    started = time.perf_counter()
     profile = resolve(get_profile(profile_name), seed)
     impl, factory = resolve_impl(impl)
-    config = MQConfig(**profile.config)
-    with tempfile.TemporaryDirectory(prefix="rmqsim-", dir=workdir) as tmp:
-        lockstep = Lockstep(factory, config, Path(tmp), check_every=check_every)
-        header = _header(profile, seed, impl, steps)
-        simulation = Simulation(profile, seed, steps=steps)
-        recorded: list[Step] = []
+    header = _header(profile, seed, impl, steps)
 
-        def execute(step: Step) -> Outcome:
-            recorded.append(step)
-            return lockstep.execute(step)
+    def body(lockstep: Lockstep) -> None:
+        Simulation(profile, seed, steps=steps).run(lockstep.execute)
 
-        divergence: Divergence | None = None
-        try:
-            simulation.run(execute)
-            if recorded:
-                lockstep.finish(lockstep.stats.steps, recorded[-1])
-        except Divergence as found:
-            divergence = found
-        finally:
-            lockstep.close()
-        return _result(lockstep, header, divergence, started, recorded[-1] if recorded else None)
+    return _lockstep_run(factory, MQConfig(**profile.config), header, check_every, body, workdir)
 
 
 def replay_trace(
@@ -223,36 +234,26 @@ def replay_trace(
 
     ``impl`` overrides the implementation named in the header.
     """
-    started = time.perf_counter()
     impl, factory = resolve_impl(impl or trace.header.get("impl") or DEFAULT_IMPL)
-    config = MQConfig(**trace.header["config"])
-    header = dict(trace.header, impl=impl)
-    with tempfile.TemporaryDirectory(prefix="rmqsim-replay-") as tmp:
-        lockstep = Lockstep(factory, config, Path(tmp), check_every=check_every)
-        steps = [Step(s.time_s, s.actor, s.op) for s in trace.steps]
-        recorded = {s.index: s.outcome for s in trace.steps}
-        divergence: Divergence | None = None
-        last: Step | None = None
-        try:
-            for index, step in enumerate(steps, start=1):
-                last = step
-                outcome = lockstep.execute(step)
-                want = recorded.get(index)
-                if want is not None and want != outcome:
-                    raise Divergence(
-                        "trace-mismatch",
-                        index,
-                        step,
-                        want,
-                        outcome,
-                        [],
-                        "the model's outcome differs from the one recorded in the trace "
-                        "(the trace was written by other code)",
-                    )
-            if last is not None:
-                lockstep.finish(lockstep.stats.steps, last)
-        except Divergence as found:
-            divergence = found
-        finally:
-            lockstep.close()
-        return _result(lockstep, header, divergence, started, last)
+    try:
+        config = MQConfig(**trace.header["config"])
+    except (TypeError, InvalidArgumentError) as exc:
+        raise TraceFormatError(trace.path, 1, f"header config is not an MQConfig: {exc}") from None
+
+    def body(lockstep: Lockstep) -> None:
+        for recorded in trace.steps:
+            step = Step(recorded.time_s, recorded.actor, recorded.op)
+            outcome = lockstep.execute(step)
+            if recorded.outcome is not None and recorded.outcome != outcome:
+                raise Divergence(
+                    "trace-mismatch",
+                    recorded.index,
+                    step,
+                    recorded.outcome,
+                    outcome,
+                    [],
+                    "the model's outcome differs from the one recorded in the trace "
+                    "(the trace was written by other code)",
+                )
+
+    return _lockstep_run(factory, config, dict(trace.header, impl=impl), check_every, body)

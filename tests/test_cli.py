@@ -208,3 +208,13 @@ def test_parse_lines_roundtrip_of_a_real_trace(tmp_path: Path) -> None:
     )
     parsed = parse_lines(trace.read_text().splitlines())
     assert len(parsed.steps) == parsed.end["steps"]
+
+
+@pytest.mark.parametrize("config", ['{"page_size_bytes":0}', '{"page_size_bytes":1,"bogus":2}'])
+def test_trace_with_a_bad_config_exits_2(tmp_path: Path, config: str) -> None:
+    path = tmp_path / "bad-config.jsonl"
+    header = '{"type":"header","format":"rmqsim-trace","version":1,"seed":1,"config":%s}'
+    path.write_text(header % config + "\n")
+    result = invoke("replay", str(path), "--impl", MODEL)
+    assert result.exit_code == 2, result.output
+    assert f"{path}:1: header config is not an MQConfig" in result.output
