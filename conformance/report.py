@@ -7,6 +7,7 @@ from typing import Any
 
 from conformance.anomalies import ANOMALIES
 from conformance.run import RunResult, git_commit, versions
+from conformance.statediff import clip
 from scenarios.ops import Outcome
 
 #: Longest rendering of one value in a report line.
@@ -14,7 +15,7 @@ MAX_VALUE_CHARS = 300
 
 
 def _clip(text: str, limit: int = MAX_VALUE_CHARS) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return clip(text, limit)
 
 
 def render_op(op: Any) -> str:

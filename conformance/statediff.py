@@ -36,9 +36,13 @@ class Difference:
         )
 
 
-def _short(value: Any, limit: int = 160) -> str:
-    text = repr(value)
+def clip(text: str, limit: int = 160) -> str:
+    """``text`` cut to ``limit`` characters with ``...`` (reports stay readable)."""
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _short(value: Any) -> str:
+    return clip(repr(value))
 
 
 def _id_ranges(ids: list[int]) -> str:

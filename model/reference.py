@@ -411,7 +411,3 @@ class ReferenceMQ:
         clone._last_ids = dict(self._last_ids)
         clone._closed = self._closed
         return clone
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
