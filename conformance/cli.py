@@ -7,134 +7,72 @@ rmqsim itself. Heavy modules are imported inside the commands so that ``--help``
 
 from __future__ import annotations
 
-import functools
+import importlib
 import sys
-from collections.abc import Callable
+from importlib import metadata
+from importlib.util import find_spec
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
 
 import click
 
-from conformance.bench import bench
-
-EXIT_OK = 0
-EXIT_DIVERGENCE = 1
-EXIT_USAGE = 2
-EXIT_INTERNAL = 3
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-class UsageError(Exception):
-    """Bad input from the user: printed as one line, exit code 2."""
-
-
-def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    click.echo(f"rmqsim: error: {message}", err=True)
-    sys.exit(code)
-
-
-def friendly_errors(func: F) -> F:
-    """Turn known bad-input errors into one line and exit 2; anything else into exit 3."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from conformance.adapter import BadImplError
-        from conformance.lockstep import InjectedCrash
-        from conformance.trace import TraceFormatError
-        from scenarios.profiles import ProfileError
-
-        try:
-            return func(*args, **kwargs)
-        except (UsageError, BadImplError, TraceFormatError, ProfileError) as exc:
-            fail(str(exc))
-        except KeyboardInterrupt:
-            fail("interrupted", 130)
-        except click.exceptions.Exit:
-            raise
-        except (Exception, InjectedCrash) as exc:
-            fail(f"internal error ({type(exc).__name__}: {exc}); please report it", EXIT_INTERNAL)
-
-    return wrapper  # type: ignore[return-value]
-
-
-class SeedRange(click.ParamType):
-    """``A:B`` (seeds A up to but excluding B), or a single seed ``S``."""
-
-    name = "A:B"
-
-    def convert(self, value: Any, param: Any, ctx: Any) -> range:
-        if isinstance(value, range):
-            return value
-        text = str(value)
-        try:
-            if ":" in text:
-                start_text, stop_text = text.split(":", 1)
-                start, stop = int(start_text), int(stop_text)
-            else:
-                start = int(text)
-                stop = start + 1
-        except ValueError:
-            self.fail(f"{text!r} is not a seed range like 0:200", param, ctx)
-        if start < 0 or stop <= start:
-            self.fail(f"{text!r}: need 0 <= A < B", param, ctx)
-        return range(start, stop)
-
-
-SEEDS = SeedRange()
-
-
-def writable_dir(path: Path) -> Path:
-    """Create ``path`` if needed and check it is writable, or raise UsageError."""
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".rmqsim-write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        raise UsageError(
-            f"--out {path}: not a writable directory ({exc.strerror or exc})"
-        ) from None
-    return path
-
-
-def progress(total: int, description: str) -> Any:
-    """A progress bar on stderr (quiet when stderr is not a terminal)."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    console = Console(stderr=True)
-    bar = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        disable=not console.is_terminal,
-        transient=True,
-    )
-    bar.add_task(description, total=total)
-    return bar
-
-
-impl_option = click.option(
-    "--impl",
-    default=None,
-    metavar="MOD:FACTORY",
-    help="The implementation under test: a factory(path=, config=, clock=, faults=). "
-    "Default: ours (impl.RocksMQ).",
+from conformance.cli_common import (
+    EXIT_DIVERGENCE,
+    EXIT_OK,
+    SEEDS,
+    UsageError,
+    friendly_errors,
+    impl_option,
+    progress,
+    steps_option,
+    writable_dir,
 )
 
+#: Commands of conformance/ loaded only when invoked (``name -> "module:attribute"``); a
+#: command whose module is not installed is not listed. Other packages (``reports``) and
+#: users add commands through the ``rmqsim.commands`` entry point group instead, so that
+#: conformance never imports the layers built on it.
+LAZY_COMMANDS: dict[str, str] = {
+    "bench": "conformance.bench:bench",
+    "crash-sweep": "conformance.cli_crash:crash_sweep_command",
+    "shrink": "conformance.cli_crash:shrink_command",
+    "fuzz": "conformance.cli_fuzz:fuzz_command",
+    "mutants": "conformance.cli_mutants:mutants_command",
+}
+ENTRY_POINT_GROUP = "rmqsim.commands"
 
-steps_option = click.option(
-    "--steps",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Operations per run (default: the profile's own budget).",
-)
+
+def _command_targets() -> dict[str, str]:
+    targets = {
+        name: target
+        for name, target in LAZY_COMMANDS.items()
+        if find_spec(target.split(":", 1)[0]) is not None
+    }
+    for entry in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        targets.setdefault(entry.name, entry.value)
+    return targets
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A click group whose extra commands are imported on first use (``--help`` stays fast
+    and ``rmqsim run`` never imports Spark)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(_command_targets()))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            return command
+        target = _command_targets().get(cmd_name)
+        if target is None:
+            return None
+        module_name, _, attribute = target.partition(":")
+        loaded = getattr(importlib.import_module(module_name), attribute)
+        assert isinstance(loaded, click.Command), f"{target} is not a click command"
+        return loaded
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="rmqsim", prog_name="rmqsim")
 def cli() -> None:
     """rmqsim: deterministic simulation and conformance harness for RocksDB-backed queues.
@@ -301,9 +239,6 @@ def gate_command(
         f"{junit}, {summary}"
     )
     sys.exit(EXIT_OK if gate.ok else EXIT_DIVERGENCE)
-
-
-cli.add_command(bench)
 
 
 def main() -> None:

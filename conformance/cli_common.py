@@ -1,0 +1,133 @@
+"""Pieces every ``rmqsim`` command shares: exit codes, the one-line error handling, the seed
+range type, progress bars and the common options.
+
+Command modules (``conformance.cli`` and the lazily loaded ones listed there, and plug-ins
+from the ``rmqsim.commands`` entry point group) import from here, never from each other, so
+that adding a command touches one module.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+EXIT_OK = 0
+EXIT_DIVERGENCE = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed as one line, exit code 2."""
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    click.echo(f"rmqsim: error: {message}", err=True)
+    sys.exit(code)
+
+
+def friendly_errors(func: F) -> F:
+    """Turn known bad-input errors into one line and exit 2; anything else into exit 3."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from conformance.adapter import BadImplError
+        from conformance.lockstep import InjectedCrash
+        from conformance.trace import TraceFormatError
+        from scenarios.profiles import ProfileError
+
+        try:
+            return func(*args, **kwargs)
+        except (UsageError, BadImplError, TraceFormatError, ProfileError) as exc:
+            fail(str(exc))
+        except KeyboardInterrupt:
+            fail("interrupted", 130)
+        except click.exceptions.Exit:
+            raise
+        except (Exception, InjectedCrash) as exc:
+            fail(f"internal error ({type(exc).__name__}: {exc}); please report it", EXIT_INTERNAL)
+
+    return wrapper  # type: ignore[return-value]
+
+
+class SeedRange(click.ParamType):
+    """``A:B`` (seeds A up to but excluding B), or a single seed ``S``."""
+
+    name = "A:B"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> range:
+        if isinstance(value, range):
+            return value
+        text = str(value)
+        try:
+            if ":" in text:
+                start_text, stop_text = text.split(":", 1)
+                start, stop = int(start_text), int(stop_text)
+            else:
+                start = int(text)
+                stop = start + 1
+        except ValueError:
+            self.fail(f"{text!r} is not a seed range like 0:200", param, ctx)
+        if start < 0 or stop <= start:
+            self.fail(f"{text!r}: need 0 <= A < B", param, ctx)
+        return range(start, stop)
+
+
+SEEDS = SeedRange()
+
+
+def writable_dir(path: Path) -> Path:
+    """Create ``path`` if needed and check it is writable, or raise UsageError."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".rmqsim-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(
+            f"--out {path}: not a writable directory ({exc.strerror or exc})"
+        ) from None
+    return path
+
+
+def progress(total: int, description: str) -> Any:
+    """A progress bar on stderr (quiet when stderr is not a terminal)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=not console.is_terminal,
+        transient=True,
+    )
+    bar.add_task(description, total=total)
+    return bar
+
+
+impl_option = click.option(
+    "--impl",
+    default=None,
+    metavar="MOD:FACTORY",
+    help="The implementation under test: a factory(path=, config=, clock=, faults=). "
+    "Default: ours (impl.RocksMQ).",
+)
+
+
+steps_option = click.option(
+    "--steps",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Operations per run (default: the profile's own budget).",
+)
