@@ -3,7 +3,7 @@ into plain ``Outcome`` data, the one form both sides are compared in."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from model.api import ConsumerMessage, MessageQueue, MQError, ProducerMessage
@@ -14,9 +14,17 @@ from scenarios.ops import Delivered, Outcome
 RUNNER_KINDS = frozenset({"advance_clock", "crash_reopen", "close_reopen", "arm_crash"})
 
 
+def _properties(properties: object) -> tuple[tuple[str, str], ...]:
+    """Properties as sorted pairs; anything but a mapping (a SUT returning ``None``) stays
+    visible as a marker, so the message differs in its properties, not as a crash."""
+    if isinstance(properties, Mapping):
+        return tuple(sorted(dict(properties).items()))
+    return (("<not a mapping>", repr(properties)[:200]),)
+
+
 def _delivered(messages: list[ConsumerMessage]) -> tuple[Delivered, ...]:
     return tuple(
-        Delivered(m.msg_id, m.payload, tuple(sorted(dict(m.properties).items())))
+        Delivered(m.msg_id, m.payload, _properties(m.properties))
         if isinstance(m, ConsumerMessage)
         else Delivered(-1, b"", (("<not a ConsumerMessage>", repr(m)[:200]),))
         for m in messages

@@ -81,8 +81,10 @@ def run_profiles(
     out: Path,
     steps: int | None = None,
     on_result: Callable[[RunResult], None] | None = None,
+    until_failure: bool = False,
 ) -> GateResult:
-    """Run every seed of every profile; save failing traces under ``out``."""
+    """Run every seed of every profile; save failing traces under ``out``. With
+    ``until_failure``, stop after the first failing run (the mutant kill matrix)."""
     gate = GateResult(impl=resolve_impl(impl)[0], seeds=seeds)
     for profile in profiles:
         summary = gate.summaries.setdefault(profile, ProfileSummary(profile))
@@ -96,6 +98,8 @@ def run_profiles(
             gate.results.append(result)
             if on_result is not None:
                 on_result(result)
+            if until_failure and not result.ok:
+                return gate
     return gate
 
 

@@ -185,8 +185,9 @@ class Lockstep:
             raise TypeError(f"the implementation {type(sut).__name__} has no crash() method")
         return sut
 
-    def _reopen(self, *, crash: bool) -> None:
-        """Crash (or close) the SUT and open a new instance on the same path."""
+    def _reopen(self, index: int, step: Step, *, crash: bool, anomaly: str) -> None:
+        """Crash (or close) the SUT and open a new instance on the same path. A SUT that
+        cannot open what it wrote itself diverges (``anomaly``): its data is unreachable."""
         try:
             if crash:
                 self.sut.crash()  # type: ignore[attr-defined]
@@ -194,7 +195,19 @@ class Lockstep:
                 self.sut.close()
         finally:
             self.stats.reopens += 1
-        self.sut = self._open()
+        try:
+            self.sut = self._open()
+        except Exception as exc:
+            how = "a crash" if crash else "a close"
+            raise Divergence(
+                anomaly,
+                index,
+                step,
+                None,
+                None,
+                [],
+                f"reopening after {how} raised {type(exc).__name__}: {str(exc)[:300]}",
+            ) from None
 
     def close(self) -> None:
         """Release the SUT (end of run). A crash still armed (the run ended on an
@@ -296,7 +309,7 @@ class Lockstep:
                 self.faults.armed = (op.point, op.hit)
             elif kind in ("crash_reopen", "close_reopen"):
                 self.faults.armed = None
-                self._reopen(crash=kind == "crash_reopen")
+                self._reopen(index, step, crash=kind == "crash_reopen", anomaly="lost-write")
                 self._compare(index, step, None, f"state after {kind}")
         else:
             outcome, crash_info = self._execute_queue_op(index, step)
@@ -348,7 +361,7 @@ class Lockstep:
         """The SUT stopped inside an operation: crash it, reopen, and require the state to
         equal the model's state before or after that operation (SPEC "Durability")."""
         self.stats.crashes_injected += 1
-        self._reopen(crash=True)
+        self._reopen(index, step, crash=True, anomaly="torn-operation")
         actual = self.sut.snapshot()
         after = self.model.snapshot()
         info: dict[str, Any] = {"point": crash.point, "hit": crash.hit}

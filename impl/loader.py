@@ -98,7 +98,7 @@ def read_database(store: Store, *, with_messages: bool) -> DiskState:
         for topic in topics.values():
             topic.messages = []
         for key, value in store.scan_messages():
-            incarnation, msg_id = keys.parse_msg_key(key)
+            incarnation, msg_id = store.message_keys.parse_msg_key(key)
             owner = by_incarnation.get(incarnation)
             if owner is None or owner.messages is None:
                 raise _corrupt(f"message {msg_id} of incarnation {incarnation} has no topic")
@@ -137,9 +137,10 @@ def read_topic(store: Store, name: str, messages_from: int | None) -> DiskTopic 
     _check_pages(name, pages, record.trim_id, last_id)
     first_id = record.trim_id + 1 if messages_from is None else max(messages_from, 0)
     messages: list[ConsumerMessage] = []
+    parse_msg_key = store.message_keys.parse_msg_key
     for key, value in store.scan_message_range(record.incarnation, first_id):
         payload, properties = codec.decode_message(value)
-        messages.append(ConsumerMessage(keys.parse_msg_key(key)[1], payload, properties))
+        messages.append(ConsumerMessage(parse_msg_key(key)[1], payload, properties))
     return DiskTopic(name, record, last_id, pages, groups, messages)
 
 

@@ -31,6 +31,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 from impl import codec, keys
 from impl.errors import CorruptDatabaseError
@@ -130,6 +131,9 @@ class RocksMQ:
     Make one with ``RocksMQ.open(path, ...)``.
     """
 
+    #: The storage class ``open`` uses (a seam for variants, e.g. another key layout).
+    store_class: ClassVar[type[Store]] = Store
+
     # ----------------------------------------------------------------------- lifecycle
 
     def __init__(
@@ -203,7 +207,7 @@ class RocksMQ:
             raise InvalidArgumentError(
                 f"retention_interval_s must be a number > 0 or None, got {retention_interval_s!r}"
             )
-        store = Store.open(path, sync_writes=sync_writes)
+        store = cls.store_class.open(path, sync_writes=sync_writes)
         try:
             if store.needs_init:
                 plan = Plan(
@@ -306,7 +310,7 @@ class RocksMQ:
             inc = cached.incarnation
             plan = Plan(
                 meta_deletes=[cached.topic_key],
-                msg_range_deletes=[keys.msg_range(inc)],
+                msg_range_deletes=[self._store.message_keys.msg_range(inc)],
                 meta_range_deletes=[keys.group_range(inc), keys.page_range(inc)],
             )
             # The name's high-water mark (``H``) stays: ids continue after re-create.
@@ -370,7 +374,7 @@ class RocksMQ:
             page_size = self._config.page_size_bytes
             open_bytes = cached.open_page_bytes
             now = _Now(self._clock)
-            msg_key = keys.msg_key
+            msg_key = self._store.message_keys.msg_key
             bare = b"\x01"
             encode = codec.encode_message
             plan = Plan()
@@ -462,25 +466,19 @@ class RocksMQ:
         """One retention pass over every topic, written as one batch."""
         self._check_serving()
         now = _Now(self._clock)
-        config = self._config
+        message_keys = self._store.message_keys
         with self._all_topics_locked() as topics:
             self._check_serving()
             plan = Plan()
             trims: list[tuple[_Topic, int, int]] = []  # (topic, pages deleted, new trim id)
             for cached in topics:
-                acked = cached.pages[: cached.acked_count]
-                count = pages_to_delete(
-                    acked,
-                    retention_time_s=config.retention_time_s,
-                    retention_size_bytes=config.retention_size_bytes,
-                    now=now,
-                )
+                count = self._retention_count(cached, now)
                 if count == 0:
                     continue
-                trim_id = acked[count - 1].end_id
+                trim_id = cached.pages[count - 1].end_id
                 assert cached.trim_id < trim_id <= cached.last_id
                 inc = cached.incarnation
-                plan.msg_range_deletes.append(keys.msg_range(inc, 0, trim_id + 1))
+                plan.msg_range_deletes.append(message_keys.msg_range(inc, 0, trim_id + 1))
                 plan.meta_range_deletes.append(keys.page_range(inc, trim_id + 1))
                 plan.meta_puts.append(
                     (
@@ -494,8 +492,19 @@ class RocksMQ:
             self._write("retention", plan)
             for cached, count, trim_id in trims:
                 del cached.pages[:count]
-                cached.acked_count -= count
+                cached.acked_count = max(cached.acked_count - count, 0)
                 cached.trim_id = trim_id
+
+    def _retention_count(self, cached: _Topic, now: _Now) -> int:
+        """How many of the topic's closed pages, from the oldest, this pass deletes: only
+        acked ones (``pages_to_delete``). A seam for variants of the retention rule."""
+        config = self._config
+        return pages_to_delete(
+            cached.pages[: cached.acked_count],
+            retention_time_s=config.retention_time_s,
+            retention_size_bytes=config.retention_size_bytes,
+            now=now,
+        )
 
     def _start_retention_thread(self, interval_s: float) -> None:
         thread = threading.Thread(
@@ -642,12 +651,19 @@ class RocksMQ:
         cached.groups[group] = position
         self._apply_acks(cached, acked)
 
-    @staticmethod
-    def _plan_acks(cached: _Topic, groups: dict[str, int], plan: Plan, now: _Now) -> list[Page]:
+    def _ack_floor(self, cached: _Topic, groups: Mapping[str, int]) -> int:
+        """Every group has read every id below this (SPEC "Acks": a page is acked when every
+        position > end_id); -1 when some group has read nothing or there is no group. A seam:
+        the one place that says which positions count."""
+        return min(groups.values(), default=-1)  # -1 (read nothing) is below every end id
+
+    def _plan_acks(
+        self, cached: _Topic, groups: dict[str, int], plan: Plan, now: _Now
+    ) -> list[Page]:
         """Pages that become acked with these ``groups``: every position > end_id."""
         if not groups or cached.acked_count == len(cached.pages):
             return []
-        lowest = min(groups.values())  # -1 (read nothing) is below every end id
+        lowest = self._ack_floor(cached, groups)
         acked: list[Page] = []
         index = cached.acked_count
         pages = cached.pages

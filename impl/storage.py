@@ -45,6 +45,7 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from rocksdict import Options, Rdict, ReadOptions, WriteBatch, WriteOptions
 
@@ -217,6 +218,11 @@ class Store:
     """An open rmqsim RocksDB database. Thread-safe: RocksDB is, and the handles here
     are only replaced by ``close``/``crash``, after which every method raises."""
 
+    #: How message ids become keys (``msg_key``, ``msg_range``, ``parse_msg_key``). A
+    #: seam: everything that builds or parses a message key goes through it, so a variant
+    #: layout (the harness's seeded bugs) is one subclass, never a patch of ``keys``.
+    message_keys: ClassVar[Any] = keys
+
     def __init__(self, path: str, db: Rdict, lock_fd: int, *, sync_writes: bool) -> None:
         self.path = path
         self._db: Rdict | None = db
@@ -361,7 +367,7 @@ class Store:
         msgs = self._msgs
         if msgs is None:
             raise StorageError(f"the database at {self.path} is closed")
-        begin, end = keys.msg_range(incarnation, first_id)
+        begin, end = self.message_keys.msg_range(incarnation, first_id)
         bounded = ReadOptions()
         bounded.set_iterate_upper_bound(end)
         return list(self._guard(lambda: msgs.items(from_key=begin, read_opt=bounded), "read"))
@@ -373,8 +379,9 @@ class Store:
         if msgs is None:
             raise StorageError(f"the database at {self.path} is closed")
         read_options = ReadOptions()
-        read_options.set_iterate_upper_bound(keys.msg_key(incarnation, last_id + 1))
-        start = keys.msg_key(incarnation, first_id)
+        message_keys = self.message_keys
+        read_options.set_iterate_upper_bound(message_keys.msg_key(incarnation, last_id + 1))
+        start = message_keys.msg_key(incarnation, first_id)
         try:
             return list(msgs.values(from_key=start, read_opt=read_options))
         except Exception as exc:
@@ -385,15 +392,16 @@ class Store:
         msgs = self._msgs
         if msgs is None:
             raise StorageError(f"the database at {self.path} is closed")
-        begin, end = keys.msg_range(incarnation)
+        message_keys = self.message_keys
+        begin, end = message_keys.msg_range(incarnation)
         first = last = None
         forward = ReadOptions()
         forward.set_iterate_upper_bound(end)
         for key in self._guard(lambda: msgs.keys(from_key=begin, read_opt=forward), "read"):
-            first = keys.parse_msg_key(key)[1]
+            first = message_keys.parse_msg_key(key)[1]
             break
         for key in self._guard(lambda: msgs.keys(backwards=True, from_key=end), "read"):
-            inc, msg_id = keys.parse_msg_key(key)
+            inc, msg_id = message_keys.parse_msg_key(key)
             if inc == incarnation:
                 last = msg_id
             break

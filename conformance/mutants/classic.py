@@ -1,0 +1,98 @@
+"""Classic queue bugs, not Milvus-specific, seeded into ``impl.RocksMQ``: off-by-ones at page
+boundaries, retention walking too far, and ordering mistakes between what is computed and
+what is written. Load with ``--impl conformance.mutants.classic:<factory>``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from conformance.mutants import Mutant
+from conformance.mutants.base import factory_of
+from impl import RocksMQ
+from impl.storage import Plan
+from model.api import ConsumerMessage
+
+
+class PageBoundarySkip(RocksMQ):
+    """Bug class: skipped delivery. A poll that crosses a closed page's end starts the next
+    page one message too far (``end_id + 2``): that message is never delivered, yet the
+    position moves past it."""
+
+    def consume(self, topic: str, group: str, n: int) -> list[ConsumerMessage]:
+        found = super().consume(topic, group, n)
+        cached = self._topics.get(topic)
+        if not found or cached is None:
+            return found
+        ends = {page.end_id for page in cached.pages}
+        first = found[0].msg_id
+        return [m for m in found if not (m.msg_id - 1 in ends and m.msg_id - 1 >= first)]
+
+
+class RetentionPastAcked(RocksMQ):
+    """Bug class: premature deletion. When a retention pass deletes every acked page, its
+    loop runs one page further and deletes the first unacked page too (messages a lagging
+    group has not read)."""
+
+    def _retention_count(self, cached: Any, now: Any) -> int:
+        count = super()._retention_count(cached, now)
+        if count and count == cached.acked_count < len(cached.pages):
+            return count + 1
+        return count
+
+
+class StaleAcks(RocksMQ):
+    """Bug class: read-before-write ordering. Acks are evaluated against the positions as
+    stored before the move is written, so the pages a move makes acked are acked one
+    operation late (or never, if no later move comes)."""
+
+    def _ack_floor(self, cached: Any, groups: Any) -> int:
+        return super()._ack_floor(cached, cached.groups)
+
+
+class EndBeforeMessages(RocksMQ):
+    """Bug class: publish before write. ``produce`` first writes the topic's new end (id
+    high-water mark, open page, closed pages), then the messages in a second write: a crash
+    between them leaves ids issued whose messages are not there to read."""
+
+    def _write(self, operation: str, plan: Plan) -> None:
+        if operation != "produce" or not plan.msg_puts:
+            super()._write(operation, plan)
+            return
+        super()._write(operation, replace(plan, msg_puts=[]))
+        super()._write(operation, Plan(msg_puts=plan.msg_puts))
+
+
+page_boundary_skip = factory_of(PageBoundarySkip)
+retention_past_acked = factory_of(RetentionPastAcked)
+stale_acks = factory_of(StaleAcks)
+end_before_messages = factory_of(EndBeforeMessages)
+
+_MODULE = __name__
+MUTANTS: tuple[Mutant, ...] = (
+    Mutant(
+        "page-boundary-skip",
+        "ordering",
+        "a poll crossing a page end skips the message right after it",
+        f"{_MODULE}:page_boundary_skip",
+    ),
+    Mutant(
+        "retention-past-acked",
+        "retention",
+        "retention deletes the first unacked page after the acked ones",
+        f"{_MODULE}:retention_past_acked",
+    ),
+    Mutant(
+        "stale-acks",
+        "ordering",
+        "acks evaluated against the positions before the move is written",
+        f"{_MODULE}:stale_acks",
+    ),
+    Mutant(
+        "end-before-messages",
+        "crash-consistency",
+        "produce writes the topic's end before its messages (two writes)",
+        f"{_MODULE}:end_before_messages",
+    ),
+)
