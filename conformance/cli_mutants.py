@@ -1,0 +1,121 @@
+"""``rmqsim mutants``: the kill matrix of the seeded bugs (``conformance.mutants``).
+
+Exit 0 only when every mutant the gate can run is killed and the unmodified
+implementation passes the same seeds; 1 otherwise; 2 for bad usage (an unknown mutant).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from conformance.cli_common import (
+    EXIT_DIVERGENCE,
+    EXIT_OK,
+    SEEDS,
+    UsageError,
+    friendly_errors,
+    progress,
+    steps_option,
+    writable_dir,
+)
+
+#: Width of the matrix when the output is not a terminal.
+_LOG_WIDTH = 160
+
+
+@click.command("mutants")
+@click.option(
+    "--seeds", type=SEEDS, default=None, help="Seed range A:B per profile (default: the gate's)."
+)
+@click.option("--only", default=None, metavar="NAME[,NAME]", help="Run only these mutants.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("rmqsim-out/mutants"),
+    show_default=True,
+    help="Where kill-matrix.json, kill-matrix.junit.xml and the killing traces go.",
+)
+@steps_option
+@click.option(
+    "--shrink-budget-s",
+    type=click.FloatRange(min=0.0),
+    default=30.0,
+    show_default=True,
+    help="Seconds to shrink each killing run (0: do not shrink).",
+)
+@friendly_errors
+def mutants_command(
+    seeds: range | None,
+    only: str | None,
+    out: Path,
+    steps: int | None,
+    shrink_budget_s: float,
+) -> None:
+    """Run the gate against every seeded bug and print the kill matrix."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from conformance.gate import DEFAULT_GATE_SEEDS
+    from conformance.mutants.catalogue import UnknownMutantError, select
+    from conformance.mutants.kill import KILLED, run_matrix, write_outputs
+
+    try:
+        mutants = select(only.split(",") if only is not None else None)
+    except UnknownMutantError as exc:
+        raise UsageError(str(exc)) from None
+    seed_range = seeds or DEFAULT_GATE_SEEDS
+    writable_dir(out)
+    with progress(len(mutants), "mutants") as bar:
+        matrix = run_matrix(
+            mutants,
+            seed_range,
+            out=out,
+            steps=steps,
+            shrink_budget_s=shrink_budget_s or None,
+            on_kill=lambda _kill: bar.advance(bar.task_ids[0]),
+        )
+    data, junit = write_outputs(matrix, out)
+    table = Table(title=f"rmqsim mutants: seeds {seed_range.start}:{seed_range.stop}")
+    columns = (
+        "mutant",
+        "class",
+        "status",
+        "check",
+        "anomaly",
+        "profile/seed",
+        "ops",
+        "s",
+        "shrunk",
+    )
+    for column in columns:
+        table.add_column(column, justify="right" if column in ("ops", "s", "shrunk") else "left")
+    for kill in matrix.kills:
+        where = f"{kill.profile}/{kill.seed}" if kill.status == KILLED else "-"
+        table.add_row(
+            kill.mutant.name,
+            kill.mutant.bug_class,
+            kill.status if kill.status == KILLED else f"[bold red]{kill.status}[/]",
+            kill.check or kill.note or "-",
+            kill.anomaly or "-",
+            where,
+            str(kill.operations),
+            f"{kill.seconds:.2f}",
+            "-" if kill.shrunk_steps is None else str(kill.shrunk_steps),
+        )
+    console = Console()
+    if not console.is_terminal:  # a log or a pipe: do not squeeze the matrix to 80 columns
+        console = Console(width=_LOG_WIDTH)
+    console.print(table)
+    summary = matrix.summary()
+    click.echo(
+        f"rmqsim mutants: {'PASS' if matrix.ok else 'FAIL'}: {summary['killed']} of "
+        f"{summary['run']} killed ({summary['mutants'] - summary['run']} not run); "
+        f"time to kill median {summary['median_seconds_to_kill']} s, "
+        f"max {summary['max_seconds_to_kill']} s; longest shrunk reproducer "
+        f"{summary['max_shrunk_steps']} operations; baseline {summary['baseline']}; "
+        f"{data}, {junit}"
+    )
+    sys.exit(EXIT_OK if matrix.ok else EXIT_DIVERGENCE)

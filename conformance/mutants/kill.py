@@ -1,0 +1,277 @@
+"""The kill matrix: run the gate pipeline against each mutant and record how it dies.
+
+For each mutant, ``run_profiles`` (the code ``rmqsim gate`` runs) goes over the standard
+profiles and seeds in the gate's order and stops at the first failing run. The record says
+which check caught it and with which anomaly, on which profile and seed, how many
+operations and seconds the gate spent until then, and how short the failing run shrinks.
+The unmodified implementation runs over the same profiles and seeds: a harness that fails
+everything would "kill" every mutant, so the matrix only counts when the baseline passes.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from conformance.adapter import DEFAULT_IMPL
+from conformance.gate import GATE_PROFILES, GateResult, run_profiles
+from conformance.lockstep import Divergence
+from conformance.mutants import Mutant
+from conformance.run import RunResult
+
+#: Layers whose mutants the queue gate can run; others are listed as not run.
+RUNNABLE_LAYERS = frozenset({"queue"})
+#: Default time budget to shrink one killing run.
+SHRINK_BUDGET_S = 30.0
+
+KILLED = "killed"
+SURVIVED = "survived"
+NOT_RUN = "not run"
+
+
+@dataclass(slots=True)
+class Kill:
+    """How one mutant fared against the gate."""
+
+    mutant: Mutant
+    status: str  # KILLED | SURVIVED | NOT_RUN
+    runs: int = 0
+    #: Operations and seconds the gate spent up to and including the killing run.
+    operations: int = 0
+    seconds: float = 0.0
+    profile: str | None = None
+    seed: int | None = None
+    anomaly: str | None = None
+    check: str | None = None
+    #: The step of the killing run at which it diverged.
+    step: int | None = None
+    detail: str = ""
+    repro: str | None = None
+    trace: str | None = None
+    #: Operations in the shrunk reproducer (None: not shrunk).
+    shrunk_steps: int | None = None
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "mutant": self.mutant.name,
+            "bug_class": self.mutant.bug_class,
+            "layer": self.mutant.layer,
+            "impl": self.mutant.impl,
+            "summary": self.mutant.summary,
+            "status": self.status,
+            "runs": self.runs,
+            "operations": self.operations,
+            "seconds": round(self.seconds, 3),
+            "profile": self.profile,
+            "seed": self.seed,
+            "anomaly": self.anomaly,
+            "check": self.check,
+            "step": self.step,
+            "detail": self.detail,
+            "repro": self.repro,
+            "trace": self.trace,
+            "shrunk_steps": self.shrunk_steps,
+            "note": self.note,
+        }
+
+
+@dataclass(slots=True)
+class KillMatrix:
+    """Every mutant's record, and the unmodified implementation over the same seeds."""
+
+    seeds: range
+    profiles: tuple[str, ...]
+    kills: list[Kill]
+    baseline: GateResult | None
+
+    @property
+    def ran(self) -> list[Kill]:
+        return [kill for kill in self.kills if kill.status != NOT_RUN]
+
+    @property
+    def killed(self) -> list[Kill]:
+        return [kill for kill in self.kills if kill.status == KILLED]
+
+    @property
+    def baseline_ok(self) -> bool:
+        return self.baseline is not None and self.baseline.ok
+
+    @property
+    def ok(self) -> bool:
+        """Every runnable mutant killed, and the unmodified implementation passes."""
+        return self.baseline_ok and len(self.killed) == len(self.ran)
+
+    def seconds_to_kill(self) -> list[float]:
+        return [kill.seconds for kill in self.killed]
+
+    def summary(self) -> dict[str, Any]:
+        seconds = self.seconds_to_kill()
+        shrunk = [k.shrunk_steps for k in self.killed if k.shrunk_steps is not None]
+        return {
+            "mutants": len(self.kills),
+            "run": len(self.ran),
+            "killed": len(self.killed),
+            "median_seconds_to_kill": round(statistics.median(seconds), 3) if seconds else None,
+            "max_seconds_to_kill": round(max(seconds), 3) if seconds else None,
+            "max_shrunk_steps": max(shrunk) if shrunk else None,
+            "baseline": "pass" if self.baseline_ok else "fail" if self.baseline else "not run",
+        }
+
+
+def check_of(divergence: Divergence) -> str:
+    """Which of the lockstep's checks raised ``divergence``."""
+    if divergence.detail.startswith("reopening after"):
+        return "reopen"
+    if divergence.anomaly == "torn-operation" or "crash recovery" in divergence.detail:
+        return "crash recovery"
+    if divergence.expected is not None or divergence.actual is not None:
+        return "outcome"
+    if divergence.detail.startswith("snapshot() raised"):
+        return "snapshot"
+    if divergence.step.op.kind in ("crash_reopen", "close_reopen"):
+        return "state after reopen"
+    return "final state" if divergence.detail == "final state" else "state"
+
+
+def _shrinker() -> Callable[..., RunResult | None] | None:
+    """``conformance.shrink.shrink_result`` when it is installed (it lands separately)."""
+    try:
+        from conformance.shrink import shrink_result
+    except ImportError:
+        return None
+    return shrink_result  # type: ignore[no-any-return]
+
+
+def kill_mutant(
+    mutant: Mutant,
+    seeds: range,
+    *,
+    out: Path,
+    profiles: Sequence[str] = GATE_PROFILES,
+    steps: int | None = None,
+    shrink_budget_s: float | None = SHRINK_BUDGET_S,
+) -> Kill:
+    """Run the gate against ``mutant`` until its first failing run; shrink that run."""
+    if mutant.layer not in RUNNABLE_LAYERS:
+        return Kill(mutant, NOT_RUN, note=f"{mutant.layer} layer: not run by the queue gate")
+    gate = run_profiles(
+        profiles, seeds, impl=mutant.impl, out=out / mutant.name, steps=steps, until_failure=True
+    )
+    kill = Kill(
+        mutant,
+        SURVIVED,
+        runs=len(gate.results),
+        operations=sum(result.steps for result in gate.results),
+        seconds=sum(result.wall_s for result in gate.results),
+    )
+    if gate.ok:
+        return kill
+    failure = gate.failures[0]
+    divergence = failure.divergence
+    assert divergence is not None, failure
+    kill.status = KILLED
+    kill.profile, kill.seed, kill.anomaly = failure.profile, failure.seed, failure.anomaly
+    kill.check = check_of(divergence)
+    kill.step = divergence.step_index
+    kill.detail = divergence.detail
+    kill.repro = failure.repro_command()
+    kill.trace = str(failure.trace_path) if failure.trace_path else None
+    shrink = _shrinker()
+    if shrink is not None and shrink_budget_s is not None:
+        shrunk = shrink(failure, impl=mutant.impl, time_budget_s=shrink_budget_s)
+        if shrunk is not None:
+            kill.shrunk_steps = shrunk.steps
+    return kill
+
+
+def run_matrix(
+    mutants: Sequence[Mutant],
+    seeds: range,
+    *,
+    out: Path,
+    profiles: Sequence[str] = GATE_PROFILES,
+    steps: int | None = None,
+    shrink_budget_s: float | None = SHRINK_BUDGET_S,
+    baseline: bool = True,
+    on_kill: Callable[[Kill], None] | None = None,
+) -> KillMatrix:
+    """Every mutant against the gate, then the unmodified implementation (``baseline``)."""
+    kills = []
+    for mutant in mutants:
+        kill = kill_mutant(
+            mutant, seeds, out=out, profiles=profiles, steps=steps, shrink_budget_s=shrink_budget_s
+        )
+        kills.append(kill)
+        if on_kill is not None:
+            on_kill(kill)
+    reference = None
+    if baseline:
+        reference = run_profiles(
+            profiles, seeds, impl=DEFAULT_IMPL, out=out / "baseline", steps=steps
+        )
+    return KillMatrix(seeds, tuple(profiles), kills, reference)
+
+
+def matrix_json(matrix: KillMatrix) -> dict[str, Any]:
+    """The matrix as JSON data (what ``kill-matrix.json`` holds)."""
+    baseline = matrix.baseline
+    return {
+        "status": "ok" if matrix.ok else "fail",
+        "seeds": [matrix.seeds.start, matrix.seeds.stop],
+        "profiles": list(matrix.profiles),
+        "summary": matrix.summary(),
+        "baseline": None
+        if baseline is None
+        else {
+            "impl": baseline.impl,
+            "runs": len(baseline.results),
+            "failed": len(baseline.failures),
+            "operations": sum(result.steps for result in baseline.results),
+            "failures": [result.repro_command() for result in baseline.failures],
+        },
+        "mutants": [kill.to_json() for kill in matrix.kills],
+    }
+
+
+def junit_xml(matrix: KillMatrix) -> bytes:
+    """JUnit XML: one test case per mutant (a survivor fails) and one for the baseline."""
+    suite = ET.Element(
+        "testsuite",
+        name="rmqsim.mutants",
+        tests=str(len(matrix.kills) + 1),
+        failures=str(len(matrix.ran) - len(matrix.killed) + (0 if matrix.baseline_ok else 1)),
+        skipped=str(len(matrix.kills) - len(matrix.ran)),
+    )
+    for kill in matrix.kills:
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=f"rmqsim.mutants.{kill.mutant.bug_class}",
+            name=kill.mutant.name,
+            time=f"{kill.seconds:.3f}",
+        )
+        if kill.status == SURVIVED:
+            ET.SubElement(case, "failure", message="survived the gate", type="survivor")
+        elif kill.status == NOT_RUN:
+            ET.SubElement(case, "skipped", message=kill.note)
+    case = ET.SubElement(suite, "testcase", classname="rmqsim.mutants", name="baseline")
+    if not matrix.baseline_ok:
+        ET.SubElement(case, "failure", message="the unmodified implementation fails the gate")
+    ET.indent(suite)
+    return ET.tostring(suite, encoding="utf-8", xml_declaration=True)
+
+
+def write_outputs(matrix: KillMatrix, out: Path) -> tuple[Path, Path]:
+    """Write ``kill-matrix.json`` and ``kill-matrix.junit.xml`` under ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    data = out / "kill-matrix.json"
+    data.write_text(json.dumps(matrix_json(matrix), indent=2, sort_keys=True) + "\n")
+    junit = out / "kill-matrix.junit.xml"
+    junit.write_bytes(junit_xml(matrix))
+    return data, junit
