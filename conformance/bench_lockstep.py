@@ -14,6 +14,7 @@ from conformance.adapter import DEFAULT_IMPL, resolve_impl
 from conformance.apply import RUNNER_KINDS, apply_op
 from conformance.lockstep import SimClock
 from conformance.run import run_seed
+from conformance.scratch import scratch_root
 from conformance.trace import parse_lines
 from model import ReferenceMQ
 from model.api import MQConfig
@@ -46,7 +47,7 @@ class LockstepMeasurement:
 def _sut_alone(impl: str, config: MQConfig, steps: list[Step]) -> float:
     _, factory = resolve_impl(impl)
     clock = SimClock()
-    with tempfile.TemporaryDirectory(prefix="rmqsim-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="rmqsim-bench-", dir=scratch_root()) as tmp:
         path = Path(tmp) / "sut"
         started = time.perf_counter()
         sut = factory(path=path, config=config, clock=clock, faults=None)

@@ -20,6 +20,7 @@ from typing import Any
 
 from conformance.adapter import DEFAULT_IMPL, Factory, resolve_impl
 from conformance.lockstep import Divergence, Lockstep, Stats
+from conformance.scratch import scratch_root
 from conformance.statediff import state_digest
 from conformance.trace import FORMAT, FORMAT_VERSION, Trace, TraceFormatError, dumps
 from model.api import InvalidArgumentError, MQConfig
@@ -193,7 +194,7 @@ def _lockstep_run(
     """Run ``body`` on a fresh Lockstep in a temporary directory, finish with the final
     full comparison, always release the SUT, and collect the result."""
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="rmqsim-", dir=workdir) as tmp:
+    with tempfile.TemporaryDirectory(prefix="rmqsim-", dir=workdir or scratch_root()) as tmp:
         lockstep = Lockstep(factory, config, Path(tmp), check_every=check_every)
         divergence: Divergence | None = None
         try:

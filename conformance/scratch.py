@@ -1,0 +1,36 @@
+"""Where a run keeps its SUT's database: a RAM-backed temporary directory when there is one.
+
+A run opens, crashes and reopens its SUT's database many times. On a disk, each RocksDB open
+and close pays for fsyncs (measured here: ~45 ms to open and ~55 ms to close on ``/tmp``
+against ~8 ms and under 1 ms on ``/dev/shm``), and those fsyncs buy nothing that a run checks:
+the crashes simulated are process crashes (the database must recover what the process handed
+to the kernel), which a tmpfs keeps exactly as a disk does. Power loss is not simulated.
+
+``RMQSIM_WORKDIR`` overrides the choice (for example to run on the disk the user ships on).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import tempfile
+from pathlib import Path
+
+#: Environment variable naming the directory runs create their temporary directories in.
+WORKDIR_ENV = "RMQSIM_WORKDIR"
+#: RAM-backed directories tried in order when ``RMQSIM_WORKDIR`` is not set.
+RAM_DIRS = ("/dev/shm",)
+
+
+@functools.cache
+def _ram_dir() -> str | None:
+    for candidate in RAM_DIRS:
+        if os.path.isdir(candidate) and os.access(candidate, os.W_OK | os.X_OK):
+            return candidate
+    return None
+
+
+def scratch_root() -> Path:
+    """The directory in which runs create their temporary directories."""
+    chosen = os.environ.get(WORKDIR_ENV) or _ram_dir() or tempfile.gettempdir()
+    return Path(chosen)
