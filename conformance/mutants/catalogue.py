@@ -15,6 +15,7 @@ from conformance.mutants import Mutant
 MUTANT_MODULES: tuple[str, ...] = (
     "conformance.mutants.milvus",
     "conformance.mutants.classic",
+    "conformance.mutants.crash",
 )
 
 

@@ -22,7 +22,7 @@ from conformance.adapter import DEFAULT_IMPL
 from conformance.gate import GATE_PROFILES, GateResult, run_profiles
 from conformance.lockstep import Divergence
 from conformance.mutants import Mutant
-from conformance.run import RunResult
+from conformance.shrink import shrink_and_save
 
 #: Layers whose mutants the queue gate can run; others are listed as not run.
 RUNNABLE_LAYERS = frozenset({"queue"})
@@ -55,6 +55,7 @@ class Kill:
     trace: str | None = None
     #: Operations in the shrunk reproducer (None: not shrunk).
     shrunk_steps: int | None = None
+    shrunk_trace: str | None = None
     note: str = ""
 
     def to_json(self) -> dict[str, Any]:
@@ -77,6 +78,7 @@ class Kill:
             "repro": self.repro,
             "trace": self.trace,
             "shrunk_steps": self.shrunk_steps,
+            "shrunk_trace": self.shrunk_trace,
             "note": self.note,
         }
 
@@ -139,15 +141,6 @@ def check_of(divergence: Divergence) -> str:
     return "final state" if divergence.detail == "final state" else "state"
 
 
-def _shrinker() -> Callable[..., RunResult | None] | None:
-    """``conformance.shrink.shrink_result`` when it is installed (it lands separately)."""
-    try:
-        from conformance.shrink import shrink_result
-    except ImportError:
-        return None
-    return shrink_result  # type: ignore[no-any-return]
-
-
 def kill_mutant(
     mutant: Mutant,
     seeds: range,
@@ -182,11 +175,11 @@ def kill_mutant(
     kill.detail = divergence.detail
     kill.repro = failure.repro_command()
     kill.trace = str(failure.trace_path) if failure.trace_path else None
-    shrink = _shrinker()
-    if shrink is not None and shrink_budget_s is not None:
-        shrunk = shrink(failure, impl=mutant.impl, time_budget_s=shrink_budget_s)
+    if shrink_budget_s is not None:
+        shrunk = shrink_and_save(failure, impl=mutant.impl, time_budget_s=shrink_budget_s)
         if shrunk is not None:
             kill.shrunk_steps = shrunk.steps
+            kill.shrunk_trace = str(shrunk.trace_path)
     return kill
 
 

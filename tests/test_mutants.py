@@ -1,0 +1,186 @@
+"""Seeded bugs: the catalogue is sound, the gate fails on a mutant (the CI canary) and
+passes the real implementation on the same seeds, and every mutant is killed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conformance.adapter import DEFAULT_IMPL, load_factory
+from conformance.cli import cli
+from conformance.gate import DEFAULT_GATE_SEEDS
+from conformance.mutants import Mutant
+from conformance.mutants.catalogue import MUTANTS, UnknownMutantError, gather, select
+from conformance.mutants.kill import KILLED, NOT_RUN, SURVIVED, kill_mutant, run_matrix
+from impl import RocksMQ
+from impl.storage import Store
+from model.api import MQConfig, ProducerMessage
+
+#: Mutants the gate must fail on in the canary: one outcome bug, one crash bug.
+CANARIES = ("page-boundary-skip", "positions-in-memory")
+#: Operations per run in the canary (the whole gate, every profile, one seed).
+CANARY_STEPS = 300
+
+
+def test_catalogue_is_sorted_unique_and_loadable() -> None:
+    names = [mutant.name for mutant in MUTANTS]
+    assert names == sorted(set(names))
+    assert len(MUTANTS) >= 18
+    for mutant in MUTANTS:
+        factory = load_factory(mutant.impl)  # the path --impl takes
+        assert factory.__doc__ and "Bug class" in factory.__doc__, mutant.name
+    # Every [Milvus: ...] note of SPEC.md is a mutant; the crash module's four are in.
+    for name in (
+        "decimal-keys",
+        "destroy-keeps-messages",
+        "destroy-by-prefix",
+        "latest-by-substring",
+        "ack-off-by-one",
+        "ack-registered-only",
+        "empty-payload-none",
+        "ids-restart",
+        "group-without-topic",
+        "seek-backward-panics",
+        "two-step-produce",
+        "positions-in-memory",
+        "acks-before-messages",
+        "hwm-not-persisted",
+    ):
+        assert name in names
+
+
+def test_gather_refuses_a_repeated_name() -> None:
+    module = "conformance.mutants.milvus"
+    with pytest.raises(AssertionError, match="not unique"):
+        gather((module, module))
+
+
+def test_select_names_the_known_mutants() -> None:
+    assert [m.name for m in select(["stale-acks", " decimal-keys"])] == [
+        "decimal-keys",
+        "stale-acks",
+    ]
+    with pytest.raises(UnknownMutantError, match="known: ack-off-by-one"):
+        select(["no-such-bug"])
+
+
+def test_mutants_leave_the_real_implementation_alone(tmp_path: Path) -> None:
+    """Opening every mutant changes nothing global: RocksMQ and Store keep their methods,
+    and the real queue still behaves after them in the same process."""
+    before = (dict(vars(RocksMQ)), dict(vars(Store)))
+    for index, mutant in enumerate(MUTANTS):
+        mq = load_factory(mutant.impl)(
+            path=tmp_path / str(index), config=MQConfig(), clock=lambda: 0, faults=None
+        )
+        mq.create_topic("t")
+        mq.close()
+    assert (dict(vars(RocksMQ)), dict(vars(Store))) == before
+    mq = RocksMQ.open(tmp_path / "real", clock=lambda: 0)
+    mq.create_topic("t")
+    assert mq.produce("t", [ProducerMessage(b"") for _ in range(12)]) == list(range(1, 13))
+    mq.create_consumer_group("t", "g")
+    assert [m.msg_id for m in mq.consume("t", "g", 4)] == [1, 2, 3, 4]
+    mq.close()
+
+
+@pytest.mark.parametrize("canary", CANARIES)
+def test_canary_gate_fails_on_a_mutant_and_passes_the_real_queue(
+    canary: str, tmp_path: Path
+) -> None:
+    """The CI canary: ``rmqsim gate`` itself must fail on a seeded bug, so a gate that can
+    no longer fail is noticed at once; and pass the real implementation on the same runs."""
+    (mutant,) = select([canary])
+    args = ["gate", "--seeds", "0:1", "--steps", str(CANARY_STEPS)]
+    runner = CliRunner()
+    failed = runner.invoke(cli, [*args, "--impl", mutant.impl, "--out", str(tmp_path / "m")])
+    assert failed.exit_code == 1, failed.output
+    assert json.loads((tmp_path / "m" / "summary.json").read_text())["status"] == "divergence"
+    passed = runner.invoke(cli, [*args, "--impl", DEFAULT_IMPL, "--out", str(tmp_path / "i")])
+    assert passed.exit_code == 0, passed.output
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
+def test_every_mutant_is_killed_by_the_default_gate_seeds(mutant: Mutant, tmp_path: Path) -> None:
+    kill = kill_mutant(mutant, DEFAULT_GATE_SEEDS, out=tmp_path, shrink_budget_s=None)
+    assert kill.status == KILLED, f"{mutant.name} survived {kill.runs} runs"
+    assert kill.anomaly and kill.check and kill.repro and kill.trace
+    assert Path(kill.trace).exists()
+    assert kill.operations >= (kill.step or 0) > 0
+
+
+def test_a_store_that_cannot_reopen_is_caught_by_the_reopen_check(tmp_path: Path) -> None:
+    (mutant,) = select(["end-before-messages"])
+    kill = kill_mutant(mutant, DEFAULT_GATE_SEEDS, out=tmp_path, shrink_budget_s=None)
+    assert (kill.status, kill.check, kill.anomaly) == (KILLED, "reopen", "torn-operation")
+
+
+def test_none_properties_are_a_payload_mismatch_not_a_crash(tmp_path: Path) -> None:
+    (mutant,) = select(["empty-payload-none"])
+    kill = kill_mutant(mutant, range(0, 5), out=tmp_path, shrink_budget_s=None)
+    assert (kill.check, kill.anomaly) == ("outcome", "payload-mismatch")
+
+
+def test_kill_is_deterministic_and_shrinks(tmp_path: Path) -> None:
+    (mutant,) = select(["ids-restart"])
+    first = kill_mutant(mutant, range(0, 3), out=tmp_path / "a", shrink_budget_s=10.0)
+    second = kill_mutant(mutant, range(0, 3), out=tmp_path / "b", shrink_budget_s=None)
+    assert (first.profile, first.seed, first.step, first.anomaly) == (
+        second.profile,
+        second.seed,
+        second.step,
+        second.anomaly,
+    )
+    assert first.trace and second.trace
+    assert Path(first.trace).read_bytes() == Path(second.trace).read_bytes()
+    assert first.shrunk_steps is not None and 0 < first.shrunk_steps <= first.step
+    assert first.shrunk_trace and Path(first.shrunk_trace).exists()
+
+
+def test_consumer_layer_mutants_are_listed_not_run(tmp_path: Path) -> None:
+    consumer = Mutant("push-skip", "consumer", "a consumer bug", "x.y:z", layer="consumer")
+    kill = kill_mutant(consumer, range(0, 1), out=tmp_path)
+    assert kill.status == NOT_RUN and "consumer layer" in kill.note
+
+
+def test_matrix_needs_the_baseline_to_pass(tmp_path: Path) -> None:
+    """A harness that fails everything would kill every mutant: the matrix fails when the
+    unmodified implementation fails (here: a mutant posing as the baseline)."""
+    (mutant,) = select(["ids-restart"])
+    matrix = run_matrix([mutant], range(0, 1), out=tmp_path, steps=100, shrink_budget_s=None)
+    assert matrix.ok and matrix.baseline_ok
+    assert matrix.baseline is not None
+    matrix.baseline.results[0].status = "divergence"
+    assert not matrix.ok
+
+
+def test_a_survivor_fails_the_matrix(tmp_path: Path) -> None:
+    """The real implementation posing as a mutant survives, and the matrix says so."""
+    fake = Mutant("no-bug", "none", "the real implementation", DEFAULT_IMPL)
+    matrix = run_matrix([fake], range(0, 1), out=tmp_path, steps=50, shrink_budget_s=None)
+    (kill,) = matrix.kills
+    assert kill.status == SURVIVED and kill.runs == 7 and kill.anomaly is None
+    assert matrix.baseline_ok and not matrix.ok
+
+
+def test_cli_mutants_writes_the_matrix_and_refuses_unknown_names(tmp_path: Path) -> None:
+    runner = CliRunner()
+    out = tmp_path / "out"
+    result = runner.invoke(
+        cli,
+        [
+            *("mutants", "--only", "ids-restart,empty-payload-none", "--seeds", "0:1"),
+            *("--steps", "100", "--shrink-budget-s", "5", "--out", str(out)),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "PASS: 2 of 2 killed" in result.output
+    data = json.loads((out / "kill-matrix.json").read_text())
+    assert data["status"] == "ok" and data["summary"]["killed"] == 2
+    assert [m["mutant"] for m in data["mutants"]] == ["empty-payload-none", "ids-restart"]
+    assert b"rmqsim.mutants" in (out / "kill-matrix.junit.xml").read_bytes()
+    bad = runner.invoke(cli, ["mutants", "--only", "nope", "--out", str(out)])
+    assert bad.exit_code == 2
+    assert "unknown mutant nope; known: ack-off-by-one" in bad.output
