@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -12,12 +13,22 @@ from click.testing import CliRunner
 from conformance.adapter import DEFAULT_IMPL, load_factory
 from conformance.cli import cli
 from conformance.gate import DEFAULT_GATE_SEEDS
+from conformance.lockstep import Divergence, Lockstep
 from conformance.mutants import Mutant
 from conformance.mutants.catalogue import MUTANTS, UnknownMutantError, gather, select
-from conformance.mutants.kill import KILLED, NOT_RUN, SURVIVED, kill_mutant, run_matrix
+from conformance.mutants.kill import (
+    KILLED,
+    NOT_RUN,
+    SURVIVED,
+    check_of,
+    kill_mutant,
+    run_matrix,
+)
 from impl import RocksMQ
+from impl.errors import CorruptDatabaseError
 from impl.storage import Store
 from model.api import MQConfig, ProducerMessage
+from scenarios.ops import CrashReopen, CreateTopic, Step
 
 #: Mutants the gate must fail on in the canary: one outcome bug, one crash bug.
 CANARIES = ("page-boundary-skip", "positions-in-memory")
@@ -184,3 +195,24 @@ def test_cli_mutants_writes_the_matrix_and_refuses_unknown_names(tmp_path: Path)
     bad = runner.invoke(cli, ["mutants", "--only", "nope", "--out", str(out)])
     assert bad.exit_code == 2
     assert "unknown mutant nope; known: ack-off-by-one" in bad.output
+
+
+def test_a_queue_that_cannot_reopen_between_operations_is_a_lost_write(tmp_path: Path) -> None:
+    """A store that opens once and then refuses its own directory: the lockstep reports a
+    divergence at the reopen (check "reopen"), not a traceback."""
+    opened: list[int] = []
+
+    def open_once(*, path: Path, config: MQConfig, clock: Any, faults: Any) -> Any:
+        if opened:
+            raise CorruptDatabaseError("cannot read what I wrote")
+        opened.append(1)
+        return RocksMQ.open(path, config=config, clock=clock, faults=faults)
+
+    lockstep = Lockstep(open_once, MQConfig(), tmp_path)
+    lockstep.execute(Step(0, "producer-0", CreateTopic("t")))
+    with pytest.raises(Divergence) as caught:
+        lockstep.execute(Step(1, "crasher", CrashReopen()))
+    lockstep.close()
+    assert caught.value.anomaly == "lost-write"
+    assert check_of(caught.value) == "reopen"
+    assert "CorruptDatabaseError" in caught.value.detail
