@@ -200,13 +200,20 @@ def gate_command(
     from rich.table import Table
 
     from conformance.adapter import DEFAULT_IMPL, load_factory
-    from conformance.gate import DEFAULT_GATE_SEEDS, GATE_PROFILES, run_profiles, write_outputs
+    from conformance.gate import (
+        DEFAULT_GATE_SEEDS,
+        GATE_CONSUMER_PROFILES,
+        GATE_PROFILES,
+        run_profiles,
+        write_outputs,
+    )
     from conformance.report import render_failure
     from scenarios.profiles import get_profile
 
     impl = impl or DEFAULT_IMPL
     load_factory(impl)
-    names = tuple(p.strip() for p in profiles.split(",")) if profiles else GATE_PROFILES
+    standard = GATE_PROFILES + GATE_CONSUMER_PROFILES
+    names = tuple(p.strip() for p in profiles.split(",")) if profiles else standard
     for name in names:
         get_profile(name)
     seed_range = seeds or DEFAULT_GATE_SEEDS
