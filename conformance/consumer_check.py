@@ -24,7 +24,8 @@ CONSUMER_ANOMALIES: dict[str, str] = {
     "it, below the persisted offset, or twice at once",
     "offset-passes-unacked": "a committed offset (in memory or stored) passed a message that "
     "was not finished",
-    "offset-regression": "a stored offset went back or disappeared",
+    "offset-regression": "a committed offset went back (in memory, within one consumer's "
+    "life, or in the store), or a stored one disappeared",
     "order-violation": "an orderly consumer delivered a message before a lower one finished",
     "retry-mismatch": "a delivery's reconsume times or origin differ from its history",
     "dlq-mismatch": "a message was dead-lettered before using up its deliveries, or retried "
@@ -52,6 +53,7 @@ class _QueueHistory:
     finished: dict[int, int] = field(default_factory=dict)  # id -> incarnation it finished in
     low: int = 1  # lowest id not finished
     stored: int | None = None  # last stored offset seen
+    committed: int = -1  # last memory offset reported since the consumer (re)started
     outstanding: set[int] = field(default_factory=set)  # delivered, not completed
     retries: dict[int, int] = field(default_factory=dict)  # local retries this incarnation
     sent: dict[int, tuple[str, int, int]] = field(default_factory=dict)  # id -> origin, k
@@ -99,6 +101,7 @@ class GroupHistory:
         for name, queue in self.queues.items():
             queue.outstanding.clear()
             queue.retries.clear()
+            queue.committed = -1
             offset = offsets.get(name, -1)
             if queue.stored is not None and offset < queue.stored:
                 raise ConsumerViolation(
@@ -173,6 +176,13 @@ class GroupHistory:
             queue.retries[msg_id] = queue.retries.get(msg_id, 0) + 1
         if done.offset >= 0:
             queue.check_offset(done.offset, "the committed")
+            if done.offset < queue.committed:
+                raise ConsumerViolation(
+                    "offset-regression",
+                    f"the committed offset of {queue.name} went back from {queue.committed} "
+                    f"to {done.offset}",
+                )
+            queue.committed = done.offset
 
     def _finish(self, queue: _QueueHistory, msg_id: int, *, origin_done: bool) -> None:
         """The message is finished; its origin too when acknowledged or dead-lettered."""
