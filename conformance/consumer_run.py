@@ -14,6 +14,7 @@ seed gives a byte-identical trace.
 from __future__ import annotations
 
 import contextlib
+import json
 import tempfile
 import time
 from collections.abc import Callable
@@ -25,7 +26,7 @@ from conformance.consumer_check import ConsumerViolation, GroupHistory
 from conformance.lockstep import Divergence
 from conformance.run import RunResult, _header
 from conformance.statediff import state_digest
-from conformance.trace import dumps
+from conformance.trace import TraceFormatError, dumps
 from model import ReferenceMQ
 from model.api import (
     Completion,
@@ -57,7 +58,13 @@ from scenarios.consumer_profiles import CONSUMER_PROFILES, ClientSpec, ConsumerP
 from scenarios.consumer_sim import ConsumerSimulation
 from scenarios.ops import Outcome, Step
 
-__all__ = ["DEFAULT_CONSUMER_IMPL", "impl_consumer_factory", "run_consumer_seed"]
+__all__ = [
+    "DEFAULT_CONSUMER_IMPL",
+    "consumer_trace_header",
+    "impl_consumer_factory",
+    "replay_consumer_trace",
+    "run_consumer_seed",
+]
 
 DEFAULT_CONSUMER_IMPL = "conformance.consumer_run:impl_consumer_factory"
 
@@ -385,3 +392,51 @@ def run_consumer_seed(
         sim_time_s=last.time_s if last else 0,
         step_budget=steps,
     )
+
+
+def consumer_trace_header(path: Path) -> dict[str, Any] | None:
+    """The header of a consumer profile's trace at ``path``, or None for any other file
+    (which ``trace.read_trace`` then reads, or rejects with its own message)."""
+    try:
+        with path.open("rb") as file:
+            header = json.loads(file.readline())
+    except (OSError, ValueError):
+        return None
+    if type(header) is not dict or header.get("profile") not in CONSUMER_PROFILES:
+        return None
+    return header
+
+
+def replay_consumer_trace(path: Path, *, impl: str | Factory | None = None) -> RunResult:
+    """Re-run a consumer trace's profile and seed (the simulation is deterministic, so its
+    operations recur) and check every recorded step line recurs: ``trace-mismatch`` at the
+    first that does not (the trace was written by other code)."""
+    header = consumer_trace_header(path)
+    if header is None or type(header.get("seed")) is not int:
+        raise TraceFormatError(path, 1, "not a consumer profile's trace header")
+    steps = header.get("steps")
+    result = run_consumer_seed(
+        header["profile"],
+        header["seed"],
+        impl=impl or header.get("impl") or DEFAULT_IMPL,
+        steps=steps if type(steps) is int else None,
+    )
+    recorded = path.read_text(encoding="utf-8").splitlines()[1:-1]
+    fresh = result.trace_lines[1:-1]
+    last = result.divergence.step_index - 1 if result.divergence else max(len(recorded), len(fresh))
+    for index in range(1, last + 1):
+        old = recorded[index - 1] if index <= len(recorded) else "(no line)"
+        new = fresh[index - 1] if index <= len(fresh) else "(no line)"
+        if old != new:
+            result.status, result.anomaly = "divergence", "trace-mismatch"
+            result.divergence = Divergence(
+                "trace-mismatch",
+                index,
+                Step(0, "replay", StartClient("-")),
+                None,
+                None,
+                [],
+                f"step {index} differs from the recorded line {old[:200]}",
+            )
+            break
+    return result

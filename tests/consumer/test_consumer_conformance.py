@@ -238,3 +238,18 @@ def test_the_threaded_pool_passes_the_history_checks(tmp_path: Path) -> None:
         getattr(h, kind)(report)
     h.finish()
     mq.close()
+
+
+def test_replay_of_a_consumer_trace_checks_every_recorded_line(tmp_path: Path) -> None:
+    runner = CliRunner()
+    trace = tmp_path / "c.jsonl"
+    made = runner.invoke(
+        cli, ["run", "--profile", "consumer-orderly", "--seed", "2", "--trace", str(trace)]
+    )
+    assert made.exit_code == 0, made.output
+    assert runner.invoke(cli, ["replay", str(trace)]).exit_code == 0
+    lines = trace.read_text().splitlines()
+    lines[40] = lines[40].replace('"t":', '"t":1', 1)  # one recorded time changed
+    trace.write_text("\n".join(lines) + "\n")
+    tampered = runner.invoke(cli, ["replay", str(trace)])
+    assert tampered.exit_code == 1 and "DIVERGENCE trace-mismatch" in tampered.output
