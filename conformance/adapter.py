@@ -20,6 +20,10 @@ DEFAULT_IMPL = "conformance.adapter:rocksmq_factory"
 MODEL_IMPL = "conformance.adapter:model_factory"
 
 FaultHook = Callable[[str], None]
+#: What a queue factory is called with; and a push consumer factory (docs/CONSUMER.md),
+#: which returns a ``model.api.PushConsumerCore`` over ``queue`` with offsets under ``path``.
+QUEUE_FACTORY_KEYWORDS = ("path", "config", "clock", "faults")
+CONSUMER_FACTORY_KEYWORDS = ("queue", "group", "topic", "config", "clock", "path", "send_hook")
 
 
 class Factory(Protocol):
@@ -125,11 +129,32 @@ def load_factory(spec: str) -> Factory:
     if not callable(target):
         raise BadImplError(f"--impl {spec}: {attribute!r} is not callable")
     try:
-        inspect.signature(target).bind(path=Path("."), config=None, clock=None, faults=None)
-    except TypeError as exc:
-        raise BadImplError(
-            f"--impl {spec}: must accept factory(path=, config=, clock=, faults=): {exc}"
-        ) from None
+        signature = inspect.signature(target)
     except ValueError:  # builtins without a signature: trust them
-        pass
-    return target  # type: ignore[no-any-return]
+        return target  # type: ignore[no-any-return]
+    for keywords in (QUEUE_FACTORY_KEYWORDS, CONSUMER_FACTORY_KEYWORDS):
+        try:
+            signature.bind(**dict.fromkeys(keywords))
+        except TypeError:
+            continue
+        return target  # type: ignore[no-any-return]
+    raise BadImplError(
+        f"--impl {spec}: must accept factory({'=, '.join(QUEUE_FACTORY_KEYWORDS)}=) (a queue) "
+        f"or factory({'=, '.join(CONSUMER_FACTORY_KEYWORDS)}=) (a push consumer core)"
+    )
+
+
+def is_consumer_factory(factory: object) -> bool:
+    """True for a push consumer factory (``CONSUMER_FACTORY_KEYWORDS``), False for a queue
+    factory: ``--impl`` may name either layer, and ours stands in for the other one. A
+    factory that accepts both (``**kwargs``) is a queue factory."""
+    try:
+        signature = inspect.signature(factory)  # type: ignore[arg-type]
+        signature.bind(**dict.fromkeys(CONSUMER_FACTORY_KEYWORDS))
+    except (TypeError, ValueError):
+        return False
+    try:
+        signature.bind(**dict.fromkeys(QUEUE_FACTORY_KEYWORDS))
+    except TypeError:
+        return True
+    return False

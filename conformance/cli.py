@@ -163,12 +163,15 @@ def run_command(
 @friendly_errors
 def replay_command(trace_file: Path, impl: str | None) -> None:
     """Re-execute a trace on the model and the SUT; check every recorded outcome."""
+    from conformance.consumer_run import consumer_trace_header, replay_consumer_trace
     from conformance.report import render_failure
     from conformance.run import replay_trace
     from conformance.trace import read_trace
 
-    trace = read_trace(trace_file)
-    result = replay_trace(trace, impl=impl)
+    if consumer_trace_header(trace_file) is not None:
+        result = replay_consumer_trace(trace_file, impl=impl)
+    else:
+        result = replay_trace(read_trace(trace_file), impl=impl)
     if result.ok:
         click.echo(f"rmqsim replay: {trace_file}: {result.steps} operations conform")
         sys.exit(EXIT_OK)
@@ -200,13 +203,20 @@ def gate_command(
     from rich.table import Table
 
     from conformance.adapter import DEFAULT_IMPL, load_factory
-    from conformance.gate import DEFAULT_GATE_SEEDS, GATE_PROFILES, run_profiles, write_outputs
+    from conformance.gate import (
+        DEFAULT_GATE_SEEDS,
+        GATE_CONSUMER_PROFILES,
+        GATE_PROFILES,
+        run_profiles,
+        write_outputs,
+    )
     from conformance.report import render_failure
     from scenarios.profiles import get_profile
 
     impl = impl or DEFAULT_IMPL
     load_factory(impl)
-    names = tuple(p.strip() for p in profiles.split(",")) if profiles else GATE_PROFILES
+    standard = GATE_PROFILES + GATE_CONSUMER_PROFILES
+    names = tuple(p.strip() for p in profiles.split(",")) if profiles else standard
     for name in names:
         get_profile(name)
     seed_range = seeds or DEFAULT_GATE_SEEDS

@@ -17,6 +17,8 @@ from conformance.trace import write_lines
 
 #: Profiles the gate runs, in this order (each seed of each).
 GATE_PROFILES = ("smoke", "crashy", "retention", "seek-storm", "churn", "digits", "swarm")
+#: Consumer profiles the gate runs after those (docs/CONSUMER.md; ``consumer_run``).
+GATE_CONSUMER_PROFILES = ("consumer", "consumer-crashy", "consumer-orderly")
 #: Default seeds per profile: sized so that the whole gate takes a few minutes here.
 DEFAULT_GATE_SEEDS = range(0, 20)
 

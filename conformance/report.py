@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.anomalies import ANOMALIES
+from conformance.consumer_check import CONSUMER_ANOMALIES
 from conformance.run import RunResult, git_commit, versions
 from conformance.statediff import clip
 from scenarios.ops import Outcome
@@ -48,7 +49,7 @@ def render_failure(result: RunResult) -> str:
     """The full report of a failed run."""
     div = result.divergence
     assert div is not None
-    meaning = ANOMALIES.get(div.anomaly, "")
+    meaning = ANOMALIES.get(div.anomaly) or CONSUMER_ANOMALIES.get(div.anomaly, "")
     step = div.step
     lines = [
         f"DIVERGENCE {div.anomaly}: {meaning}",

@@ -18,7 +18,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from conformance.adapter import DEFAULT_IMPL, Factory, resolve_impl
+from conformance.adapter import DEFAULT_IMPL, Factory, is_consumer_factory, resolve_impl
 from conformance.lockstep import Divergence, Lockstep, Stats
 from conformance.scratch import scratch_root
 from conformance.statediff import state_digest
@@ -219,9 +219,17 @@ def run_seed(
     workdir: Path | None = None,
 ) -> RunResult:
     """Run one scenario in lockstep against ``impl`` (``MOD:FACTORY`` or a factory) and
-    return its result."""
+    return its result. A consumer profile runs in ``consumer_run``; a push consumer factory
+    on a queue profile checks our queue (``--impl`` names either layer)."""
+    from conformance.consumer_run import run_consumer_seed  # it imports this module
+    from scenarios.consumer_profiles import CONSUMER_PROFILES
+
+    if profile_name in CONSUMER_PROFILES:
+        return run_consumer_seed(profile_name, seed, impl=impl, steps=steps, workdir=workdir)
     profile = resolve(get_profile(profile_name), seed)
     impl, factory = resolve_impl(impl)
+    if is_consumer_factory(factory):
+        factory = resolve_impl(DEFAULT_IMPL)[1]
     header = _header(profile, seed, impl, steps)
 
     def body(lockstep: Lockstep) -> None:

@@ -10,14 +10,28 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from types import MappingProxyType
 from typing import Protocol, runtime_checkable
 
 __all__ = [
+    "DLQ_PREFIX",
     "MIB",
     "NAME_MAX_BYTES",
+    "PROP_ORIGIN_ID",
+    "PROP_ORIGIN_TOPIC",
+    "PROP_RECONSUME_TIMES",
+    "PULL_PREFIX",
+    "RETRY_PREFIX",
+    "SYSTEM_PROPERTIES",
     "Clock",
+    "Completion",
+    "ConsumeMode",
+    "ConsumeResult",
+    "ConsumerConfig",
     "ConsumerMessage",
+    "Delivered",
+    "Delivery",
     "GroupExistsError",
     "GroupNotFoundError",
     "InvalidArgumentError",
@@ -27,9 +41,15 @@ __all__ = [
     "NotServingError",
     "Page",
     "ProducerMessage",
+    "PushConsumerCore",
+    "ReadType",
     "State",
     "TopicNotFoundError",
     "TopicState",
+    "dlq_topic",
+    "pull_group",
+    "retry_topic",
+    "validate_consumer_group",
     "validate_count",
     "validate_messages",
     "validate_msg_id",
@@ -288,5 +308,166 @@ class MessageQueue(Protocol):
     def run_retention(self) -> None: ...
 
     def snapshot(self) -> State: ...
+
+    def close(self) -> None: ...
+
+
+# =========================================================================== consumer side
+# The push consumer's shared contract (docs/CONSUMER.md): its result and read kinds, its
+# configuration, what it delivers and reports, and the topic names it derives from a group.
+# Both ``model.consumer`` and ``impl.consumer`` import these; nothing above depends on them.
+
+#: Retry and dead-letter topics of group ``g`` are ``%RETRY%g`` and ``%DLQ%g`` (SPEC allows
+#: ``%`` in names); the consumer's pull cursor is the queue group ``%PULL%g``.
+RETRY_PREFIX = "%RETRY%"
+DLQ_PREFIX = "%DLQ%"
+PULL_PREFIX = "%PULL%"
+#: System properties of a sent-back message (stripped before delivery to the handler).
+PROP_ORIGIN_TOPIC = "%ORIGIN_TOPIC"
+PROP_ORIGIN_ID = "%ORIGIN_ID"
+PROP_RECONSUME_TIMES = "%RECONSUME_TIMES"
+SYSTEM_PROPERTIES = (PROP_ORIGIN_TOPIC, PROP_ORIGIN_ID, PROP_RECONSUME_TIMES)
+
+
+class ConsumeResult(StrEnum):
+    """What a handler returns: concurrent mode takes SUCCESS or RETRY_LATER, orderly mode
+    SUCCESS or SUSPEND (RocketMQ's ConsumeConcurrentlyStatus / SuspendCurrentQueueAMoment)."""
+
+    SUCCESS = "success"
+    RETRY_LATER = "retry_later"
+    SUSPEND = "suspend"
+
+
+class ReadType(StrEnum):
+    """Where ``OffsetStore.read`` looks: memory only, the durable store only, or memory
+    and then the store (RocketMQ's
+    READ_FROM_MEMORY / READ_FROM_STORE / MEMORY_FIRST_THEN_STORE)."""
+
+    MEMORY = "memory"
+    STORE = "store"
+    MEMORY_THEN_STORE = "memory_then_store"
+
+
+class ConsumeMode(StrEnum):
+    """Concurrent: a pool of workers, retries through the retry topic. Orderly: one batch of
+    a queue at a time, in id order, retried in place."""
+
+    CONCURRENT = "concurrent"
+    ORDERLY = "orderly"
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_PREFIX + group
+
+
+def pull_group(group: str) -> str:
+    return PULL_PREFIX + group
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerConfig:
+    """A push consumer's knobs; every limit names its unit."""
+
+    mode: ConsumeMode = ConsumeMode.CONCURRENT
+    #: Messages one pull asks the queue for, per subscribed topic.
+    pull_batch_size: int = 32
+    #: Messages handed to the handler at once.
+    consume_batch_size: int = 1
+    #: Flow control: no pull while a process queue caches more messages or bytes than this.
+    max_cached_count: int = 1000
+    max_cached_bytes: int = 100 * MIB
+    #: Deliveries after the first before a failing message goes to the dead-letter topic.
+    max_reconsume_times: int = 16
+    #: Committed offsets are persisted at most this many (clock) seconds apart.
+    persist_interval_s: int = 5
+    #: Orderly mode: how long a SUSPEND holds the queue back, in clock seconds.
+    suspend_s: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.mode, ConsumeMode):
+            raise InvalidArgumentError(f"ConsumerConfig.mode must be a ConsumeMode: {self.mode!r}")
+        for name, low in (
+            ("pull_batch_size", 1),
+            ("consume_batch_size", 1),
+            ("max_cached_count", 0),
+            ("max_cached_bytes", 0),
+            ("max_reconsume_times", 0),
+            ("persist_interval_s", 0),
+            ("suspend_s", 0),
+        ):
+            value = getattr(self, name)
+            if not _is_int(value) or value < low:
+                raise InvalidArgumentError(
+                    f"ConsumerConfig.{name} must be an int >= {low}: {value!r}"
+                )
+
+
+def validate_consumer_group(group: object) -> str:
+    """A consumer group name: a valid name whose retry/dead-letter/pull names are valid too."""
+    validate_name("group", group)
+    validate_name("retry topic", retry_topic(group))  # type: ignore[arg-type]
+    return group  # type: ignore[return-value]
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    """One message as the handler sees it: where it was read from, its origin and how many
+    failed deliveries of that origin came before it."""
+
+    queue: str
+    msg_id: int
+    payload: bytes
+    properties: Mapping[str, str]
+    origin_topic: str
+    origin_id: int
+    reconsume_times: int
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """A batch handed to one worker; ``seq`` (1, 2, ...) names it in ``complete``."""
+
+    seq: int
+    queue: str
+    messages: tuple[Delivered, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """What ``complete`` did: ids acknowledged (removed from the process queue), sent back
+    to the retry topic and dead-lettered (``(msg_id, new_id)`` pairs), kept for a local
+    retry (send-back failed or orderly suspend), and the queue's offset in memory after."""
+
+    seq: int
+    queue: str
+    acked: tuple[int, ...]
+    retried: tuple[tuple[int, int], ...]
+    dead: tuple[tuple[int, int], ...]
+    kept: tuple[int, ...]
+    offset: int
+
+
+@runtime_checkable
+class PushConsumerCore(Protocol):
+    """The push consumer as a deterministic state machine (docs/CONSUMER.md); the threaded
+    consumer drives one, and so does the simulation."""
+
+    def start(self) -> dict[str, int]: ...
+
+    def pull(self) -> dict[str, tuple[int, ...] | None]: ...
+
+    def next_batch(self) -> Delivery | None: ...
+
+    def complete(self, seq: int, result: ConsumeResult) -> Completion: ...
+
+    def persist(self) -> dict[str, int]: ...
+
+    def stored_offsets(self) -> dict[str, int]: ...
+
+    def crash(self) -> None: ...
 
     def close(self) -> None: ...

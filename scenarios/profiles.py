@@ -544,11 +544,18 @@ PROFILES: dict[str, Profile] = {
 
 
 def get_profile(name: str) -> Profile:
-    """The profile called ``name``; ``UnknownProfileError`` lists the known names."""
+    """The profile called ``name`` (a queue profile, or a consumer profile of
+    ``consumer_profiles``); ``UnknownProfileError`` lists the known names."""
+    from scenarios.consumer_profiles import CONSUMER_PROFILES  # it imports this module
+
     try:
         return PROFILES[name]
     except (KeyError, TypeError):
-        known = ", ".join(PROFILES)
+        pass
+    try:
+        return CONSUMER_PROFILES[name]  # type: ignore[return-value]
+    except (KeyError, TypeError):
+        known = ", ".join([*PROFILES, *CONSUMER_PROFILES])
         raise UnknownProfileError(f"unknown profile {name!r}; known profiles: {known}") from None
 
 

@@ -1,0 +1,442 @@
+"""Run a consumer profile: the push consumer under test and the model's, in lockstep.
+
+Each side has its queue and one push consumer per client of the profile: the model side
+``model.ReferenceMQ`` with ``model.consumer.PushConsumerModel`` (offsets in dicts that
+survive its crashes), the SUT side a queue factory (``impl.RocksMQ`` by default) with a
+consumer factory (``impl.consumer.ConsumerCore`` by default), in a temporary directory.
+``--impl`` names either layer; ours stands in for the other. Every simulated step goes to
+both sides; the SUT's reports feed ``consumer_check.GroupHistory`` (the guarantees, named
+anomalies) and then must equal the model's (``consumer-mismatch`` otherwise). Once the run
+drained, ``finish`` checks that nothing was lost. The whole run is deterministic: the same
+seed gives a byte-identical trace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from conformance.adapter import DEFAULT_IMPL, Factory, is_consumer_factory, resolve_impl
+from conformance.consumer_check import ConsumerViolation, GroupHistory
+from conformance.lockstep import Divergence
+from conformance.run import RunResult, _header
+from conformance.statediff import state_digest
+from conformance.trace import TraceFormatError, dumps
+from model import ReferenceMQ
+from model.api import (
+    Completion,
+    ConsumeMode,
+    ConsumerConfig,
+    ConsumeResult,
+    Delivery,
+    MessageQueue,
+    MQConfig,
+    MQError,
+    NotServingError,
+    ProducerMessage,
+)
+from model.consumer import PushConsumerModel
+from scenarios.consumer_ops import (
+    Complete,
+    ConsumerOp,
+    CrashClient,
+    CrashQueue,
+    Deliver,
+    Persist,
+    ProduceBatch,
+    Pull,
+    StartClient,
+    consumer_op_to_json,
+    plain_to_json,
+)
+from scenarios.consumer_profiles import CONSUMER_PROFILES, ClientSpec, ConsumerProfile
+from scenarios.consumer_sim import ConsumerSimulation
+from scenarios.ops import Outcome, Step
+
+__all__ = [
+    "DEFAULT_CONSUMER_IMPL",
+    "consumer_trace_header",
+    "impl_consumer_factory",
+    "replay_consumer_trace",
+    "run_consumer_seed",
+]
+
+DEFAULT_CONSUMER_IMPL = "conformance.consumer_run:impl_consumer_factory"
+
+
+def impl_consumer_factory(
+    *,
+    queue: MessageQueue,
+    group: str,
+    topic: str,
+    config: ConsumerConfig,
+    clock: Any,
+    path: Path,
+    send_hook: Any,
+) -> Any:
+    """Our push consumer: ``impl.consumer.ConsumerCore``."""
+    from impl.consumer import ConsumerCore
+
+    return ConsumerCore.open(
+        queue=queue,
+        group=group,
+        topic=topic,
+        config=config,
+        clock=clock,
+        path=path,
+        send_hook=send_hook,
+    )
+
+
+def consumer_config(spec: ClientSpec) -> ConsumerConfig:
+    return ConsumerConfig(mode=ConsumeMode(spec.mode), **spec.consumer)
+
+
+class _Clock:
+    """The simulated clock both sides read: the runner sets it before each step."""
+
+    def __init__(self) -> None:
+        self.now = 0
+
+    def __call__(self) -> int:
+        return self.now
+
+
+class _SendHook:
+    """Refuses the send-backs of the ids a ``Complete`` step names."""
+
+    def __init__(self) -> None:
+        self.refuse: frozenset[int] = frozenset()
+
+    def __call__(self, topic: str, msg_id: int) -> None:
+        if msg_id in self.refuse:
+            raise NotServingError(f"send-back of {msg_id} to {topic} refused (injected)")
+
+
+class _Side:
+    """One side of the lockstep: a queue and a consumer per client."""
+
+    def __init__(
+        self,
+        profile: ConsumerProfile,
+        clock: _Clock,
+        open_queue: Callable[[], MessageQueue],
+        crash_queue: Callable[[MessageQueue], None],
+        open_consumer: Callable[..., Any],
+    ) -> None:
+        self.profile = profile
+        self.clock = clock
+        self._open_queue = open_queue
+        self._crash_queue = crash_queue
+        self._open_consumer = open_consumer
+        self.queue = open_queue()
+        self.queue.create_topic(profile.topic)
+        self.hooks = {c.group: _SendHook() for c in profile.clients}
+        self.consumers: dict[str, Any] = {}
+
+    def start(self, group: str) -> dict[str, int]:
+        spec = next(c for c in self.profile.clients if c.group == group)
+        consumer = self._open_consumer(
+            queue=self.queue,
+            group=group,
+            topic=self.profile.topic,
+            config=consumer_config(spec),
+            clock=self.clock,
+            send_hook=self.hooks[group],
+        )
+        self.consumers[group] = consumer
+        return consumer.start()
+
+    def apply(self, op: ConsumerOp) -> Any:
+        """Apply ``op``; its raw value (raises what the side raises)."""
+        kind = type(op)
+        if kind is ProduceBatch:
+            return self.queue.produce(op.topic, [ProducerMessage(p) for p in op.payloads])
+        if kind is StartClient:
+            return self.start(op.client)
+        if kind is CrashClient:
+            self.consumers.pop(op.client).crash()
+            return self.start(op.client)
+        if kind is CrashQueue:
+            for consumer in self.consumers.values():
+                consumer.crash()
+            self._crash_queue(self.queue)
+            self.queue = self._open_queue()
+            return {group: self.start(group) for group in list(self.consumers)}
+        consumer = self.consumers[op.client]  # type: ignore[union-attr]
+        if kind is Pull:
+            return consumer.pull()
+        if kind is Deliver:
+            return consumer.next_batch()
+        if kind is Complete:
+            hook = self.hooks[op.client]
+            hook.refuse = frozenset(op.failed_sends)
+            try:
+                return consumer.complete(op.seq, ConsumeResult(op.result))
+            finally:
+                hook.refuse = frozenset()
+        if kind is Persist:
+            return consumer.persist()
+        raise AssertionError(f"unknown consumer operation {op!r}")
+
+    def close(self) -> None:
+        # Releasing after a failure: the failure is what gets reported, not this.
+        for consumer in self.consumers.values():
+            with contextlib.suppress(Exception):
+                consumer.crash()
+        self.consumers.clear()
+        with contextlib.suppress(Exception):
+            self._crash_queue(self.queue)
+
+
+def plain(value: Any) -> Any:
+    """A side's raw value as the plain data ``Outcome`` holds (and traces show)."""
+    if isinstance(value, Delivery):
+        messages = tuple(
+            (m.msg_id, m.origin_topic, m.origin_id, m.reconsume_times, m.payload)
+            for m in value.messages
+        )
+        return (value.seq, value.queue, messages)
+    if isinstance(value, Completion):
+        return (value.queue, value.acked, value.retried, value.dead, value.kept, value.offset)
+    if isinstance(value, dict):
+        return tuple((key, plain(item)) for key, item in value.items())
+    if isinstance(value, list):
+        return tuple(value)
+    return value
+
+
+def _outcome(apply: Callable[[], Any]) -> tuple[Any, Outcome]:
+    try:
+        raw = apply()
+    except MQError as exc:
+        return None, Outcome(error=exc.kind)
+    except Exception as exc:  # a SUT bug: compared and traced, not a crash of rmqsim
+        return None, Outcome(error=f"unexpected:{type(exc).__name__}: {str(exc)[:200]}")
+    try:
+        return raw, Outcome(plain(raw))
+    except Exception as exc:
+        return None, Outcome(error=f"unexpected:unencodable {type(raw).__name__}: {exc}")
+
+
+class _Histories:
+    """One ``GroupHistory`` per client, fed with the SUT's reports."""
+
+    def __init__(self, profile: ConsumerProfile) -> None:
+        self.groups = {
+            c.group: GroupHistory(
+                c.group,
+                profile.topic,
+                max_reconsume_times=consumer_config(c).max_reconsume_times,
+                orderly=c.mode == "orderly",
+            )
+            for c in profile.clients
+        }
+
+    def observe(self, op: ConsumerOp, raw: Any) -> None:
+        kind = type(op)
+        if kind is ProduceBatch:
+            for history in self.groups.values():
+                history.produced(raw)
+        elif kind in (StartClient, CrashClient):
+            self.groups[op.client].started(raw)  # type: ignore[union-attr]
+        elif kind is CrashQueue:
+            for group, offsets in raw.items():
+                self.groups[group].started(offsets)
+        elif kind is Deliver and raw is not None:
+            self.groups[op.client].delivered(raw)
+        elif kind is Complete:
+            self.groups[op.client].completed(raw)
+        elif kind is Persist:
+            self.groups[op.client].persisted(raw)
+
+    def finish(self) -> None:
+        for history in self.groups.values():
+            history.finish()
+
+
+def _step_line(index: int, step: Step, outcome: Outcome, sut: Outcome | None = None) -> str:
+    def encode(o: Outcome) -> dict[str, Any]:
+        return {"value": plain_to_json(o.value), "error": o.error}
+
+    line: dict[str, Any] = {
+        "type": "step",
+        "i": index,
+        "t": step.time_s,
+        "actor": step.actor,
+        "op": consumer_op_to_json(step.op),  # type: ignore[arg-type]
+        "outcome": encode(outcome),
+    }
+    if sut is not None:
+        line["sut_outcome"] = encode(sut)
+    return dumps(line)
+
+
+def _factories(impl: str | Factory) -> tuple[str, Factory, Callable[..., Any]]:
+    """(name, queue factory, consumer factory): ``impl`` is one of them, ours the other."""
+    if impl == DEFAULT_IMPL:
+        impl = DEFAULT_CONSUMER_IMPL
+    name, factory = resolve_impl(impl)
+    if is_consumer_factory(factory):
+        return name, resolve_impl(DEFAULT_IMPL)[1], factory
+    return name, factory, impl_consumer_factory
+
+
+def run_consumer_seed(
+    profile_name: str,
+    seed: int,
+    *,
+    impl: str | Factory = DEFAULT_IMPL,
+    steps: int | None = None,
+    workdir: Path | None = None,
+) -> RunResult:
+    """Run consumer profile ``profile_name`` with ``seed`` in lockstep; the result."""
+    profile = CONSUMER_PROFILES[profile_name]
+    name, queue_factory, consumer_factory = _factories(impl)
+    header = _header(profile, seed, name, steps)  # type: ignore[arg-type]
+    started = time.perf_counter()
+    clock = _Clock()
+    config = MQConfig(**profile.config)
+    model_queue = ReferenceMQ(config=config, clock=clock)
+    stores: dict[str, dict[str, int]] = {c.group: {} for c in profile.clients}
+    lines = [dumps(header)]
+    divergence: Divergence | None = None
+    last: Step | None = None
+    with tempfile.TemporaryDirectory(prefix="rmqsim-consumer-", dir=workdir) as tmp:
+        root = Path(tmp)
+        # One offset store directory per group (a group name may not be a file name).
+        slot = {c.group: index for index, c in enumerate(profile.clients)}
+        sut = _Side(
+            profile,
+            clock,
+            lambda: queue_factory(path=root / "queue", config=config, clock=clock, faults=None),
+            lambda q: q.crash(),  # type: ignore[attr-defined]
+            lambda **kw: consumer_factory(path=root / f"offsets-{slot[kw['group']]}", **kw),
+        )
+        model = _Side(
+            profile,
+            clock,
+            lambda: model_queue,
+            lambda q: None,  # the model's queue is perfectly durable: a crash changes nothing
+            lambda **kw: PushConsumerModel(store=stores[kw["group"]], **kw),
+        )
+        histories = _Histories(profile)
+        index = 0
+
+        def execute(step: Step) -> Outcome:
+            nonlocal index, last
+            index += 1
+            last = step
+            clock.now = step.time_s
+            op: ConsumerOp = step.op  # type: ignore[assignment]
+            raw, got = _outcome(lambda: sut.apply(op))
+            _, want = _outcome(lambda: model.apply(op))
+            try:
+                if got.error is None:
+                    histories.observe(op, raw)
+            except ConsumerViolation as found:
+                lines.append(_step_line(index, step, want, got))
+                raise Divergence(found.anomaly, index, step, want, got, [], found.detail) from None
+            if got != want:
+                lines.append(_step_line(index, step, want, got))
+                raise Divergence(
+                    "consumer-mismatch",
+                    index,
+                    step,
+                    want,
+                    got,
+                    [],
+                    "the consumer under test and the model returned different values",
+                )
+            lines.append(_step_line(index, step, want))
+            return want
+
+        simulation = ConsumerSimulation(profile, seed, steps)
+        try:
+            simulation.run(execute)
+            try:
+                histories.finish()
+            except ConsumerViolation as found:
+                assert last is not None
+                divergence = Divergence(found.anomaly, index, last, None, None, [], found.detail)
+        except Divergence as found:
+            divergence = found
+        finally:
+            sut.close()
+            model.close()
+    final = None if divergence else state_digest(model_queue.snapshot())
+    end = {
+        "type": "end",
+        "steps": index,
+        "status": "divergence" if divergence else "ok",
+        "anomaly": divergence.anomaly if divergence else None,
+        "state_digest": final,
+    }
+    lines.append(dumps(end))
+    return RunResult(
+        profile=profile_name,
+        seed=seed,
+        impl=name,
+        status=end["status"],
+        steps=index,
+        anomaly=end["anomaly"],
+        divergence=divergence,
+        trace_lines=lines,
+        state_digest=final,
+        wall_s=time.perf_counter() - started,
+        sim_time_s=last.time_s if last else 0,
+        step_budget=steps,
+    )
+
+
+def consumer_trace_header(path: Path) -> dict[str, Any] | None:
+    """The header of a consumer profile's trace at ``path``, or None for any other file
+    (which ``trace.read_trace`` then reads, or rejects with its own message)."""
+    try:
+        with path.open("rb") as file:
+            header = json.loads(file.readline())
+    except (OSError, ValueError):
+        return None
+    if type(header) is not dict or header.get("profile") not in CONSUMER_PROFILES:
+        return None
+    return header
+
+
+def replay_consumer_trace(path: Path, *, impl: str | Factory | None = None) -> RunResult:
+    """Re-run a consumer trace's profile and seed (the simulation is deterministic, so its
+    operations recur) and check every recorded step line recurs: ``trace-mismatch`` at the
+    first that does not (the trace was written by other code)."""
+    header = consumer_trace_header(path)
+    if header is None or type(header.get("seed")) is not int:
+        raise TraceFormatError(path, 1, "not a consumer profile's trace header")
+    steps = header.get("steps")
+    result = run_consumer_seed(
+        header["profile"],
+        header["seed"],
+        impl=impl or header.get("impl") or DEFAULT_IMPL,
+        steps=steps if type(steps) is int else None,
+    )
+    recorded = path.read_text(encoding="utf-8").splitlines()[1:-1]
+    fresh = result.trace_lines[1:-1]
+    last = result.divergence.step_index - 1 if result.divergence else max(len(recorded), len(fresh))
+    for index in range(1, last + 1):
+        old = recorded[index - 1] if index <= len(recorded) else "(no line)"
+        new = fresh[index - 1] if index <= len(fresh) else "(no line)"
+        if old != new:
+            result.status, result.anomaly = "divergence", "trace-mismatch"
+            result.divergence = Divergence(
+                "trace-mismatch",
+                index,
+                Step(0, "replay", StartClient("-")),
+                None,
+                None,
+                [],
+                f"step {index} differs from the recorded line {old[:200]}",
+            )
+            break
+    return result

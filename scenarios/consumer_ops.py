@@ -1,0 +1,127 @@
+"""The consumer simulation's operations: what producers, pullers, workers, persisters and
+the crasher emit, and the JSON form of these operations and their outcomes for traces.
+
+Outcome values are plain data (``None``, ints, strings, bytes, tuples of those), built by
+the runner from what the consumers returned, so that this leaf package needs nothing of
+``model``/``impl`` and a trace line stays readable.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+__all__ = [
+    "CONSUMER_OP_TYPES",
+    "Complete",
+    "ConsumerOp",
+    "CrashClient",
+    "CrashQueue",
+    "Deliver",
+    "Persist",
+    "ProduceBatch",
+    "Pull",
+    "StartClient",
+    "consumer_op_to_json",
+    "plain_to_json",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceBatch:
+    """Produce these payloads to ``topic`` (outcome: the ids)."""
+
+    kind: ClassVar[str] = "produce_batch"
+    topic: str
+    payloads: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StartClient:
+    """Start ``client``'s consumer (outcome: the offsets it read from its store)."""
+
+    kind: ClassVar[str] = "start_client"
+    client: str
+
+
+@dataclass(frozen=True, slots=True)
+class Pull:
+    """One pull of every queue of ``client`` (outcome: ids added per queue, or None under
+    flow control)."""
+
+    kind: ClassVar[str] = "pull"
+    client: str
+
+
+@dataclass(frozen=True, slots=True)
+class Deliver:
+    """A free worker of ``client`` asks for a batch (outcome: the batch or None)."""
+
+    kind: ClassVar[str] = "deliver"
+    client: str
+
+
+@dataclass(frozen=True, slots=True)
+class Complete:
+    """The worker finished batch ``seq`` with ``result``; the send-back of each id in
+    ``failed_sends`` is refused by the queue (outcome: the completion)."""
+
+    kind: ClassVar[str] = "complete"
+    client: str
+    seq: int
+    result: str
+    failed_sends: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Persist:
+    """The persist timer of ``client`` fired (outcome: the stored offsets)."""
+
+    kind: ClassVar[str] = "persist"
+    client: str
+
+
+@dataclass(frozen=True, slots=True)
+class CrashClient:
+    """``client`` is killed and restarted; the queue keeps running (outcome: the offsets
+    the new consumer read)."""
+
+    kind: ClassVar[str] = "crash_client"
+    client: str
+
+
+@dataclass(frozen=True, slots=True)
+class CrashQueue:
+    """The whole process dies: the queue crashes and reopens and every client restarts
+    (outcome: each client's offsets read)."""
+
+    kind: ClassVar[str] = "crash_queue"
+
+
+ConsumerOp = (
+    ProduceBatch | StartClient | Pull | Deliver | Complete | Persist | CrashClient | CrashQueue
+)
+CONSUMER_OP_TYPES: dict[str, type] = {
+    t.kind: t
+    for t in (ProduceBatch, StartClient, Pull, Deliver, Complete, Persist, CrashClient, CrashQueue)
+}
+
+
+def plain_to_json(value: Any) -> Any:
+    """Plain outcome data as JSON: tuples become lists, bytes ``{"b64": ...}``."""
+    if value is None or type(value) in (bool, int, str):
+        return value
+    if type(value) is bytes:
+        return {"b64": base64.b64encode(value).decode("ascii")}
+    if type(value) is tuple:
+        return [plain_to_json(item) for item in value]
+    raise TypeError(f"not plain outcome data: {type(value).__name__}")
+
+
+def consumer_op_to_json(op: ConsumerOp) -> dict[str, Any]:
+    """``{"kind": ..., <fields>...}`` with payloads in base64."""
+    obj: dict[str, Any] = {"kind": op.kind}
+    for name in op.__slots__:
+        obj[name] = plain_to_json(getattr(op, name))
+    return obj

@@ -1,0 +1,255 @@
+"""The consumer profiles on impl, their determinism, the history checks failing on wrong
+reports, and every consumer-layer mutant killed."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from conformance.cli import cli
+from conformance.consumer_check import ConsumerViolation, GroupHistory
+from conformance.gate import GATE_CONSUMER_PROFILES
+from conformance.mutants.consumer import MUTANTS
+from conformance.run import run_seed
+from impl import RocksMQ
+from impl.consumer import ConsumerCore, PushConsumer
+from model.api import Completion, ConsumerConfig, ConsumeResult, Delivered, Delivery
+from tests.conftest import FakeClock
+from tests.consumer.conftest import NO_RETENTION
+from tests.consumer.test_push_threads import produce, wait_until
+
+R = "%RETRY%g"
+
+
+@pytest.mark.parametrize("profile", GATE_CONSUMER_PROFILES)
+def test_consumer_profiles_run_clean_on_impl(profile: str) -> None:
+    for seed in range(3):
+        result = run_seed(profile, seed)
+        assert result.ok, (seed, result.anomaly, result.divergence and result.divergence.detail)
+        assert result.steps > 300  # the drain ran past the active phase
+
+
+def test_same_seed_same_trace_other_seed_other_trace() -> None:
+    first = run_seed("consumer-crashy", 5)
+    again = run_seed("consumer-crashy", 5)
+    other = run_seed("consumer-crashy", 6)
+    assert first.trace_lines == again.trace_lines
+    assert first.trace_lines[1:] != other.trace_lines[1:]
+    kinds = {line.split('"kind":"')[1].split('"')[0] for line in first.trace_lines[1:-1]}
+    assert {"crash_client", "crash_queue", "complete", "persist", "pull"} <= kinds
+
+
+#: What each mutant breaks first (the lockstep's mismatch is the fallback name).
+EXPECTED = {
+    "commit-highest-acked": ("consumer", {"offset-passes-unacked"}),
+    "persist-drops-other-queues": ("consumer", {"offset-regression"}),
+    "orderly-commit-empty-returns-one": (
+        "consumer-orderly",
+        {"offset-regression", "consumer-mismatch"},
+    ),
+    "failed-send-back-advances": ("consumer", {"offset-passes-unacked"}),
+}
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
+def test_every_consumer_mutant_is_killed(mutant: Any) -> None:
+    assert mutant.layer == "consumer"
+    profile, anomalies = EXPECTED[mutant.name]
+    for seed in range(2):
+        result = run_seed(profile, seed, impl=mutant.impl)
+        assert not result.ok and result.anomaly in anomalies, (seed, result.anomaly)
+
+
+def test_cli_runs_consumer_profiles_and_reports_a_mutant(tmp_path: Path) -> None:
+    runner = CliRunner()
+    ok = runner.invoke(cli, ["run", "--profile", "consumer", "--seeds", "0:2"])
+    assert ok.exit_code == 0, ok.output
+    bad = runner.invoke(
+        cli,
+        [
+            "run",
+            "--profile",
+            "consumer",
+            "--seed",
+            "0",
+            "--impl",
+            MUTANTS[0].impl,
+            "--out",
+            str(tmp_path),
+        ],
+    )
+    assert bad.exit_code == 1
+    assert "DIVERGENCE offset-passes-unacked" in bad.output
+    assert list(tmp_path.glob("consumer-seed0-offset-passes-unacked.jsonl"))
+
+
+# ---------------------------------------------------------------------- the checks
+
+
+def delivery(seq: int, queue: str, *messages: tuple[int, int, int]) -> Delivery:
+    """Messages as (msg_id, origin_id, reconsume_times)."""
+    origin_topic = "t"
+    return Delivery(
+        seq,
+        queue,
+        tuple(Delivered(queue, i, b"", {}, origin_topic, o, k) for i, o, k in messages),
+    )
+
+
+def completion(seq: int, queue: str, offset: int, **parts: Any) -> Completion:
+    fields = {"acked": (), "retried": (), "dead": (), "kept": ()}
+    fields.update(parts)
+    return Completion(seq=seq, queue=queue, offset=offset, **fields)
+
+
+def history(orderly: bool = False) -> GroupHistory:
+    h = GroupHistory("g", "t", max_reconsume_times=1, orderly=orderly)
+    h.started({})
+    h.produced([1, 2, 3])
+    return h
+
+
+def violation(action: Any) -> str:
+    with pytest.raises(ConsumerViolation) as raised:
+        action()
+    return raised.value.anomaly
+
+
+def test_checks_name_each_broken_guarantee() -> None:
+    h = history()
+    h.delivered(delivery(1, "t", (1, 1, 0), (2, 2, 0)))
+    assert violation(lambda: h.completed(completion(1, "t", 3, acked=(2,)))) == (
+        "offset-passes-unacked"
+    )
+    h = history()
+    h.delivered(delivery(1, "t", (1, 1, 0)))
+    assert violation(lambda: h.delivered(delivery(2, "t", (1, 1, 0)))) == "consumer-duplicate"
+    h.completed(completion(1, "t", 2, acked=(1,)))
+    h.persisted({"t": 2})
+    assert violation(lambda: h.persisted({})) == "offset-regression"
+    h.started({"t": 2})
+    assert violation(lambda: h.delivered(delivery(1, "t", (1, 1, 0)))) == "consumer-duplicate"
+    assert violation(lambda: h.delivered(delivery(2, "t", (2, 2, 1)))) == "retry-mismatch"
+    h.delivered(delivery(2, "t", (2, 2, 0)))
+    assert violation(lambda: h.completed(completion(2, "t", 3, dead=((2, 1),)))) == ("dlq-mismatch")
+    assert violation(h.finish) == "consumer-lost"
+    ordered = history(orderly=True)
+    assert violation(lambda: ordered.delivered(delivery(1, "t", (2, 2, 0)))) == ("order-violation")
+
+
+def test_checks_accept_a_retry_then_a_dead_letter() -> None:
+    h = history()
+    for msg_id in (1, 2, 3):
+        h.delivered(delivery(msg_id, "t", (msg_id, msg_id, 0)))
+        h.completed(
+            completion(
+                msg_id,
+                "t",
+                msg_id + 1,
+                acked=(msg_id,) if msg_id > 1 else (),
+                retried=((1, 1),) if msg_id == 1 else (),
+            )
+        )
+    h.delivered(delivery(4, R, (1, 1, 1)))
+    h.completed(completion(4, R, 2, dead=((1, 1),)))
+    h.persisted({"t": 4, R: 2})
+    h.finish()
+
+
+# ---------------------------------------------------------------------- threads
+
+
+class RecordingCore(ConsumerCore):
+    """Reports every step, in the order the core's lock serialised them."""
+
+    reports: list[tuple[str, Any]]
+
+    def start(self) -> dict[str, int]:
+        with self._lock:
+            self.reports = []
+            offsets = super().start()
+            self.reports.append(("started", offsets))
+            return offsets
+
+    def next_batch(self) -> Delivery | None:
+        with self._lock:
+            batch = super().next_batch()
+            if batch is not None:
+                self.reports.append(("delivered", batch))
+            return batch
+
+    def complete(self, seq: int, result: ConsumeResult) -> Completion:
+        with self._lock:
+            done = super().complete(seq, result)
+            self.reports.append(("completed", done))
+            return done
+
+    def persist(self) -> dict[str, int]:
+        with self._lock:
+            stored = super().persist()
+            self.reports.append(("persisted", stored))
+            return stored
+
+
+def test_the_threaded_pool_passes_the_history_checks(tmp_path: Path) -> None:
+    mq = RocksMQ.open(tmp_path / "queue", config=NO_RETENTION, clock=FakeClock())
+    mq.create_topic("t")
+    produce(mq, 200)
+    lock = threading.Lock()
+    calls: dict[int, int] = {}
+
+    def handler(batch: tuple[Delivered, ...]) -> ConsumeResult:
+        with lock:  # every third origin fails its first delivery
+            first = batch[0].origin_id
+            calls[first] = calls.get(first, 0) + 1
+        return (
+            ConsumeResult.RETRY_LATER
+            if first % 3 == 0 and calls[first] == 1
+            else (ConsumeResult.SUCCESS)
+        )
+
+    config = ConsumerConfig(max_reconsume_times=3)
+    push = PushConsumer(
+        mq,
+        group="g",
+        topic="t",
+        handler=handler,
+        path=tmp_path / "o",
+        config=config,
+        clock=FakeClock(),
+        workers=4,
+        core_cls=RecordingCore,
+    )
+    push.start()
+    core: Any = push.core
+    wait_until(
+        lambda: (
+            sum(1 for kind, r in list(core.reports) if kind == "completed" for _ in r.acked) >= 200
+        )
+    )
+    push.close()
+    h = GroupHistory("g", "t", max_reconsume_times=3, orderly=False)
+    h.produced(list(range(1, 201)))
+    for kind, report in core.reports:
+        getattr(h, kind)(report)
+    h.finish()
+    mq.close()
+
+
+def test_replay_of_a_consumer_trace_checks_every_recorded_line(tmp_path: Path) -> None:
+    runner = CliRunner()
+    trace = tmp_path / "c.jsonl"
+    made = runner.invoke(
+        cli, ["run", "--profile", "consumer-orderly", "--seed", "2", "--trace", str(trace)]
+    )
+    assert made.exit_code == 0, made.output
+    assert runner.invoke(cli, ["replay", str(trace)]).exit_code == 0
+    lines = trace.read_text().splitlines()
+    lines[40] = lines[40].replace('"t":', '"t":1', 1)  # one recorded time changed
+    trace.write_text("\n".join(lines) + "\n")
+    tampered = runner.invoke(cli, ["replay", str(trace)])
+    assert tampered.exit_code == 1 and "DIVERGENCE trace-mismatch" in tampered.output
