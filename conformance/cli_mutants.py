@@ -115,7 +115,8 @@ def mutants_command(
         f"{summary['run']} killed ({summary['mutants'] - summary['run']} not run); "
         f"time to kill median {summary['median_seconds_to_kill']} s, "
         f"max {summary['max_seconds_to_kill']} s; longest shrunk reproducer "
-        f"{summary['max_shrunk_steps']} operations; baseline {summary['baseline']}; "
+        f"{summary['max_shrunk_steps'] if summary['max_shrunk_steps'] is not None else '-'} "
+        f"operations; baseline {summary['baseline']}; "
         f"{data}, {junit}"
     )
     sys.exit(EXIT_OK if matrix.ok else EXIT_DIVERGENCE)

@@ -18,6 +18,7 @@ from conformance.mutants import Mutant
 from conformance.mutants.catalogue import MUTANTS, UnknownMutantError, gather, select
 from conformance.mutants.kill import (
     KILLED,
+    LAYER_PROFILES,
     NOT_RUN,
     SURVIVED,
     check_of,
@@ -82,7 +83,8 @@ def test_mutants_leave_the_real_implementation_alone(tmp_path: Path) -> None:
     """Opening every mutant changes nothing global: RocksMQ and Store keep their methods,
     and the real queue still behaves after them in the same process."""
     before = (dict(vars(RocksMQ)), dict(vars(Store)))
-    for index, mutant in enumerate(MUTANTS):
+    queue_mutants = [mutant for mutant in MUTANTS if mutant.layer == "queue"]
+    for index, mutant in enumerate(queue_mutants):
         mq = load_factory(mutant.impl)(
             path=tmp_path / str(index), config=MQConfig(), clock=lambda: 0, faults=None
         )
@@ -150,10 +152,20 @@ def test_kill_is_deterministic_and_shrinks(tmp_path: Path) -> None:
     assert first.shrunk_trace and Path(first.shrunk_trace).exists()
 
 
-def test_consumer_layer_mutants_are_listed_not_run(tmp_path: Path) -> None:
-    consumer = Mutant("push-skip", "consumer", "a consumer bug", "x.y:z", layer="consumer")
-    kill = kill_mutant(consumer, range(0, 1), out=tmp_path)
-    assert kill.status == NOT_RUN and "consumer layer" in kill.note
+def test_consumer_layer_mutants_run_on_the_consumer_profiles(tmp_path: Path) -> None:
+    (mutant,) = select(["commit-highest-acked"])
+    assert mutant.layer == "consumer"
+    kill = kill_mutant(mutant, range(0, 2), out=tmp_path)
+    assert kill.status == KILLED, kill
+    assert kill.profile in LAYER_PROFILES["consumer"]
+    assert kill.anomaly == "offset-passes-unacked"
+
+
+def test_a_layer_without_gate_profiles_is_listed_not_run(tmp_path: Path) -> None:
+    unknown = Mutant("engine-bug", "storage", "a bug below the queue", "x.y:z")
+    object.__setattr__(unknown, "layer", "storage-engine")  # a layer newer than this engine
+    kill = kill_mutant(unknown, range(0, 1), out=tmp_path)
+    assert kill.status == NOT_RUN and "no gate profiles" in kill.note
 
 
 def test_matrix_needs_the_baseline_to_pass(tmp_path: Path) -> None:

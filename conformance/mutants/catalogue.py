@@ -16,6 +16,7 @@ MUTANT_MODULES: tuple[str, ...] = (
     "conformance.mutants.milvus",
     "conformance.mutants.classic",
     "conformance.mutants.crash",
+    "conformance.mutants.consumer",
 )
 
 

@@ -63,20 +63,30 @@ class _DroppingOffsetStore(RocksOffsetStore):
 
 
 class _HighestAckedCore(ConsumerCore):
+    """Bug class: consumer offsets. The committed offset is the highest acknowledged id + 1
+    rather than the lowest id still pending, so it passes messages other workers hold."""
+
     process_queue_cls = _HighestAckedQueue
 
 
 class _CommitOneCore(ConsumerCore):
+    """Bug class: orderly commit. Committing an empty consuming map returns 1 (the Go
+    client's 0 + 1) instead of "nothing to commit", moving the offset back to 1."""
+
     process_queue_cls = _CommitOneQueue
 
 
 class _DroppingCore(ConsumerCore):
+    """Bug class: offset persistence. Persisting some queues deletes the offsets of every
+    queue not listed (as the Go client's ``persist`` does)."""
+
     offset_store_cls = _DroppingOffsetStore
 
 
 class _FailedSendAdvancesCore(ConsumerCore):
-    """Removes a message whose send-back failed from the process queue anyway (it is still
-    retried locally), so the offset passes it: a crash then loses it."""
+    """Bug class: retry bookkeeping. A message whose send-back failed is removed from the
+    process queue anyway (it is still retried locally), so the offset passes it: a crash
+    then loses it."""
 
     def _removable(self, done: list[int], failed: list[Cached]) -> list[int]:
         return done + [c.message.msg_id for c in failed]
@@ -103,7 +113,7 @@ def _factory(core: type[ConsumerCore]) -> Any:
             send_hook=send_hook,
         )
 
-    factory.__doc__ = core.__doc__ or core.process_queue_cls.__doc__
+    factory.__doc__ = core.__doc__
     return factory
 
 

@@ -19,13 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from conformance.adapter import DEFAULT_IMPL
-from conformance.gate import GATE_PROFILES, GateResult, run_profiles
+from conformance.gate import GATE_CONSUMER_PROFILES, GATE_PROFILES, GateResult, run_profiles
 from conformance.lockstep import Divergence
 from conformance.mutants import Mutant
 from conformance.shrink import shrink_and_save
 
-#: Layers whose mutants the queue gate can run; others are listed as not run.
-RUNNABLE_LAYERS = frozenset({"queue"})
+#: The gate profiles that exercise each layer: a consumer-layer mutant is only reached
+#: through the consumer profiles (the queue profiles never start a push consumer).
+LAYER_PROFILES: dict[str, tuple[str, ...]] = {
+    "queue": GATE_PROFILES,
+    "consumer": GATE_CONSUMER_PROFILES,
+}
 #: Default time budget to shrink one killing run.
 SHRINK_BUDGET_S = 30.0
 
@@ -146,13 +150,18 @@ def kill_mutant(
     seeds: range,
     *,
     out: Path,
-    profiles: Sequence[str] = GATE_PROFILES,
+    profiles: Sequence[str] | None = None,
     steps: int | None = None,
     shrink_budget_s: float | None = SHRINK_BUDGET_S,
 ) -> Kill:
-    """Run the gate against ``mutant`` until its first failing run; shrink that run."""
-    if mutant.layer not in RUNNABLE_LAYERS:
-        return Kill(mutant, NOT_RUN, note=f"{mutant.layer} layer: not run by the queue gate")
+    """Run the gate against ``mutant`` until its first failing run; shrink that run.
+
+    ``profiles`` defaults to the gate profiles of the mutant's layer (``LAYER_PROFILES``).
+    """
+    if mutant.layer not in LAYER_PROFILES:
+        return Kill(mutant, NOT_RUN, note=f"{mutant.layer} layer: no gate profiles exercise it")
+    if profiles is None:
+        profiles = LAYER_PROFILES[mutant.layer]
     gate = run_profiles(
         profiles, seeds, impl=mutant.impl, out=out / mutant.name, steps=steps, until_failure=True
     )
@@ -175,7 +184,9 @@ def kill_mutant(
     kill.detail = divergence.detail
     kill.repro = failure.repro_command()
     kill.trace = str(failure.trace_path) if failure.trace_path else None
-    if shrink_budget_s is not None:
+    if shrink_budget_s is not None and failure.profile in GATE_CONSUMER_PROFILES:
+        kill.note = "consumer runs replay from their seed: not shrunk"
+    elif shrink_budget_s is not None:
         shrunk = shrink_and_save(failure, impl=mutant.impl, time_budget_s=shrink_budget_s)
         if shrunk is not None:
             kill.shrunk_steps = shrunk.steps
@@ -188,13 +199,14 @@ def run_matrix(
     seeds: range,
     *,
     out: Path,
-    profiles: Sequence[str] = GATE_PROFILES,
+    profiles: Sequence[str] | None = None,
     steps: int | None = None,
     shrink_budget_s: float | None = SHRINK_BUDGET_S,
     baseline: bool = True,
     on_kill: Callable[[Kill], None] | None = None,
 ) -> KillMatrix:
-    """Every mutant against the gate, then the unmodified implementation (``baseline``)."""
+    """Every mutant against the gate, then the unmodified implementation (``baseline``)
+    over every profile any of them ran (``profiles``, or those of their layers)."""
     kills = []
     for mutant in mutants:
         kill = kill_mutant(
@@ -203,6 +215,9 @@ def run_matrix(
         kills.append(kill)
         if on_kill is not None:
             on_kill(kill)
+    if profiles is None:
+        layers = {mutant.layer for mutant in mutants} & set(LAYER_PROFILES)
+        profiles = [p for layer in LAYER_PROFILES if layer in layers for p in LAYER_PROFILES[layer]]
     reference = None
     if baseline:
         reference = run_profiles(
