@@ -23,6 +23,7 @@ from conformance.cli_common import (
     friendly_errors,
     impl_option,
     progress,
+    shrink_options,
     steps_option,
     writable_dir,
 )
@@ -109,6 +110,7 @@ def cli() -> None:
     show_default=True,
     help="Compare snapshots every N state-changing operations.",
 )
+@shrink_options
 @friendly_errors
 def run_command(
     profile_name: str,
@@ -119,12 +121,17 @@ def run_command(
     out: Path,
     steps: int | None,
     check_every: int,
+    shrink_budget_s: float,
+    no_shrink: bool,
 ) -> None:
-    """Run a profile over seeds in lockstep against the model; report divergences."""
+    """Run a profile over seeds in lockstep against the model; report divergences.
+
+    A failing run is shrunk (within --shrink-budget-s) to ``<trace>.shrunk.jsonl``."""
     from conformance.adapter import DEFAULT_IMPL, load_factory
     from conformance.gate import save_failure
     from conformance.report import render_failure
     from conformance.run import run_seed
+    from conformance.shrink import shrink_and_save
     from conformance.trace import write_lines
     from scenarios.profiles import get_profile
 
@@ -148,6 +155,8 @@ def run_command(
             if not result.ok:
                 failures += 1
                 save_failure(result, out)
+                if not no_shrink:
+                    shrink_and_save(result, impl=impl, time_budget_s=shrink_budget_s)
                 click.echo(render_failure(result), err=True)
             bar.advance(bar.task_ids[0])
     click.echo(
@@ -191,9 +200,16 @@ def replay_command(trace_file: Path, impl: str | None) -> None:
     help="Where junit.xml, summary.json and failing traces go.",
 )
 @steps_option
+@shrink_options
 @friendly_errors
 def gate_command(
-    impl: str | None, seeds: range | None, profiles: str | None, out: Path, steps: int | None
+    impl: str | None,
+    seeds: range | None,
+    profiles: str | None,
+    out: Path,
+    steps: int | None,
+    shrink_budget_s: float,
+    no_shrink: bool,
 ) -> None:
     """The CI gate: every standard profile over the seeds; JUnit XML and a JSON summary."""
     from rich.console import Console
@@ -218,6 +234,7 @@ def gate_command(
             impl=impl,
             out=out,
             steps=steps,
+            shrink_budget_s=None if no_shrink else shrink_budget_s,
             on_result=lambda _r: bar.advance(bar.task_ids[0]),
         )
     junit, summary = write_outputs(gate, out)

@@ -19,6 +19,8 @@ from conformance.trace import write_lines
 GATE_PROFILES = ("smoke", "crashy", "retention", "seek-storm", "churn", "digits", "swarm")
 #: Default seeds per profile: sized so that the whole gate takes a few minutes here.
 DEFAULT_GATE_SEEDS = range(0, 20)
+#: The gate shrinks at most this many failing runs (the report shows the first ones).
+MAX_SHRUNK_FAILURES = 5
 
 
 @dataclass(slots=True)
@@ -80,9 +82,13 @@ def run_profiles(
     impl: str | Factory,
     out: Path,
     steps: int | None = None,
+    shrink_budget_s: float | None = None,
     on_result: Callable[[RunResult], None] | None = None,
 ) -> GateResult:
-    """Run every seed of every profile; save failing traces under ``out``."""
+    """Run every seed of every profile; save failing traces under ``out``, and shrink the
+    first ``MAX_SHRUNK_FAILURES`` of them within ``shrink_budget_s`` each (None: don't)."""
+    from conformance.shrink import shrink_and_save
+
     gate = GateResult(impl=resolve_impl(impl)[0], seeds=seeds)
     for profile in profiles:
         summary = gate.summaries.setdefault(profile, ProfileSummary(profile))
@@ -92,6 +98,8 @@ def run_profiles(
                 result.trace_lines = []  # a passing run's trace is not kept: memory stays flat
             else:
                 save_failure(result, out)
+                if shrink_budget_s is not None and len(gate.failures) < MAX_SHRUNK_FAILURES:
+                    shrink_and_save(result, impl=impl, time_budget_s=shrink_budget_s)
             summary.add(result)
             gate.results.append(result)
             if on_result is not None:
@@ -153,6 +161,8 @@ def summary_json(gate: GateResult) -> dict[str, Any]:
                 "step": r.divergence.step_index if r.divergence else None,
                 "trace": str(r.trace_path) if r.trace_path else None,
                 "repro": r.repro_command(),
+                "shrunk_trace": str(r.shrunk.trace_path) if r.shrunk else None,
+                "shrunk_steps": r.shrunk.steps if r.shrunk else None,
             }
             for r in gate.failures
         ],

@@ -62,22 +62,39 @@ class SimClock:
         return self.now_s
 
 
+@dataclass(frozen=True, slots=True)
+class PointPass:
+    """One call of the faults hook: in which step (0 = the first open), during what
+    (the operation's kind, ``open`` or ``close``), at which point, and which hit of that
+    point within the operation (``ArmCrash(hit, point)`` before that step crashes there)."""
+
+    step: int
+    during: str
+    point: str
+    hit: int
+
+
 class FaultInjector:
     """The ``faults`` hook handed to the SUT.
 
     It learns the points from the calls it sees (so a user's implementation with points of
     its own is covered) and, when armed with ``(point, hit)``, raises ``InjectedCrash`` at
     the ``hit``-th call of ``point`` (of any point when ``point`` is None) during the
-    current operation.
+    current operation. With ``log`` set it also records every call as a ``PointPass``: the
+    list a crash sweep turns into one case each.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, log: bool = False) -> None:
         self.armed: tuple[str | None, int] | None = None
         self.op_kind = "open"
         self.calls_in_op = 0
         self.point_calls_in_op: Counter[str] = Counter()
         #: (operation kind, point) -> how many times passed, in first-seen order.
         self.seen: dict[tuple[str, str], int] = {}
+        #: The step being executed (0: the first open; None: after the run, not logged).
+        self.step: int | None = 0
+        #: Every call in order, when logging.
+        self.log: list[PointPass] | None = [] if log else None
 
     def begin(self, op_kind: str) -> None:
         self.op_kind = op_kind
@@ -89,6 +106,10 @@ class FaultInjector:
         self.point_calls_in_op[point] += 1
         key = (self.op_kind, point)
         self.seen[key] = self.seen.get(key, 0) + 1
+        if self.log is not None and self.step is not None:
+            self.log.append(
+                PointPass(self.step, self.op_kind, point, self.point_calls_in_op[point])
+            )
         if self.armed is not None:
             want_point, hit = self.armed
             if (want_point is None and self.calls_in_op == hit) or (
@@ -155,6 +176,8 @@ class Lockstep:
         check_every: int = 1,
         full_check_every: int = DEFAULT_FULL_CHECK_EVERY,
         record: bool = True,
+        log_faults: bool = False,
+        open_crash: tuple[str | None, int] | None = None,
     ) -> None:
         assert check_every >= 1 and full_check_every >= 1
         self.factory = factory
@@ -162,7 +185,7 @@ class Lockstep:
         self.path = workdir / "sut"
         self.clock = SimClock()
         self.model = ReferenceMQ(config=config, clock=self.clock)
-        self.faults = FaultInjector()
+        self.faults = FaultInjector(log=log_faults)
         self.check_every = check_every
         self.full_check_every = full_check_every
         self.record = record
@@ -172,7 +195,19 @@ class Lockstep:
         self._changes_since_check = 0
         #: The model's outcome of the step being executed (recorded if it diverges).
         self._pending: Outcome | None = None
-        self.sut: MessageQueue = self._open()
+        #: Set when the first open crashed (``open_crash``): checked at the first step.
+        self.open_crash_info: dict[str, Any] | None = None
+        self.faults.armed = open_crash
+        try:
+            self.sut: MessageQueue = self._open()
+        except InjectedCrash as crash:
+            # The factory must release what it holds, as a killed process would; the
+            # first step then checks that opening again gives the empty state.
+            self.open_crash_info = {"point": crash.point, "hit": crash.hit, "resolved": "before"}
+            self.stats.crashes_injected += 1
+            self.sut = self._open()
+        finally:
+            self.faults.armed = None
         self._partial = _snapshot_accepts(self.sut, "topics")
         self._tail = self._partial and _snapshot_accepts(self.sut, "messages_from")
 
@@ -191,15 +226,58 @@ class Lockstep:
             if crash:
                 self.sut.crash()  # type: ignore[attr-defined]
             else:
+                self.faults.begin("close")
                 self.sut.close()
         finally:
             self.stats.reopens += 1
         self.sut = self._open()
 
+    def _recover(self, index: int, step: Step, *, crash: bool, doing: str) -> None:
+        """``_reopen``, but a SUT that cannot come back is a divergence, not an error."""
+        try:
+            self._reopen(crash=crash)
+        except InjectedCrash:
+            raise
+        except Exception as exc:
+            raise Divergence(
+                "unrecoverable",
+                index,
+                step,
+                None,
+                None,
+                [],
+                f"{doing}, reopening raised {type(exc).__name__}: {exc}",
+            ) from None
+
+    def _reopen_step(self, index: int, step: Step, *, crash: bool) -> dict[str, Any] | None:
+        """A ``crash_reopen``/``close_reopen`` step. A crash armed before it fires in the
+        close or in the open (where an implementation may write); the SUT is then crashed
+        and opened once more, and either way the state must be unchanged."""
+        info: dict[str, Any] | None = None
+        try:
+            self._recover(index, step, crash=crash, doing=f"at {step.op.kind}")
+        except InjectedCrash as injected:
+            self.faults.armed = None
+            self.stats.crashes_injected += 1
+            info = {"point": injected.point, "hit": injected.hit, "resolved": "after"}
+            with contextlib.suppress(Exception):  # the half-closed (or unopened) instance
+                self.sut.crash()  # type: ignore[attr-defined]
+            self._recover(
+                index,
+                step,
+                crash=True,
+                doing=f"after a crash at {injected.point} in {step.op.kind}",
+            )
+        finally:
+            self.faults.armed = None
+        self._compare(index, step, None, f"state after {step.op.kind}")
+        return info
+
     def close(self) -> None:
         """Release the SUT (end of run). A crash still armed (the run ended on an
         ``arm_crash``) is disarmed first: it belongs to an operation that never came."""
         self.faults.armed = None
+        self.faults.step = None
         with contextlib.suppress(Exception):  # a broken SUT must not hide the run's result
             self.sut.close()
         forget = getattr(self.sut, "_rmqsim_forget", None)
@@ -275,7 +353,10 @@ class Lockstep:
         self.stats.op_counts[step.op.kind] += 1
         self.clock.now_s = step.time_s
         self._pending = None
+        self.faults.step = index
         try:
+            if index == 1 and self.open_crash_info is not None:
+                self._compare(index, step, None, "state after a crash in the first open")
             outcome, crash_info = self._dispatch(index, step)
         except Divergence as divergence:
             if self.record:
@@ -295,9 +376,7 @@ class Lockstep:
             if kind == "arm_crash":
                 self.faults.armed = (op.point, op.hit)
             elif kind in ("crash_reopen", "close_reopen"):
-                self.faults.armed = None
-                self._reopen(crash=kind == "crash_reopen")
-                self._compare(index, step, None, f"state after {kind}")
+                crash_info = self._reopen_step(index, step, crash=kind == "crash_reopen")
         else:
             outcome, crash_info = self._execute_queue_op(index, step)
         return outcome, crash_info
@@ -348,8 +427,20 @@ class Lockstep:
         """The SUT stopped inside an operation: crash it, reopen, and require the state to
         equal the model's state before or after that operation (SPEC "Durability")."""
         self.stats.crashes_injected += 1
-        self._reopen(crash=True)
-        actual = self.sut.snapshot()
+        doing = f"after a crash at {crash.point} (hit {crash.hit})"
+        self._recover(index, step, crash=True, doing=doing)
+        try:
+            actual = self.sut.snapshot()
+        except Exception as exc:
+            raise Divergence(
+                "unrecoverable",
+                index,
+                step,
+                expected,
+                None,
+                [],
+                f"{doing}, snapshot() raised {type(exc).__name__}: {exc}",
+            ) from None
         after = self.model.snapshot()
         info: dict[str, Any] = {"point": crash.point, "hit": crash.hit}
         if actual == after:

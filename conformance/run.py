@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.adapter import DEFAULT_IMPL, Factory, resolve_impl
-from conformance.lockstep import Divergence, Lockstep, Stats
+from conformance.lockstep import Divergence, Lockstep, PointPass, Stats
 from conformance.statediff import state_digest
 from conformance.trace import FORMAT, FORMAT_VERSION, Trace, TraceFormatError, dumps
 from model.api import InvalidArgumentError, MQConfig
@@ -80,6 +80,11 @@ class RunResult:
     sim_time_s: int = 0
     step_budget: int | None = None
     trace_path: Path | None = None
+    #: Every crash point the SUT passed, in order (only when run with ``log_faults``).
+    fault_log: list[PointPass] = field(default_factory=list)
+    #: Reproduced only by replaying its trace (a crash-sweep case, a shrunk trace), not
+    #: by re-running its seed.
+    replay_only: bool = False
     #: The shrunk reproduction of a failing run, when it was shrunk (``conformance.shrink``).
     shrunk: RunResult | None = None
 
@@ -93,6 +98,8 @@ class RunResult:
         return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     def repro_command(self) -> str:
+        if self.replay_only:
+            return f"rmqsim replay {self.trace_path or '<trace file>'}"
         parts = ["rmqsim run", f"--profile {self.profile}", f"--seed {self.seed}"]
         if self.impl != DEFAULT_IMPL:
             parts.append(f"--impl {self.impl}")
@@ -179,6 +186,7 @@ def _result(
         wall_s=time.perf_counter() - started,
         sim_time_s=last.time_s if last else 0,
         step_budget=header.get("steps"),
+        fault_log=lockstep.faults.log or [],
     )
 
 
@@ -189,12 +197,24 @@ def _lockstep_run(
     check_every: int,
     body: Callable[[Lockstep], None],
     workdir: Path | None = None,
+    *,
+    log_faults: bool = False,
 ) -> RunResult:
     """Run ``body`` on a fresh Lockstep in a temporary directory, finish with the final
-    full comparison, always release the SUT, and collect the result."""
+    full comparison, always release the SUT, and collect the result. A header's
+    ``open_crash`` (``{"point", "hit"}``) arms a crash in the first open."""
     started = time.perf_counter()
+    open_crash = header.get("open_crash")
+    armed = None if open_crash is None else (open_crash["point"], open_crash["hit"])
     with tempfile.TemporaryDirectory(prefix="rmqsim-", dir=workdir) as tmp:
-        lockstep = Lockstep(factory, config, Path(tmp), check_every=check_every)
+        lockstep = Lockstep(
+            factory,
+            config,
+            Path(tmp),
+            check_every=check_every,
+            log_faults=log_faults,
+            open_crash=armed,
+        )
         divergence: Divergence | None = None
         try:
             body(lockstep)
@@ -216,9 +236,10 @@ def run_seed(
     steps: int | None = None,
     check_every: int = 1,
     workdir: Path | None = None,
+    log_faults: bool = False,
 ) -> RunResult:
     """Run one scenario in lockstep against ``impl`` (``MOD:FACTORY`` or a factory) and
-    return its result."""
+    return its result (with every crash point passed, if ``log_faults``)."""
     profile = resolve(get_profile(profile_name), seed)
     impl, factory = resolve_impl(impl)
     header = _header(profile, seed, impl, steps)
@@ -226,7 +247,15 @@ def run_seed(
     def body(lockstep: Lockstep) -> None:
         Simulation(profile, seed, steps=steps).run(lockstep.execute)
 
-    return _lockstep_run(factory, MQConfig(**profile.config), header, check_every, body, workdir)
+    return _lockstep_run(
+        factory,
+        MQConfig(**profile.config),
+        header,
+        check_every,
+        body,
+        workdir,
+        log_faults=log_faults,
+    )
 
 
 def replay_trace(
@@ -241,6 +270,13 @@ def replay_trace(
         config = MQConfig(**trace.header["config"])
     except (TypeError, InvalidArgumentError) as exc:
         raise TraceFormatError(trace.path, 1, f"header config is not an MQConfig: {exc}") from None
+    open_crash = trace.header.get("open_crash")
+    if open_crash is not None and not (
+        isinstance(open_crash, dict)
+        and isinstance(open_crash.get("point"), str | None)
+        and type(open_crash.get("hit")) is int
+    ):
+        raise TraceFormatError(trace.path, 1, "header open_crash must be {point, hit}")
 
     def body(lockstep: Lockstep) -> None:
         for recorded in trace.steps:
