@@ -201,6 +201,19 @@ def replay_command(trace_file: Path, impl: str | None) -> None:
 )
 @steps_option
 @shrink_options
+@click.option(
+    "--crash-sweep/--no-crash-sweep",
+    "sweep",
+    default=True,
+    show_default=True,
+    help="After the profiles, crash-sweep the first seed of each (rmqsim crash-sweep).",
+)
+@click.option(
+    "--sweep-steps",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Steps per crash sweep (default: crash_sweep.DEFAULT_SWEEP_STEPS).",
+)
 @friendly_errors
 def gate_command(
     impl: str | None,
@@ -210,13 +223,23 @@ def gate_command(
     steps: int | None,
     shrink_budget_s: float,
     no_shrink: bool,
+    sweep: bool,
+    sweep_steps: int | None,
 ) -> None:
-    """The CI gate: every standard profile over the seeds; JUnit XML and a JSON summary."""
+    """The CI gate: every standard profile over the seeds, then a crash sweep of the first
+    seed of each; JUnit XML and a JSON summary."""
     from rich.console import Console
     from rich.table import Table
 
     from conformance.adapter import DEFAULT_IMPL, load_factory
-    from conformance.gate import DEFAULT_GATE_SEEDS, GATE_PROFILES, run_profiles, write_outputs
+    from conformance.crash_sweep import DEFAULT_SWEEP_STEPS
+    from conformance.gate import (
+        DEFAULT_GATE_SEEDS,
+        GATE_PROFILES,
+        run_profiles,
+        run_sweeps,
+        write_outputs,
+    )
     from conformance.report import render_failure
     from scenarios.profiles import get_profile
 
@@ -237,6 +260,16 @@ def gate_command(
             shrink_budget_s=None if no_shrink else shrink_budget_s,
             on_result=lambda _r: bar.advance(bar.task_ids[0]),
         )
+    if sweep:
+        with progress(len(names), "crash sweep") as bar:
+            gate.sweeps = run_sweeps(
+                names,
+                seed_range.start,
+                impl=impl,
+                out=out,
+                steps=sweep_steps or DEFAULT_SWEEP_STEPS,
+                on_sweep=lambda _s: bar.advance(bar.task_ids[0]),
+            )
     junit, summary = write_outputs(gate, out)
     console = Console()
     table = Table(title=f"rmqsim gate: {impl}, seeds {seed_range.start}:{seed_range.stop}")
@@ -249,11 +282,28 @@ def gate_command(
             s.profile, str(s.runs), str(s.failed), str(s.steps), f"{rate:,.0f}", anomalies
         )
     console.print(table)
-    for failure in gate.failures[:5]:
+    if gate.sweeps:
+        sweeps = Table(title=f"crash sweep: seed {seed_range.start}")
+        for column in ("profile", "steps", "cases", "points", "resolved", "failed", "seconds"):
+            sweeps.add_column(column, justify="left" if column == "profile" else "right")
+        for s in gate.sweeps:
+            resolved = " ".join(f"{k} {v}" for k, v in sorted(s.resolutions.items()))
+            failed = len(s.failures) + (0 if s.base.ok else 1)
+            sweeps.add_row(
+                s.profile,
+                str(s.steps),
+                str(len(s.cases)),
+                str(len(s.points)),
+                resolved,
+                str(failed),
+                f"{s.wall_s:.1f}",
+            )
+        console.print(sweeps)
+    for failure in (gate.failures + gate.sweep_failures)[:5]:
         click.echo(render_failure(failure), err=True)
     click.echo(
-        f"rmqsim gate: {'PASS' if gate.ok else 'FAIL'} ({len(gate.failures)} failing runs); "
-        f"{junit}, {summary}"
+        f"rmqsim gate: {'PASS' if gate.ok else 'FAIL'} ({len(gate.failures)} failing runs, "
+        f"{len(gate.sweep_failures)} failing crash cases); {junit}, {summary}"
     )
     sys.exit(EXIT_OK if gate.ok else EXIT_DIVERGENCE)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.adapter import Factory, resolve_impl
+from conformance.crash_sweep import SweepResult, crash_sweep
 from conformance.report import render_failure
 from conformance.run import RunResult, run_seed
 from conformance.trace import write_lines
@@ -52,14 +53,22 @@ class GateResult:
     seeds: range
     summaries: dict[str, ProfileSummary] = field(default_factory=dict)
     results: list[RunResult] = field(default_factory=list)
+    #: Crash sweeps run after the profiles (one per profile, on the first seed).
+    sweeps: list[SweepResult] = field(default_factory=list)
 
     @property
     def failures(self) -> list[RunResult]:
         return [r for r in self.results if not r.ok]
 
     @property
+    def sweep_failures(self) -> list[RunResult]:
+        """The failing run of every failing sweep case (and failing sweep base runs)."""
+        found = [s.base for s in self.sweeps if not s.base.ok]
+        return found + [run for s in self.sweeps for _, run in s.failures]
+
+    @property
     def ok(self) -> bool:
-        return not self.failures
+        return not self.failures and all(s.ok for s in self.sweeps)
 
 
 def trace_name(result: RunResult) -> str:
@@ -107,6 +116,60 @@ def run_profiles(
     return gate
 
 
+def run_sweeps(
+    profiles: Iterable[str],
+    seed: int,
+    *,
+    impl: str | Factory,
+    out: Path,
+    steps: int,
+    on_sweep: Callable[[SweepResult], None] | None = None,
+) -> list[SweepResult]:
+    """The crash sweep of ``seed`` of every profile; failing cases saved under ``out``."""
+    sweeps = []
+    for profile in profiles:
+        sweep = crash_sweep(profile, seed, impl=impl, steps=steps, out=out)
+        if not sweep.base.ok:
+            save_failure(sweep.base, out)
+        sweeps.append(sweep)
+        if on_sweep is not None:
+            on_sweep(sweep)
+    return sweeps
+
+
+def _sweep_suite(root: ET.Element, sweeps: list[SweepResult]) -> None:
+    """One JUnit test suite for the crash sweeps: a test case per profile."""
+    suite = ET.SubElement(
+        root,
+        "testsuite",
+        name="rmqsim.crash-sweep",
+        tests=str(len(sweeps)),
+        failures=str(sum(not s.ok for s in sweeps)),
+        errors="0",
+        time=f"{sum(s.wall_s for s in sweeps):.3f}",
+    )
+    for sweep in sweeps:
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname="rmqsim.crash-sweep",
+            name=f"{sweep.profile} seed {sweep.seed} ({len(sweep.cases)} cases)",
+            time=f"{sweep.wall_s:.3f}",
+        )
+        if not sweep.ok:
+            runs = [sweep.base] if not sweep.base.ok else [run for _, run in sweep.failures]
+            failure = ET.SubElement(
+                case,
+                "failure",
+                message=f"{len(runs)} failing crash case(s): {runs[0].anomaly}",
+                type="divergence",
+            )
+            failure.text = "\n\n".join(
+                [f"{c.label()}: {r.anomaly}: {r.repro_command()}" for c, r in sweep.failures]
+                + [render_failure(runs[0])]
+            )
+
+
 def junit_xml(gate: GateResult) -> bytes:
     """JUnit XML: one test suite per profile, one test case per seed."""
     root = ET.Element("testsuites", name="rmqsim-gate")
@@ -133,6 +196,8 @@ def junit_xml(gate: GateResult) -> bytes:
                     case, "failure", message=f"{result.anomaly}", type="divergence"
                 )
                 failure.text = render_failure(result)
+    if gate.sweeps:
+        _sweep_suite(root, gate.sweeps)
     ET.indent(root)
     return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 
@@ -166,6 +231,22 @@ def summary_json(gate: GateResult) -> dict[str, Any]:
             }
             for r in gate.failures
         ],
+        "crash_sweep": {
+            s.profile: {
+                "seed": s.seed,
+                "steps": s.steps,
+                "cases": len(s.cases),
+                "points": len(s.points),
+                "resolved": dict(sorted(s.resolutions.items())),
+                "failed": len(s.failures) + (0 if s.base.ok else 1),
+                "wall_s": round(s.wall_s, 3),
+                "failures": [
+                    {"case": c.label(), "anomaly": r.anomaly, "repro": r.repro_command()}
+                    for c, r in s.failures
+                ],
+            }
+            for s in gate.sweeps
+        },
     }
 
 
