@@ -175,7 +175,10 @@ def test_gate_writes_junit_and_summary(tmp_path: Path) -> None:
     assert summary["status"] == "ok"
     assert set(summary["profiles"]) >= {"smoke", "crashy", "retention", "digits", "swarm"}
     root = ET.parse(out / "junit.xml").getroot()
-    assert len(root.findall("testsuite")) == len(summary["profiles"])
+    suites = [s.get("name") for s in root.findall("testsuite")]
+    # One suite per profile, then the crash sweep of seed 0 of each profile.
+    assert suites == [f"rmqsim.{p}" for p in summary["profiles"]] + ["rmqsim.crash-sweep"]
+    assert set(summary["crash_sweep"]) == set(summary["profiles"])
     assert all(s.get("failures") == "0" for s in root.findall("testsuite"))
 
 
