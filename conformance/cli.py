@@ -20,6 +20,7 @@ from conformance.cli_common import (
     EXIT_OK,
     SEEDS,
     UsageError,
+    crash_rate_option,
     friendly_errors,
     impl_option,
     progress,
@@ -111,6 +112,7 @@ def cli() -> None:
     help="Compare snapshots every N state-changing operations.",
 )
 @shrink_options
+@crash_rate_option
 @friendly_errors
 def run_command(
     profile_name: str,
@@ -123,6 +125,7 @@ def run_command(
     check_every: int,
     shrink_budget_s: float,
     no_shrink: bool,
+    crash_rate: float,
 ) -> None:
     """Run a profile over seeds in lockstep against the model; report divergences.
 
@@ -148,7 +151,14 @@ def run_command(
     total_steps = 0
     with progress(len(seed_range), f"run {profile_name}") as bar:
         for s in seed_range:
-            result = run_seed(profile_name, s, impl=impl, steps=steps, check_every=check_every)
+            result = run_seed(
+                profile_name,
+                s,
+                impl=impl,
+                steps=steps,
+                check_every=check_every,
+                crash_rate=crash_rate,
+            )
             total_steps += result.steps
             if trace_file is not None:
                 write_lines(trace_file, result.trace_lines)
@@ -214,6 +224,7 @@ def replay_command(trace_file: Path, impl: str | None) -> None:
     default=None,
     help="Steps per crash sweep (default: crash_sweep.DEFAULT_SWEEP_STEPS).",
 )
+@crash_rate_option
 @friendly_errors
 def gate_command(
     impl: str | None,
@@ -225,6 +236,7 @@ def gate_command(
     no_shrink: bool,
     sweep: bool,
     sweep_steps: int | None,
+    crash_rate: float,
 ) -> None:
     """The CI gate: every standard profile over the seeds, then a crash sweep of the first
     seed of each; JUnit XML and a JSON summary."""
@@ -258,6 +270,7 @@ def gate_command(
             out=out,
             steps=steps,
             shrink_budget_s=None if no_shrink else shrink_budget_s,
+            crash_rate=crash_rate,
             on_result=lambda _r: bar.advance(bar.task_ids[0]),
         )
     if sweep:

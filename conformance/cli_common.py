@@ -150,3 +150,13 @@ def shrink_options(func: F) -> F:
         show_default=True,
         help="Wall-clock seconds to spend shrinking each failing run.",
     )(func)
+
+
+crash_rate_option = click.option(
+    "--crash-rate",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.0,
+    show_default=True,
+    help="Probability, per state-changing operation, of crashing inside it (seeded: "
+    "the crashes are ArmCrash steps of the trace).",
+)

@@ -92,6 +92,7 @@ def run_profiles(
     out: Path,
     steps: int | None = None,
     shrink_budget_s: float | None = None,
+    crash_rate: float = 0.0,
     on_result: Callable[[RunResult], None] | None = None,
 ) -> GateResult:
     """Run every seed of every profile; save failing traces under ``out``, and shrink the
@@ -102,7 +103,7 @@ def run_profiles(
     for profile in profiles:
         summary = gate.summaries.setdefault(profile, ProfileSummary(profile))
         for seed in seeds:
-            result = run_seed(profile, seed, impl=impl, steps=steps)
+            result = run_seed(profile, seed, impl=impl, steps=steps, crash_rate=crash_rate)
             if result.ok:
                 result.trace_lines = []  # a passing run's trace is not kept: memory stays flat
             else:

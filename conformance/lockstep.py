@@ -95,6 +95,8 @@ class FaultInjector:
         self.step: int | None = 0
         #: Every call in order, when logging.
         self.log: list[PointPass] | None = [] if log else None
+        #: The most calls one operation of each kind has made.
+        self.max_calls: dict[str, int] = {}
 
     def begin(self, op_kind: str) -> None:
         self.op_kind = op_kind
@@ -106,6 +108,8 @@ class FaultInjector:
         self.point_calls_in_op[point] += 1
         key = (self.op_kind, point)
         self.seen[key] = self.seen.get(key, 0) + 1
+        if self.calls_in_op > self.max_calls.get(self.op_kind, 0):
+            self.max_calls[self.op_kind] = self.calls_in_op
         if self.log is not None and self.step is not None:
             self.log.append(
                 PointPass(self.step, self.op_kind, point, self.point_calls_in_op[point])

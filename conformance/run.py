@@ -79,6 +79,7 @@ class RunResult:
     wall_s: float = 0.0
     sim_time_s: int = 0
     step_budget: int | None = None
+    crash_rate: float = 0.0
     trace_path: Path | None = None
     #: Every crash point the SUT passed, in order (only when run with ``log_faults``).
     fault_log: list[PointPass] = field(default_factory=list)
@@ -105,6 +106,8 @@ class RunResult:
             parts.append(f"--impl {self.impl}")
         if self.step_budget is not None:
             parts.append(f"--steps {self.step_budget}")
+        if self.crash_rate:
+            parts.append(f"--crash-rate {self.crash_rate}")
         return " ".join(parts)
 
 
@@ -187,6 +190,7 @@ def _result(
         sim_time_s=last.time_s if last else 0,
         step_budget=header.get("steps"),
         fault_log=lockstep.faults.log or [],
+        crash_rate=header.get("crash_rate") or 0.0,
     )
 
 
@@ -237,15 +241,22 @@ def run_seed(
     check_every: int = 1,
     workdir: Path | None = None,
     log_faults: bool = False,
+    crash_rate: float = 0.0,
 ) -> RunResult:
     """Run one scenario in lockstep against ``impl`` (``MOD:FACTORY`` or a factory) and
-    return its result (with every crash point passed, if ``log_faults``)."""
+    return its result (with every crash point passed, if ``log_faults``). ``crash_rate``:
+    probability of arming a crash before each state-changing operation (``crash_rate``)."""
+    from conformance.crash_rate import check_rate, with_crash_rate
+
     profile = resolve(get_profile(profile_name), seed)
     impl, factory = resolve_impl(impl)
     header = _header(profile, seed, impl, steps)
+    if check_rate(crash_rate):
+        header["crash_rate"] = crash_rate
 
     def body(lockstep: Lockstep) -> None:
-        Simulation(profile, seed, steps=steps).run(lockstep.execute)
+        execute = with_crash_rate(lockstep, seed, crash_rate) if crash_rate else lockstep.execute
+        Simulation(profile, seed, steps=steps).run(execute)
 
     return _lockstep_run(
         factory,
