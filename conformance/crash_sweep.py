@@ -40,7 +40,7 @@ from typing import Any
 
 from conformance.adapter import Factory
 from conformance.lockstep import PointPass
-from conformance.run import RunResult, replay_trace, run_seed
+from conformance.run import RunResult, fast_scratch_dir, replay_trace, run_seed
 from conformance.trace import Trace, TraceStep, parse_lines, write_lines
 from scenarios.ops import ArmCrash, CrashReopen, Step
 
@@ -142,11 +142,14 @@ def crash_sweep(
     steps: int | None = DEFAULT_SWEEP_STEPS,
     out: Path | None = None,
     on_case: Callable[[int, int], None] | None = None,
+    max_failures: int | None = None,
 ) -> SweepResult:
     """Run the scenario once, then every crash case of it; save failing cases under
-    ``out`` (when given). ``on_case(done, total)`` reports progress."""
+    ``out`` (when given). ``on_case(done, total)`` reports progress. With
+    ``max_failures``, stop after that many failing cases."""
     started = time.perf_counter()
-    base = run_seed(profile, seed, impl=impl, steps=steps, log_faults=True)
+    scratch = fast_scratch_dir()
+    base = run_seed(profile, seed, impl=impl, steps=steps, log_faults=True, workdir=scratch)
     result = SweepResult(profile, seed, base.impl, base.steps, base)
     if not base.ok:
         result.wall_s = time.perf_counter() - started
@@ -156,7 +159,7 @@ def crash_sweep(
     header = dict(trace.header, crash_sweep=True)
     result.cases = crash_cases(base.fault_log, recorded)
     for done, case in enumerate(result.cases, start=1):
-        outcome = replay_trace(case_trace(header, recorded, case), impl=impl)
+        outcome = replay_trace(case_trace(header, recorded, case), impl=impl, workdir=scratch)
         if outcome.ok:
             crashed = [r for r in parse_lines(outcome.trace_lines).steps if r.crash]
             result.resolutions.update(str(r.crash.get("resolved")) for r in crashed if r.crash)
@@ -166,6 +169,8 @@ def crash_sweep(
                 outcome.trace_path = out / case_file_name(result, case, outcome.anomaly)
                 write_lines(outcome.trace_path, outcome.trace_lines)
             result.failures.append((case, outcome))
+            if max_failures is not None and len(result.failures) >= max_failures:
+                break
         if on_case is not None:
             on_case(done, len(result.cases))
     result.wall_s = time.perf_counter() - started

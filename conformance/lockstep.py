@@ -209,7 +209,12 @@ class Lockstep:
             # first step then checks that opening again gives the empty state.
             self.open_crash_info = {"point": crash.point, "hit": crash.hit, "resolved": "before"}
             self.stats.crashes_injected += 1
-            self.sut = self._open()
+            self.faults.armed = None
+            try:
+                self.sut = self._open()
+            except Exception as exc:  # reported as a divergence at the first step
+                self.open_crash_info["failure"] = f"{type(exc).__name__}: {exc}"
+                self.sut = _Unopened()  # type: ignore[assignment]
         finally:
             self.faults.armed = None
         self._partial = _snapshot_accepts(self.sut, "topics")
@@ -360,7 +365,19 @@ class Lockstep:
         self.faults.step = index
         try:
             if index == 1 and self.open_crash_info is not None:
-                self._compare(index, step, None, "state after a crash in the first open")
+                failure = self.open_crash_info.get("failure")
+                where = f"after a crash at {self.open_crash_info['point']} in the first open"
+                if failure is not None:
+                    raise Divergence(
+                        "unrecoverable",
+                        index,
+                        step,
+                        None,
+                        None,
+                        [],
+                        f"{where}, reopening raised {failure}",
+                    )
+                self._compare(index, step, None, f"state {where}")
             outcome, crash_info = self._dispatch(index, step)
         except Divergence as divergence:
             if self.record:
@@ -475,6 +492,16 @@ class Lockstep:
         self.faults.armed = None
         self._compare(index, step, None, "final state")
         return self.model.snapshot()
+
+
+class _Unopened:
+    """Stands for a SUT that could not be opened again after a crash in its first open."""
+
+    def close(self) -> None:
+        pass
+
+    def crash(self) -> None:
+        pass
 
 
 def _equal(expected: State, actual: State, topics: list[str] | None) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import platform
 import subprocess
 import tempfile
@@ -232,6 +233,16 @@ def _lockstep_run(
         return _result(lockstep, header, divergence, started, last)
 
 
+def fast_scratch_dir() -> Path | None:
+    """Where the sweep and the shrinker put their many short-lived databases: a RAM-backed
+    directory when there is one (``/dev/shm``), else None (the system's temporary
+    directory). They open and reopen RocksDB thousands of times, and the fsyncs of
+    creating a database dominate on a disk; a crash is ``crash()``, not a power loss, so
+    what survives it is the same on either."""
+    shm = Path("/dev/shm")
+    return shm if shm.is_dir() and os.access(shm, os.W_OK) else None
+
+
 def run_seed(
     profile_name: str,
     seed: int,
@@ -270,7 +281,11 @@ def run_seed(
 
 
 def replay_trace(
-    trace: Trace, *, impl: str | Factory | None = None, check_every: int = 1
+    trace: Trace,
+    *,
+    impl: str | Factory | None = None,
+    check_every: int = 1,
+    workdir: Path | None = None,
 ) -> RunResult:
     """Re-execute a trace on the model and the SUT; every recorded outcome must recur.
 
@@ -305,4 +320,4 @@ def replay_trace(
                     "(the trace was written by other code)",
                 )
 
-    return _lockstep_run(factory, config, dict(trace.header, impl=impl), check_every, body)
+    return _lockstep_run(factory, config, dict(trace.header, impl=impl), check_every, body, workdir)

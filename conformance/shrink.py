@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from conformance.adapter import Factory
-from conformance.run import RunResult, replay_trace
+from conformance.run import RunResult, fast_scratch_dir, replay_trace
 from conformance.trace import Trace, TraceFormatError, TraceStep, parse_lines, read_trace
 from scenarios.ops import ArmCrash, Consume, Message, Produce, Step
 
@@ -85,7 +85,7 @@ class _Search:
                 TraceStep(i, s.time_s, s.actor, s.op, None) for i, s in enumerate(steps, start=1)
             ],
         )
-        result = replay_trace(trace, impl=self.impl)
+        result = replay_trace(trace, impl=self.impl, workdir=fast_scratch_dir())
         if result.anomaly != self.anomaly:
             return None
         result.replay_only = True
