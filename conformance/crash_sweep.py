@@ -46,7 +46,7 @@ from scenarios.ops import ArmCrash, CrashReopen, Step
 
 #: Steps of the scenario a sweep crashes in, by default (cases grow about linearly with
 #: it and each case replays its prefix, so the cost grows quadratically).
-DEFAULT_SWEEP_STEPS = 40
+DEFAULT_SWEEP_STEPS = 60
 #: The actor name of the operations a sweep adds to the scenario.
 SWEEP_ACTOR = "crash-sweep"
 _REOPENS = frozenset({"crash_reopen", "close_reopen"})
