@@ -248,14 +248,8 @@ class Lockstep:
         except InjectedCrash:
             raise
         except Exception as exc:
-            raise Divergence(
-                "unrecoverable",
-                index,
-                step,
-                None,
-                None,
-                [],
-                f"{doing}, reopening raised {type(exc).__name__}: {exc}",
+            raise _unrecoverable(
+                index, step, f"{doing}, reopening raised {type(exc).__name__}: {exc}"
             ) from None
 
     def _reopen_step(self, index: int, step: Step, *, crash: bool) -> dict[str, Any] | None:
@@ -368,15 +362,7 @@ class Lockstep:
                 failure = self.open_crash_info.get("failure")
                 where = f"after a crash at {self.open_crash_info['point']} in the first open"
                 if failure is not None:
-                    raise Divergence(
-                        "unrecoverable",
-                        index,
-                        step,
-                        None,
-                        None,
-                        [],
-                        f"{where}, reopening raised {failure}",
-                    )
+                    raise _unrecoverable(index, step, f"{where}, reopening raised {failure}")
                 self._compare(index, step, None, f"state {where}")
             outcome, crash_info = self._dispatch(index, step)
         except Divergence as divergence:
@@ -453,15 +439,8 @@ class Lockstep:
         try:
             actual = self.sut.snapshot()
         except Exception as exc:
-            raise Divergence(
-                "unrecoverable",
-                index,
-                step,
-                expected,
-                None,
-                [],
-                f"{doing}, snapshot() raised {type(exc).__name__}: {exc}",
-            ) from None
+            detail = f"{doing}, snapshot() raised {type(exc).__name__}: {exc}"
+            raise _unrecoverable(index, step, detail, expected) from None
         after = self.model.snapshot()
         info: dict[str, Any] = {"point": crash.point, "hit": crash.hit}
         if actual == after:
@@ -492,6 +471,13 @@ class Lockstep:
         self.faults.armed = None
         self._compare(index, step, None, "final state")
         return self.model.snapshot()
+
+
+def _unrecoverable(
+    index: int, step: Step, detail: str, expected: Outcome | None = None
+) -> Divergence:
+    """The SUT cannot be reopened (or read) after a crash or a close."""
+    return Divergence("unrecoverable", index, step, expected, None, [], detail)
 
 
 class _Unopened:
