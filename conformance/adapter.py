@@ -4,6 +4,14 @@ An implementation is a *factory*: ``factory(path=..., config=..., clock=..., fau
 returns a ``model.api.MessageQueue`` that also has ``crash()``. Reopening after a crash or
 a close calls the factory again on the same path. ``--impl module:attribute`` names a
 user's own factory; ``DEFAULT_IMPL`` is ours (``impl.RocksMQ``).
+
+Crashes in open: the factory itself may call ``faults(point)`` (an implementation that
+writes while opening, e.g. to initialise or recover). When that call raises (an injected
+crash, a ``BaseException``), the factory must let it propagate *and* release whatever it
+already holds (database handle, lock) as a killed process would, without writing more:
+rmqsim then opens the path again and checks the state. A factory that keeps its lock
+makes that second open fail, reported as the anomaly ``unrecoverable``.
+``impl.RocksMQ.open`` does this (``Store.crash()`` on any exception while opening).
 """
 
 from __future__ import annotations

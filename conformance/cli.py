@@ -20,9 +20,11 @@ from conformance.cli_common import (
     EXIT_OK,
     SEEDS,
     UsageError,
+    crash_rate_option,
     friendly_errors,
     impl_option,
     progress,
+    shrink_options,
     steps_option,
     writable_dir,
 )
@@ -109,6 +111,8 @@ def cli() -> None:
     show_default=True,
     help="Compare snapshots every N state-changing operations.",
 )
+@shrink_options
+@crash_rate_option
 @friendly_errors
 def run_command(
     profile_name: str,
@@ -119,12 +123,18 @@ def run_command(
     out: Path,
     steps: int | None,
     check_every: int,
+    shrink_budget_s: float,
+    no_shrink: bool,
+    crash_rate: float,
 ) -> None:
-    """Run a profile over seeds in lockstep against the model; report divergences."""
+    """Run a profile over seeds in lockstep against the model; report divergences.
+
+    A failing run is shrunk (within --shrink-budget-s) to ``<trace>.shrunk.jsonl``."""
     from conformance.adapter import DEFAULT_IMPL, load_factory
     from conformance.gate import save_failure
     from conformance.report import render_failure
     from conformance.run import run_seed
+    from conformance.shrink import shrink_and_save
     from conformance.trace import write_lines
     from scenarios.profiles import get_profile
 
@@ -141,13 +151,22 @@ def run_command(
     total_steps = 0
     with progress(len(seed_range), f"run {profile_name}") as bar:
         for s in seed_range:
-            result = run_seed(profile_name, s, impl=impl, steps=steps, check_every=check_every)
+            result = run_seed(
+                profile_name,
+                s,
+                impl=impl,
+                steps=steps,
+                check_every=check_every,
+                crash_rate=crash_rate,
+            )
             total_steps += result.steps
             if trace_file is not None:
                 write_lines(trace_file, result.trace_lines)
             if not result.ok:
                 failures += 1
                 save_failure(result, out)
+                if not no_shrink:
+                    shrink_and_save(result, impl=impl, time_budget_s=shrink_budget_s)
                 click.echo(render_failure(result), err=True)
             bar.advance(bar.task_ids[0])
     click.echo(
@@ -194,20 +213,47 @@ def replay_command(trace_file: Path, impl: str | None) -> None:
     help="Where junit.xml, summary.json and failing traces go.",
 )
 @steps_option
+@shrink_options
+@click.option(
+    "--crash-sweep/--no-crash-sweep",
+    "sweep",
+    default=True,
+    show_default=True,
+    help="After the profiles, crash-sweep the first seed of each (rmqsim crash-sweep).",
+)
+@click.option(
+    "--sweep-steps",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Steps per crash sweep (default: crash_sweep.DEFAULT_SWEEP_STEPS).",
+)
+@crash_rate_option
 @friendly_errors
 def gate_command(
-    impl: str | None, seeds: range | None, profiles: str | None, out: Path, steps: int | None
+    impl: str | None,
+    seeds: range | None,
+    profiles: str | None,
+    out: Path,
+    steps: int | None,
+    shrink_budget_s: float,
+    no_shrink: bool,
+    sweep: bool,
+    sweep_steps: int | None,
+    crash_rate: float,
 ) -> None:
-    """The CI gate: every standard profile over the seeds; JUnit XML and a JSON summary."""
+    """The CI gate: every standard profile over the seeds, then a crash sweep of the first
+    seed of each; JUnit XML and a JSON summary."""
     from rich.console import Console
     from rich.table import Table
 
     from conformance.adapter import DEFAULT_IMPL, load_factory
+    from conformance.crash_sweep import DEFAULT_SWEEP_STEPS
     from conformance.gate import (
         DEFAULT_GATE_SEEDS,
         GATE_CONSUMER_PROFILES,
         GATE_PROFILES,
         run_profiles,
+        run_sweeps,
         write_outputs,
     )
     from conformance.report import render_failure
@@ -228,8 +274,23 @@ def gate_command(
             impl=impl,
             out=out,
             steps=steps,
+            shrink_budget_s=None if no_shrink else shrink_budget_s,
+            crash_rate=crash_rate,
             on_result=lambda _r: bar.advance(bar.task_ids[0]),
         )
+    # The crash sweep replays queue scenarios; consumer runs crash their own way (client and
+    # process crashes drawn by the scenario) and are not swept.
+    swept = [name for name in names if name not in GATE_CONSUMER_PROFILES]
+    if sweep and swept:
+        with progress(len(swept), "crash sweep") as bar:
+            gate.sweeps = run_sweeps(
+                swept,
+                seed_range.start,
+                impl=impl,
+                out=out,
+                steps=sweep_steps or DEFAULT_SWEEP_STEPS,
+                on_sweep=lambda _s: bar.advance(bar.task_ids[0]),
+            )
     junit, summary = write_outputs(gate, out)
     console = Console()
     table = Table(title=f"rmqsim gate: {impl}, seeds {seed_range.start}:{seed_range.stop}")
@@ -242,11 +303,28 @@ def gate_command(
             s.profile, str(s.runs), str(s.failed), str(s.steps), f"{rate:,.0f}", anomalies
         )
     console.print(table)
-    for failure in gate.failures[:5]:
+    if gate.sweeps:
+        sweeps = Table(title=f"crash sweep: seed {seed_range.start}")
+        for column in ("profile", "steps", "cases", "points", "resolved", "failed", "seconds"):
+            sweeps.add_column(column, justify="left" if column == "profile" else "right")
+        for s in gate.sweeps:
+            resolved = " ".join(f"{k} {v}" for k, v in sorted(s.resolutions.items()))
+            failed = len(s.failures) + (0 if s.base.ok else 1)
+            sweeps.add_row(
+                s.profile,
+                str(s.steps),
+                str(len(s.cases)),
+                str(len(s.points)),
+                resolved,
+                str(failed),
+                f"{s.wall_s:.1f}",
+            )
+        console.print(sweeps)
+    for failure in (gate.failures + gate.sweep_failures)[:5]:
         click.echo(render_failure(failure), err=True)
     click.echo(
-        f"rmqsim gate: {'PASS' if gate.ok else 'FAIL'} ({len(gate.failures)} failing runs); "
-        f"{junit}, {summary}"
+        f"rmqsim gate: {'PASS' if gate.ok else 'FAIL'} ({len(gate.failures)} failing runs, "
+        f"{len(gate.sweep_failures)} failing crash cases); {junit}, {summary}"
     )
     sys.exit(EXIT_OK if gate.ok else EXIT_DIVERGENCE)
 

@@ -131,3 +131,32 @@ steps_option = click.option(
     default=None,
     help="Operations per run (default: the profile's own budget).",
 )
+
+
+#: Default wall-clock budget for shrinking each failing run of ``run`` and ``gate``.
+DEFAULT_AUTO_SHRINK_BUDGET_S = 20.0
+
+
+def shrink_options(func: F) -> F:
+    """``--shrink-budget-s S`` and ``--no-shrink``: failing runs are shrunk (within S
+    seconds each) and the shrunk trace is saved beside the failing one."""
+    func = click.option(
+        "--no-shrink", is_flag=True, default=False, help="Do not shrink failing runs."
+    )(func)
+    return click.option(  # type: ignore[return-value]
+        "--shrink-budget-s",
+        type=click.FloatRange(min=0, min_open=True),
+        default=DEFAULT_AUTO_SHRINK_BUDGET_S,
+        show_default=True,
+        help="Wall-clock seconds to spend shrinking each failing run.",
+    )(func)
+
+
+crash_rate_option = click.option(
+    "--crash-rate",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.0,
+    show_default=True,
+    help="Probability, per state-changing operation, of crashing inside it (seeded: "
+    "the crashes are ArmCrash steps of the trace).",
+)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.adapter import Factory, resolve_impl
+from conformance.crash_sweep import SweepResult, crash_sweep
 from conformance.report import render_failure
 from conformance.run import RunResult, run_seed
 from conformance.trace import write_lines
@@ -21,6 +22,8 @@ GATE_PROFILES = ("smoke", "crashy", "retention", "seek-storm", "churn", "digits"
 GATE_CONSUMER_PROFILES = ("consumer", "consumer-crashy", "consumer-orderly")
 #: Default seeds per profile: sized so that the whole gate takes a few minutes here.
 DEFAULT_GATE_SEEDS = range(0, 20)
+#: The gate shrinks at most this many failing runs (the report shows the first ones).
+MAX_SHRUNK_FAILURES = 5
 
 
 @dataclass(slots=True)
@@ -52,14 +55,22 @@ class GateResult:
     seeds: range
     summaries: dict[str, ProfileSummary] = field(default_factory=dict)
     results: list[RunResult] = field(default_factory=list)
+    #: Crash sweeps run after the profiles (one per profile, on the first seed).
+    sweeps: list[SweepResult] = field(default_factory=list)
 
     @property
     def failures(self) -> list[RunResult]:
         return [r for r in self.results if not r.ok]
 
     @property
+    def sweep_failures(self) -> list[RunResult]:
+        """The failing run of every failing sweep case (and failing sweep base runs)."""
+        found = [s.base for s in self.sweeps if not s.base.ok]
+        return found + [run for s in self.sweeps for _, run in s.failures]
+
+    @property
     def ok(self) -> bool:
-        return not self.failures
+        return not self.failures and all(s.ok for s in self.sweeps)
 
 
 def trace_name(result: RunResult) -> str:
@@ -82,20 +93,27 @@ def run_profiles(
     impl: str | Factory,
     out: Path,
     steps: int | None = None,
+    shrink_budget_s: float | None = None,
+    crash_rate: float = 0.0,
     on_result: Callable[[RunResult], None] | None = None,
     until_failure: bool = False,
 ) -> GateResult:
-    """Run every seed of every profile; save failing traces under ``out``. With
-    ``until_failure``, stop after the first failing run (the mutant kill matrix)."""
+    """Run every seed of every profile; save failing traces under ``out``, and shrink the
+    first ``MAX_SHRUNK_FAILURES`` of them within ``shrink_budget_s`` each (None: don't).
+    With ``until_failure``, stop after the first failing run (the mutant kill matrix)."""
+    from conformance.shrink import shrink_and_save
+
     gate = GateResult(impl=resolve_impl(impl)[0], seeds=seeds)
     for profile in profiles:
         summary = gate.summaries.setdefault(profile, ProfileSummary(profile))
         for seed in seeds:
-            result = run_seed(profile, seed, impl=impl, steps=steps)
+            result = run_seed(profile, seed, impl=impl, steps=steps, crash_rate=crash_rate)
             if result.ok:
                 result.trace_lines = []  # a passing run's trace is not kept: memory stays flat
             else:
                 save_failure(result, out)
+                if shrink_budget_s is not None and len(gate.failures) < MAX_SHRUNK_FAILURES:
+                    shrink_and_save(result, impl=impl, time_budget_s=shrink_budget_s)
             summary.add(result)
             gate.results.append(result)
             if on_result is not None:
@@ -103,6 +121,60 @@ def run_profiles(
             if until_failure and not result.ok:
                 return gate
     return gate
+
+
+def run_sweeps(
+    profiles: Iterable[str],
+    seed: int,
+    *,
+    impl: str | Factory,
+    out: Path,
+    steps: int,
+    on_sweep: Callable[[SweepResult], None] | None = None,
+) -> list[SweepResult]:
+    """The crash sweep of ``seed`` of every profile; failing cases saved under ``out``."""
+    sweeps = []
+    for profile in profiles:
+        sweep = crash_sweep(profile, seed, impl=impl, steps=steps, out=out)
+        if not sweep.base.ok:
+            save_failure(sweep.base, out)
+        sweeps.append(sweep)
+        if on_sweep is not None:
+            on_sweep(sweep)
+    return sweeps
+
+
+def _sweep_suite(root: ET.Element, sweeps: list[SweepResult]) -> None:
+    """One JUnit test suite for the crash sweeps: a test case per profile."""
+    suite = ET.SubElement(
+        root,
+        "testsuite",
+        name="rmqsim.crash-sweep",
+        tests=str(len(sweeps)),
+        failures=str(sum(not s.ok for s in sweeps)),
+        errors="0",
+        time=f"{sum(s.wall_s for s in sweeps):.3f}",
+    )
+    for sweep in sweeps:
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname="rmqsim.crash-sweep",
+            name=f"{sweep.profile} seed {sweep.seed} ({len(sweep.cases)} cases)",
+            time=f"{sweep.wall_s:.3f}",
+        )
+        if not sweep.ok:
+            runs = [sweep.base] if not sweep.base.ok else [run for _, run in sweep.failures]
+            failure = ET.SubElement(
+                case,
+                "failure",
+                message=f"{len(runs)} failing crash case(s): {runs[0].anomaly}",
+                type="divergence",
+            )
+            failure.text = "\n\n".join(
+                [f"{c.label()}: {r.anomaly}: {r.repro_command()}" for c, r in sweep.failures]
+                + [render_failure(runs[0])]
+            )
 
 
 def junit_xml(gate: GateResult) -> bytes:
@@ -131,6 +203,8 @@ def junit_xml(gate: GateResult) -> bytes:
                     case, "failure", message=f"{result.anomaly}", type="divergence"
                 )
                 failure.text = render_failure(result)
+    if gate.sweeps:
+        _sweep_suite(root, gate.sweeps)
     ET.indent(root)
     return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 
@@ -159,9 +233,27 @@ def summary_json(gate: GateResult) -> dict[str, Any]:
                 "step": r.divergence.step_index if r.divergence else None,
                 "trace": str(r.trace_path) if r.trace_path else None,
                 "repro": r.repro_command(),
+                "shrunk_trace": str(r.shrunk.trace_path) if r.shrunk else None,
+                "shrunk_steps": r.shrunk.steps if r.shrunk else None,
             }
             for r in gate.failures
         ],
+        "crash_sweep": {
+            s.profile: {
+                "seed": s.seed,
+                "steps": s.steps,
+                "cases": len(s.cases),
+                "points": len(s.points),
+                "resolved": dict(sorted(s.resolutions.items())),
+                "failed": len(s.failures) + (0 if s.base.ok else 1),
+                "wall_s": round(s.wall_s, 3),
+                "failures": [
+                    {"case": c.label(), "anomaly": r.anomaly, "repro": r.repro_command()}
+                    for c, r in s.failures
+                ],
+            }
+            for s in gate.sweeps
+        },
     }
 
 

@@ -62,22 +62,41 @@ class SimClock:
         return self.now_s
 
 
+@dataclass(frozen=True, slots=True)
+class PointPass:
+    """One call of the faults hook: in which step (0 = the first open), during what
+    (the operation's kind, ``open`` or ``close``), at which point, and which hit of that
+    point within the operation (``ArmCrash(hit, point)`` before that step crashes there)."""
+
+    step: int
+    during: str
+    point: str
+    hit: int
+
+
 class FaultInjector:
     """The ``faults`` hook handed to the SUT.
 
     It learns the points from the calls it sees (so a user's implementation with points of
     its own is covered) and, when armed with ``(point, hit)``, raises ``InjectedCrash`` at
     the ``hit``-th call of ``point`` (of any point when ``point`` is None) during the
-    current operation.
+    current operation. With ``log`` set it also records every call as a ``PointPass``: the
+    list a crash sweep turns into one case each.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, log: bool = False) -> None:
         self.armed: tuple[str | None, int] | None = None
         self.op_kind = "open"
         self.calls_in_op = 0
         self.point_calls_in_op: Counter[str] = Counter()
         #: (operation kind, point) -> how many times passed, in first-seen order.
         self.seen: dict[tuple[str, str], int] = {}
+        #: The step being executed (0: the first open; None: after the run, not logged).
+        self.step: int | None = 0
+        #: Every call in order, when logging.
+        self.log: list[PointPass] | None = [] if log else None
+        #: The most calls one operation of each kind has made.
+        self.max_calls: dict[str, int] = {}
 
     def begin(self, op_kind: str) -> None:
         self.op_kind = op_kind
@@ -89,6 +108,12 @@ class FaultInjector:
         self.point_calls_in_op[point] += 1
         key = (self.op_kind, point)
         self.seen[key] = self.seen.get(key, 0) + 1
+        if self.calls_in_op > self.max_calls.get(self.op_kind, 0):
+            self.max_calls[self.op_kind] = self.calls_in_op
+        if self.log is not None and self.step is not None:
+            self.log.append(
+                PointPass(self.step, self.op_kind, point, self.point_calls_in_op[point])
+            )
         if self.armed is not None:
             want_point, hit = self.armed
             if (want_point is None and self.calls_in_op == hit) or (
@@ -155,6 +180,8 @@ class Lockstep:
         check_every: int = 1,
         full_check_every: int = DEFAULT_FULL_CHECK_EVERY,
         record: bool = True,
+        log_faults: bool = False,
+        open_crash: tuple[str | None, int] | None = None,
     ) -> None:
         assert check_every >= 1 and full_check_every >= 1
         self.factory = factory
@@ -162,7 +189,7 @@ class Lockstep:
         self.path = workdir / "sut"
         self.clock = SimClock()
         self.model = ReferenceMQ(config=config, clock=self.clock)
-        self.faults = FaultInjector()
+        self.faults = FaultInjector(log=log_faults)
         self.check_every = check_every
         self.full_check_every = full_check_every
         self.record = record
@@ -172,7 +199,24 @@ class Lockstep:
         self._changes_since_check = 0
         #: The model's outcome of the step being executed (recorded if it diverges).
         self._pending: Outcome | None = None
-        self.sut: MessageQueue = self._open()
+        #: Set when the first open crashed (``open_crash``): checked at the first step.
+        self.open_crash_info: dict[str, Any] | None = None
+        self.faults.armed = open_crash
+        try:
+            self.sut: MessageQueue = self._open()
+        except InjectedCrash as crash:
+            # The factory must release what it holds, as a killed process would; the
+            # first step then checks that opening again gives the empty state.
+            self.open_crash_info = {"point": crash.point, "hit": crash.hit, "resolved": "before"}
+            self.stats.crashes_injected += 1
+            self.faults.armed = None
+            try:
+                self.sut = self._open()
+            except Exception as exc:  # reported as a divergence at the first step
+                self.open_crash_info["failure"] = f"{type(exc).__name__}: {exc}"
+                self.sut = _Unopened()  # type: ignore[assignment]
+        finally:
+            self.faults.armed = None
         self._partial = _snapshot_accepts(self.sut, "topics")
         self._tail = self._partial and _snapshot_accepts(self.sut, "messages_from")
 
@@ -185,34 +229,58 @@ class Lockstep:
             raise TypeError(f"the implementation {type(sut).__name__} has no crash() method")
         return sut
 
-    def _reopen(self, index: int, step: Step, *, crash: bool, anomaly: str) -> None:
-        """Crash (or close) the SUT and open a new instance on the same path. A SUT that
-        cannot open what it wrote itself diverges (``anomaly``): its data is unreachable."""
+    def _reopen(self, *, crash: bool) -> None:
+        """Crash (or close) the SUT and open a new instance on the same path."""
         try:
             if crash:
                 self.sut.crash()  # type: ignore[attr-defined]
             else:
+                self.faults.begin("close")
                 self.sut.close()
         finally:
             self.stats.reopens += 1
+        self.sut = self._open()
+
+    def _recover(self, index: int, step: Step, *, crash: bool, doing: str) -> None:
+        """``_reopen``, but a SUT that cannot come back is a divergence, not an error."""
         try:
-            self.sut = self._open()
+            self._reopen(crash=crash)
+        except InjectedCrash:
+            raise
         except Exception as exc:
-            how = "a crash" if crash else "a close"
-            raise Divergence(
-                anomaly,
+            raise _unrecoverable(
+                index, step, f"{doing}, reopening raised {type(exc).__name__}: {exc}"
+            ) from None
+
+    def _reopen_step(self, index: int, step: Step, *, crash: bool) -> dict[str, Any] | None:
+        """A ``crash_reopen``/``close_reopen`` step. A crash armed before it fires in the
+        close or in the open (where an implementation may write); the SUT is then crashed
+        and opened once more, and either way the state must be unchanged."""
+        info: dict[str, Any] | None = None
+        try:
+            self._recover(index, step, crash=crash, doing=f"at {step.op.kind}")
+        except InjectedCrash as injected:
+            self.faults.armed = None
+            self.stats.crashes_injected += 1
+            info = {"point": injected.point, "hit": injected.hit, "resolved": "after"}
+            with contextlib.suppress(Exception):  # the half-closed (or unopened) instance
+                self.sut.crash()  # type: ignore[attr-defined]
+            self._recover(
                 index,
                 step,
-                None,
-                None,
-                [],
-                f"reopening after {how} raised {type(exc).__name__}: {str(exc)[:300]}",
-            ) from None
+                crash=True,
+                doing=f"after a crash at {injected.point} in {step.op.kind}",
+            )
+        finally:
+            self.faults.armed = None
+        self._compare(index, step, None, f"state after {step.op.kind}")
+        return info
 
     def close(self) -> None:
         """Release the SUT (end of run). A crash still armed (the run ended on an
         ``arm_crash``) is disarmed first: it belongs to an operation that never came."""
         self.faults.armed = None
+        self.faults.step = None
         with contextlib.suppress(Exception):  # a broken SUT must not hide the run's result
             self.sut.close()
         forget = getattr(self.sut, "_rmqsim_forget", None)
@@ -288,7 +356,14 @@ class Lockstep:
         self.stats.op_counts[step.op.kind] += 1
         self.clock.now_s = step.time_s
         self._pending = None
+        self.faults.step = index
         try:
+            if index == 1 and self.open_crash_info is not None:
+                failure = self.open_crash_info.get("failure")
+                where = f"after a crash at {self.open_crash_info['point']} in the first open"
+                if failure is not None:
+                    raise _unrecoverable(index, step, f"{where}, reopening raised {failure}")
+                self._compare(index, step, None, f"state {where}")
             outcome, crash_info = self._dispatch(index, step)
         except Divergence as divergence:
             if self.record:
@@ -308,9 +383,7 @@ class Lockstep:
             if kind == "arm_crash":
                 self.faults.armed = (op.point, op.hit)
             elif kind in ("crash_reopen", "close_reopen"):
-                self.faults.armed = None
-                self._reopen(index, step, crash=kind == "crash_reopen", anomaly="lost-write")
-                self._compare(index, step, None, f"state after {kind}")
+                crash_info = self._reopen_step(index, step, crash=kind == "crash_reopen")
         else:
             outcome, crash_info = self._execute_queue_op(index, step)
         return outcome, crash_info
@@ -361,8 +434,13 @@ class Lockstep:
         """The SUT stopped inside an operation: crash it, reopen, and require the state to
         equal the model's state before or after that operation (SPEC "Durability")."""
         self.stats.crashes_injected += 1
-        self._reopen(index, step, crash=True, anomaly="torn-operation")
-        actual = self.sut.snapshot()
+        doing = f"after a crash at {crash.point} (hit {crash.hit})"
+        self._recover(index, step, crash=True, doing=doing)
+        try:
+            actual = self.sut.snapshot()
+        except Exception as exc:
+            detail = f"{doing}, snapshot() raised {type(exc).__name__}: {exc}"
+            raise _unrecoverable(index, step, detail, expected) from None
         after = self.model.snapshot()
         info: dict[str, Any] = {"point": crash.point, "hit": crash.hit}
         if actual == after:
@@ -393,6 +471,23 @@ class Lockstep:
         self.faults.armed = None
         self._compare(index, step, None, "final state")
         return self.model.snapshot()
+
+
+def _unrecoverable(
+    index: int, step: Step, detail: str, expected: Outcome | None = None
+) -> Divergence:
+    """The SUT cannot be reopened (or read) after a crash or a close."""
+    return Divergence("unrecoverable", index, step, expected, None, [], detail)
+
+
+class _Unopened:
+    """Stands for a SUT that could not be opened again after a crash in its first open."""
+
+    def close(self) -> None:
+        pass
+
+    def crash(self) -> None:
+        pass
 
 
 def _equal(expected: State, actual: State, topics: list[str] | None) -> bool:

@@ -9,10 +9,13 @@ from conformance.anomalies import ANOMALIES
 from conformance.consumer_check import CONSUMER_ANOMALIES
 from conformance.run import RunResult, git_commit, versions
 from conformance.statediff import clip
+from conformance.trace import parse_lines
 from scenarios.ops import Outcome
 
 #: Longest rendering of one value in a report line.
 MAX_VALUE_CHARS = 300
+#: Most operations of a shrunk trace listed in a report.
+MAX_SHRUNK_LINES = 25
 
 
 def _clip(text: str, limit: int = MAX_VALUE_CHARS) -> str:
@@ -70,6 +73,18 @@ def render_failure(result: RunResult) -> str:
     if result.trace_path is not None:
         lines.append(f"  trace      {result.trace_path}")
     lines.append(f"  repro      {result.repro_command()}")
-    if result.trace_path is not None:
+    if result.trace_path is not None and not result.replay_only:
         lines.append(f"             rmqsim replay {result.trace_path}")
+    shrunk = result.shrunk
+    if shrunk is not None:
+        lines.append(
+            f"  shrunk     {result.steps} -> {shrunk.steps} operations, same anomaly "
+            f"({shrunk.anomaly})"
+        )
+        if shrunk.trace_path is not None:
+            lines.append(f"             rmqsim replay {shrunk.trace_path}")
+        lines.extend(
+            f"    {step.index:>3} t={step.time_s}s {step.actor}: {render_op(step.op)}"
+            for step in parse_lines(shrunk.trace_lines).steps[:MAX_SHRUNK_LINES]
+        )
     return "\n".join(lines)

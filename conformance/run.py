@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.adapter import DEFAULT_IMPL, Factory, is_consumer_factory, resolve_impl
-from conformance.lockstep import Divergence, Lockstep, Stats
+from conformance.lockstep import Divergence, Lockstep, PointPass, Stats
 from conformance.scratch import scratch_root
 from conformance.statediff import state_digest
 from conformance.trace import FORMAT, FORMAT_VERSION, Trace, TraceFormatError, dumps
@@ -80,7 +80,13 @@ class RunResult:
     wall_s: float = 0.0
     sim_time_s: int = 0
     step_budget: int | None = None
+    crash_rate: float = 0.0
     trace_path: Path | None = None
+    #: Every crash point the SUT passed, in order (only when run with ``log_faults``).
+    fault_log: list[PointPass] = field(default_factory=list)
+    #: Reproduced only by replaying its trace (a crash-sweep case, a shrunk trace), not
+    #: by re-running its seed.
+    replay_only: bool = False
     #: The shrunk reproduction of a failing run, when it was shrunk (``conformance.shrink``).
     shrunk: RunResult | None = None
 
@@ -94,11 +100,15 @@ class RunResult:
         return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     def repro_command(self) -> str:
+        if self.replay_only:
+            return f"rmqsim replay {self.trace_path or '<trace file>'}"
         parts = ["rmqsim run", f"--profile {self.profile}", f"--seed {self.seed}"]
         if self.impl != DEFAULT_IMPL:
             parts.append(f"--impl {self.impl}")
         if self.step_budget is not None:
             parts.append(f"--steps {self.step_budget}")
+        if self.crash_rate:
+            parts.append(f"--crash-rate {self.crash_rate}")
         return " ".join(parts)
 
 
@@ -180,6 +190,8 @@ def _result(
         wall_s=time.perf_counter() - started,
         sim_time_s=last.time_s if last else 0,
         step_budget=header.get("steps"),
+        fault_log=lockstep.faults.log or [],
+        crash_rate=header.get("crash_rate") or 0.0,
     )
 
 
@@ -190,12 +202,24 @@ def _lockstep_run(
     check_every: int,
     body: Callable[[Lockstep], None],
     workdir: Path | None = None,
+    *,
+    log_faults: bool = False,
 ) -> RunResult:
     """Run ``body`` on a fresh Lockstep in a temporary directory, finish with the final
-    full comparison, always release the SUT, and collect the result."""
+    full comparison, always release the SUT, and collect the result. A header's
+    ``open_crash`` (``{"point", "hit"}``) arms a crash in the first open."""
     started = time.perf_counter()
+    open_crash = header.get("open_crash")
+    armed = None if open_crash is None else (open_crash["point"], open_crash["hit"])
     with tempfile.TemporaryDirectory(prefix="rmqsim-", dir=workdir or scratch_root()) as tmp:
-        lockstep = Lockstep(factory, config, Path(tmp), check_every=check_every)
+        lockstep = Lockstep(
+            factory,
+            config,
+            Path(tmp),
+            check_every=check_every,
+            log_faults=log_faults,
+            open_crash=armed,
+        )
         divergence: Divergence | None = None
         try:
             body(lockstep)
@@ -217,11 +241,16 @@ def run_seed(
     steps: int | None = None,
     check_every: int = 1,
     workdir: Path | None = None,
+    log_faults: bool = False,
+    crash_rate: float = 0.0,
 ) -> RunResult:
     """Run one scenario in lockstep against ``impl`` (``MOD:FACTORY`` or a factory) and
-    return its result. A consumer profile runs in ``consumer_run``; a push consumer factory
-    on a queue profile checks our queue (``--impl`` names either layer)."""
+    return its result (with every crash point passed, if ``log_faults``). ``crash_rate``:
+    probability of arming a crash before each state-changing operation. A consumer profile
+    runs in ``consumer_run``; a push consumer factory on a queue profile checks our queue
+    (``--impl`` names either layer)."""
     from conformance.consumer_run import run_consumer_seed  # it imports this module
+    from conformance.crash_rate import check_rate, with_crash_rate
     from scenarios.consumer_profiles import CONSUMER_PROFILES
 
     if profile_name in CONSUMER_PROFILES:
@@ -231,15 +260,30 @@ def run_seed(
     if is_consumer_factory(factory):
         factory = resolve_impl(DEFAULT_IMPL)[1]
     header = _header(profile, seed, impl, steps)
+    if check_rate(crash_rate):
+        header["crash_rate"] = crash_rate
 
     def body(lockstep: Lockstep) -> None:
-        Simulation(profile, seed, steps=steps).run(lockstep.execute)
+        execute = with_crash_rate(lockstep, seed, crash_rate) if crash_rate else lockstep.execute
+        Simulation(profile, seed, steps=steps).run(execute)
 
-    return _lockstep_run(factory, MQConfig(**profile.config), header, check_every, body, workdir)
+    return _lockstep_run(
+        factory,
+        MQConfig(**profile.config),
+        header,
+        check_every,
+        body,
+        workdir,
+        log_faults=log_faults,
+    )
 
 
 def replay_trace(
-    trace: Trace, *, impl: str | Factory | None = None, check_every: int = 1
+    trace: Trace,
+    *,
+    impl: str | Factory | None = None,
+    check_every: int = 1,
+    workdir: Path | None = None,
 ) -> RunResult:
     """Re-execute a trace on the model and the SUT; every recorded outcome must recur.
 
@@ -250,6 +294,13 @@ def replay_trace(
         config = MQConfig(**trace.header["config"])
     except (TypeError, InvalidArgumentError) as exc:
         raise TraceFormatError(trace.path, 1, f"header config is not an MQConfig: {exc}") from None
+    open_crash = trace.header.get("open_crash")
+    if open_crash is not None and not (
+        isinstance(open_crash, dict)
+        and isinstance(open_crash.get("point"), str | None)
+        and type(open_crash.get("hit")) is int
+    ):
+        raise TraceFormatError(trace.path, 1, "header open_crash must be {point, hit}")
 
     def body(lockstep: Lockstep) -> None:
         for recorded in trace.steps:
@@ -267,4 +318,4 @@ def replay_trace(
                     "(the trace was written by other code)",
                 )
 
-    return _lockstep_run(factory, config, dict(trace.header, impl=impl), check_every, body)
+    return _lockstep_run(factory, config, dict(trace.header, impl=impl), check_every, body, workdir)

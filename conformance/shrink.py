@@ -57,13 +57,23 @@ class _Search:
     best: RunResult | None = None
     runs: int = 0
     #: Every candidate tried, with what ``fails`` returned for it.
-    cache: dict[tuple[Step, ...], tuple[Step, ...] | None] = field(default_factory=dict)
+    cache: dict[tuple[Step, ...], tuple[tuple[Step, ...], RunResult] | None] = field(
+        default_factory=dict
+    )
 
     def fails(self, steps: tuple[Step, ...]) -> tuple[Step, ...] | None:
         """Run ``steps``; if they fail with the target anomaly, return them cut after the
-        diverging step (and remember the run if it is the shortest yet), else None."""
-        if steps in self.cache:
-            return self.cache[steps]
+        diverging step, else None. The passes move to every candidate that fails, and
+        never to a longer or less simple one, so the last failing run is the best."""
+        if steps not in self.cache:
+            self.cache[steps] = self._run(steps)
+        found = self.cache[steps]
+        if found is None:
+            return None
+        self.best = found[1]
+        return found[0]
+
+    def _run(self, steps: tuple[Step, ...]) -> tuple[tuple[Step, ...], RunResult] | None:
         if time.perf_counter() > self.deadline or (
             self.max_runs is not None and self.runs >= self.max_runs
         ):
@@ -76,13 +86,10 @@ class _Search:
             ],
         )
         result = replay_trace(trace, impl=self.impl)
-        kept: tuple[Step, ...] | None = None
-        if result.anomaly == self.anomaly:
-            kept = steps[: result.steps]
-            if self.best is None or result.steps < self.best.steps:
-                self.best = result
-        self.cache[steps] = kept
-        return kept
+        if result.anomaly != self.anomaly:
+            return None
+        result.replay_only = True
+        return steps[: result.steps], result
 
 
 def _steps_of(trace: Trace) -> tuple[Step, ...]:
@@ -191,8 +198,14 @@ def shrink_result(
 ) -> RunResult | None:
     """The failing run of the smallest trace found that fails like ``result`` (same
     implementation, same anomaly), or None when ``result`` does not fail again when
-    re-run. Bounded by ``time_budget_s`` of wall time (and ``max_runs`` runs if given)."""
+    re-run, or is a consumer run (its steps depend on each other through the clients'
+    deliveries, which this queue-operation shrinker does not know how to cut). Bounded by
+    ``time_budget_s`` of wall time (and ``max_runs`` runs if given)."""
+    from scenarios.consumer_profiles import CONSUMER_PROFILES
+
     assert not result.ok and result.anomaly is not None, "only a failing run can be shrunk"
+    if result.profile in CONSUMER_PROFILES:
+        return None
     trace = parse_lines(result.trace_lines)
     header = dict(trace.header)
     header.setdefault("shrunk_from_steps", len(trace.steps))

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from conformance.cli import cli
+from conformance.gate import GATE_CONSUMER_PROFILES
 from conformance.trace import TraceFormatError, parse_lines, read_trace
 
 MODEL = "conformance.adapter:model_factory"
@@ -175,7 +176,12 @@ def test_gate_writes_junit_and_summary(tmp_path: Path) -> None:
     assert summary["status"] == "ok"
     assert set(summary["profiles"]) >= {"smoke", "crashy", "retention", "digits", "swarm"}
     root = ET.parse(out / "junit.xml").getroot()
-    assert len(root.findall("testsuite")) == len(summary["profiles"])
+    suites = [s.get("name") for s in root.findall("testsuite")]
+    # One suite per profile, then the crash sweep of seed 0 of each queue profile (consumer
+    # runs crash their clients their own way and are not swept).
+    assert suites[-1] == "rmqsim.crash-sweep"
+    assert sorted(suites[:-1]) == sorted(f"rmqsim.{p}" for p in summary["profiles"])
+    assert set(summary["crash_sweep"]) == set(summary["profiles"]) - set(GATE_CONSUMER_PROFILES)
     assert all(s.get("failures") == "0" for s in root.findall("testsuite"))
 
 

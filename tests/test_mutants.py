@@ -127,7 +127,7 @@ def test_every_mutant_is_killed_by_the_default_gate_seeds(mutant: Mutant, tmp_pa
 def test_a_store_that_cannot_reopen_is_caught_by_the_reopen_check(tmp_path: Path) -> None:
     (mutant,) = select(["end-before-messages"])
     kill = kill_mutant(mutant, DEFAULT_GATE_SEEDS, out=tmp_path, shrink_budget_s=None)
-    assert (kill.status, kill.check, kill.anomaly) == (KILLED, "reopen", "torn-operation")
+    assert (kill.status, kill.check, kill.anomaly) == (KILLED, "reopen", "unrecoverable")
 
 
 def test_none_properties_are_a_payload_mismatch_not_a_crash(tmp_path: Path) -> None:
@@ -209,7 +209,7 @@ def test_cli_mutants_writes_the_matrix_and_refuses_unknown_names(tmp_path: Path)
     assert "unknown mutant nope; known: ack-off-by-one" in bad.output
 
 
-def test_a_queue_that_cannot_reopen_between_operations_is_a_lost_write(tmp_path: Path) -> None:
+def test_a_queue_that_cannot_reopen_between_operations_is_unrecoverable(tmp_path: Path) -> None:
     """A store that opens once and then refuses its own directory: the lockstep reports a
     divergence at the reopen (check "reopen"), not a traceback."""
     opened: list[int] = []
@@ -225,6 +225,6 @@ def test_a_queue_that_cannot_reopen_between_operations_is_a_lost_write(tmp_path:
     with pytest.raises(Divergence) as caught:
         lockstep.execute(Step(1, "crasher", CrashReopen()))
     lockstep.close()
-    assert caught.value.anomaly == "lost-write"
+    assert caught.value.anomaly == "unrecoverable"
     assert check_of(caught.value) == "reopen"
     assert "CorruptDatabaseError" in caught.value.detail

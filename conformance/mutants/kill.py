@@ -132,7 +132,7 @@ class KillMatrix:
 
 def check_of(divergence: Divergence) -> str:
     """Which of the lockstep's checks raised ``divergence``."""
-    if divergence.detail.startswith("reopening after"):
+    if divergence.anomaly == "unrecoverable":
         return "reopen"
     if divergence.anomaly == "torn-operation" or "crash recovery" in divergence.detail:
         return "crash recovery"

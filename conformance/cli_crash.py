@@ -1,0 +1,123 @@
+"""``rmqsim shrink`` and ``rmqsim crash-sweep``: the crash-consistency commands."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from conformance.cli_common import (
+    EXIT_DIVERGENCE,
+    EXIT_OK,
+    UsageError,
+    friendly_errors,
+    impl_option,
+    progress,
+    writable_dir,
+)
+
+
+@click.command("shrink")
+@click.argument("trace_file", type=click.Path(dir_okay=False, path_type=Path))
+@impl_option
+@click.option(
+    "--time-budget-s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    show_default=True,
+    help="Wall-clock seconds to spend searching.",
+)
+@friendly_errors
+def shrink_command(trace_file: Path, impl: str | None, time_budget_s: float) -> None:
+    """Minimize a failing trace; write <stem>.shrunk.jsonl beside it.
+
+    The shrunk trace fails with the same anomaly on the same implementation (the one in
+    the trace's header unless --impl is given); replay it with ``rmqsim replay``.
+    """
+    from conformance.shrink import NotFailingError, shrink_file
+
+    try:
+        report = shrink_file(trace_file, impl=impl, time_budget_s=time_budget_s)
+    except NotFailingError as exc:
+        raise UsageError(str(exc)) from None
+    click.echo(
+        f"rmqsim shrink: {trace_file}: {report.original_steps} -> {report.shrunk_steps} "
+        f"operations ({report.anomaly}) in {report.seconds:.1f}s; wrote {report.path}"
+    )
+    sys.exit(EXIT_OK)
+
+
+#: Failing cases of a sweep printed in full (the rest are listed one line each).
+MAX_REPORTED_CASES = 3
+
+
+@click.command("crash-sweep")
+@click.option("--profile", "profile_name", required=True, help="Scenario profile name.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@impl_option
+@click.option(
+    "--steps",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Steps of the scenario to crash in (default: crash_sweep.DEFAULT_SWEEP_STEPS).",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("rmqsim-out"),
+    show_default=True,
+    help="Where the traces of failing cases go.",
+)
+@friendly_errors
+def crash_sweep_command(
+    profile_name: str, seed: int, impl: str | None, steps: int | None, out: Path
+) -> None:
+    """Crash once at every crash point a scenario passes; check each recovery.
+
+    Runs the scenario once, logging every (step, point, hit) the implementation passes,
+    then replays it once per logged call with a crash armed there: the state after
+    recovery must equal the model's before or after the operation, a second reopen must
+    change nothing, and the rest of the scenario must still conform.
+    """
+    from conformance.adapter import DEFAULT_IMPL, load_factory
+    from conformance.crash_sweep import DEFAULT_SWEEP_STEPS, crash_sweep
+    from conformance.gate import save_failure
+    from conformance.report import render_failure
+    from scenarios.profiles import get_profile
+
+    get_profile(profile_name)
+    impl = impl or DEFAULT_IMPL
+    load_factory(impl)
+    writable_dir(out)
+    with progress(1, f"crash-sweep {profile_name} seed {seed}") as bar:
+        task = bar.task_ids[0]
+
+        def on_case(done: int, total: int) -> None:
+            bar.update(task, total=total, completed=done)
+
+        result = crash_sweep(
+            profile_name,
+            seed,
+            impl=impl,
+            steps=steps or DEFAULT_SWEEP_STEPS,
+            out=out,
+            on_case=on_case,
+        )
+    if not result.base.ok:
+        save_failure(result.base, out)
+        click.echo(render_failure(result.base), err=True)
+    for case, failed in result.failures[:MAX_REPORTED_CASES]:
+        click.echo(f"CRASH CASE {case.label()}", err=True)
+        click.echo(render_failure(failed), err=True)
+    for case, failed in result.failures:
+        click.echo(f"  FAIL {case.label()}: {failed.anomaly}  rmqsim replay {failed.trace_path}")
+    resolved = ", ".join(f"{k} {v}" for k, v in sorted(result.resolutions.items())) or "-"
+    click.echo(
+        f"rmqsim crash-sweep: profile {profile_name} seed {seed} impl {result.impl}: "
+        f"{result.steps} steps, {len(result.cases)} cases over {len(result.points)} points "
+        f"(resolved {resolved}), {len(result.failures)} failing case(s)"
+        + ("" if result.base.ok else f", the run without crashes failed ({result.base.anomaly})")
+        + f", {result.wall_s:.1f}s"
+    )
+    sys.exit(EXIT_OK if result.ok else EXIT_DIVERGENCE)
