@@ -50,6 +50,7 @@ from scenarios.consumer_ops import (
     Persist,
     ProduceBatch,
     Pull,
+    RunRetention,
     StartClient,
     consumer_op_to_json,
     plain_to_json,
@@ -168,6 +169,8 @@ class _Side:
             self._crash_queue(self.queue)
             self.queue = self._open_queue()
             return {group: self.start(group) for group in list(self.consumers)}
+        if kind is RunRetention:
+            return self.queue.run_retention()
         consumer = self.consumers[op.client]  # type: ignore[union-attr]
         if kind is Pull:
             return consumer.pull()
@@ -224,25 +227,30 @@ def _outcome(apply: Callable[[], Any]) -> tuple[Any, Outcome]:
         return None, Outcome(error=f"unexpected:unencodable {type(raw).__name__}: {exc}")
 
 
+def _history(spec: ClientSpec, topic: str) -> GroupHistory:
+    config = consumer_config(spec)
+    return GroupHistory(
+        spec.group,
+        topic,
+        max_reconsume_times=config.max_reconsume_times,
+        orderly=config.mode is ConsumeMode.ORDERLY,
+        max_cached_count=config.max_cached_count,
+        max_cached_bytes=config.max_cached_bytes,
+    )
+
+
 class _Histories:
     """One ``GroupHistory`` per client, fed with the SUT's reports."""
 
     def __init__(self, profile: ConsumerProfile) -> None:
-        self.groups = {
-            c.group: GroupHistory(
-                c.group,
-                profile.topic,
-                max_reconsume_times=consumer_config(c).max_reconsume_times,
-                orderly=c.mode == "orderly",
-            )
-            for c in profile.clients
-        }
+        self.groups = {c.group: _history(c, profile.topic) for c in profile.clients}
 
     def observe(self, op: ConsumerOp, raw: Any) -> None:
         kind = type(op)
         if kind is ProduceBatch:
+            sizes = [len(payload) for payload in op.payloads]  # type: ignore[union-attr]
             for history in self.groups.values():
-                history.produced(raw)
+                history.produced(raw, sizes)
         elif kind in (StartClient, CrashClient):
             self.groups[op.client].started(raw)  # type: ignore[union-attr]
         elif kind is CrashQueue:
@@ -250,8 +258,14 @@ class _Histories:
                 self.groups[group].started(offsets)
         elif kind is Deliver and raw is not None:
             self.groups[op.client].delivered(raw)
+        elif kind is Pull:
+            self.groups[op.client].pulled(raw)  # type: ignore[union-attr]
         elif kind is Complete:
-            self.groups[op.client].completed(raw)
+            self.groups[op.client].completed(  # type: ignore[union-attr]
+                raw,
+                ConsumeResult(op.result),  # type: ignore[union-attr]
+                op.failed_sends,  # type: ignore[union-attr]
+            )
         elif kind is Persist:
             self.groups[op.client].persisted(raw)
 

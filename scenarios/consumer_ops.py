@@ -12,6 +12,8 @@ import base64
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from scenarios.ops import RunRetention
+
 __all__ = [
     "CONSUMER_OP_TYPES",
     "Complete",
@@ -22,6 +24,7 @@ __all__ = [
     "Persist",
     "ProduceBatch",
     "Pull",
+    "RunRetention",
     "StartClient",
     "consumer_op_to_json",
     "plain_to_json",
@@ -100,11 +103,31 @@ class CrashQueue:
 
 
 ConsumerOp = (
-    ProduceBatch | StartClient | Pull | Deliver | Complete | Persist | CrashClient | CrashQueue
+    ProduceBatch
+    | StartClient
+    | Pull
+    | Deliver
+    | Complete
+    | Persist
+    | CrashClient
+    | CrashQueue
+    | RunRetention
 )
+#: Kind -> operation type; ``RunRetention`` is the queue's own (``scenarios.ops``): a
+#: retention pass at the simulated clock, which only the guard groups hold back.
 CONSUMER_OP_TYPES: dict[str, type] = {
     t.kind: t
-    for t in (ProduceBatch, StartClient, Pull, Deliver, Complete, Persist, CrashClient, CrashQueue)
+    for t in (
+        ProduceBatch,
+        StartClient,
+        Pull,
+        Deliver,
+        Complete,
+        Persist,
+        CrashClient,
+        CrashQueue,
+        RunRetention,
+    )
 }
 
 
