@@ -8,7 +8,8 @@ consumer factory (``impl.consumer.ConsumerCore`` by default), in a temporary dir
 both sides; the SUT's reports feed ``consumer_check.GroupHistory`` (the guarantees, named
 anomalies) and then must equal the model's (``consumer-mismatch`` otherwise). Once the run
 drained, ``finish`` checks that nothing was lost. The whole run is deterministic: the same
-seed gives a byte-identical trace.
+seed gives a byte-identical trace. ``replay_consumer_trace`` re-executes a trace's recorded
+operations (not its seed) with the profile its header recorded, so a trace stands alone.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from conformance.consumer_check import ConsumerViolation, GroupHistory
 from conformance.lockstep import Divergence
 from conformance.run import RunResult, _header
 from conformance.statediff import state_digest
-from conformance.trace import TraceFormatError, dumps
+from conformance.trace import TraceFormatError, dumps, read_trace
 from model import ReferenceMQ
 from model.api import (
     Completion,
@@ -52,12 +53,15 @@ from scenarios.consumer_ops import (
     Pull,
     RunRetention,
     StartClient,
+    consumer_op_from_json,
     consumer_op_to_json,
+    consumer_outcome_from_json,
     plain_to_json,
 )
 from scenarios.consumer_profiles import CONSUMER_PROFILES, ClientSpec, ConsumerProfile
 from scenarios.consumer_sim import ConsumerSimulation
 from scenarios.ops import Outcome, Step
+from scenarios.profiles import ProfileError
 
 __all__ = [
     "DEFAULT_CONSUMER_IMPL",
@@ -301,6 +305,11 @@ def _factories(impl: str | Factory) -> tuple[str, Factory, Callable[..., Any]]:
     return name, factory, impl_consumer_factory
 
 
+#: Runs the operations: calls ``execute(step)`` for each (it returns the model's outcome,
+#: or raises ``Divergence``). The simulation, or a recorded trace's steps.
+Drive = Callable[[Callable[[Step], Outcome]], object]
+
+
 def run_consumer_seed(
     profile_name: str,
     seed: int,
@@ -311,6 +320,25 @@ def run_consumer_seed(
 ) -> RunResult:
     """Run consumer profile ``profile_name`` with ``seed`` in lockstep; the result."""
     profile = CONSUMER_PROFILES[profile_name]
+    return _run(
+        profile,
+        seed,
+        impl,
+        steps,
+        workdir,
+        lambda execute: ConsumerSimulation(profile, seed, steps).run(execute),
+    )
+
+
+def _run(
+    profile: ConsumerProfile,
+    seed: int,
+    impl: str | Factory,
+    steps: int | None,
+    workdir: Path | None,
+    drive: Drive,
+) -> RunResult:
+    """Execute what ``drive`` emits on both sides, checking the SUT's histories."""
     name, queue_factory, consumer_factory = _factories(impl)
     header = _header(profile, seed, name, steps)  # type: ignore[arg-type]
     started = time.perf_counter()
@@ -370,9 +398,8 @@ def run_consumer_seed(
             lines.append(_step_line(index, step, want))
             return want
 
-        simulation = ConsumerSimulation(profile, seed, steps)
         try:
-            simulation.run(execute)
+            drive(execute)
             try:
                 histories.finish()
             except ConsumerViolation as found:
@@ -393,7 +420,7 @@ def run_consumer_seed(
     }
     lines.append(dumps(end))
     return RunResult(
-        profile=profile_name,
+        profile=profile.name,
         seed=seed,
         impl=name,
         status=end["status"],
@@ -409,48 +436,59 @@ def run_consumer_seed(
 
 
 def consumer_trace_header(path: Path) -> dict[str, Any] | None:
-    """The header of a consumer profile's trace at ``path``, or None for any other file
-    (which ``trace.read_trace`` then reads, or rejects with its own message)."""
+    """The header of a consumer profile's trace at ``path`` (its ``profile_config`` has
+    clients), or None for any other file (which ``trace.read_trace`` then reads, or
+    rejects with its own message)."""
     try:
         with path.open("rb") as file:
             header = json.loads(file.readline())
     except (OSError, ValueError):
         return None
-    if type(header) is not dict or header.get("profile") not in CONSUMER_PROFILES:
+    if type(header) is not dict or header.get("type") != "header":
+        return None
+    config = header.get("profile_config")
+    if type(config) is not dict or "clients" not in config:
         return None
     return header
 
 
 def replay_consumer_trace(path: Path, *, impl: str | Factory | None = None) -> RunResult:
-    """Re-run a consumer trace's profile and seed (the simulation is deterministic, so its
-    operations recur) and check every recorded step line recurs: ``trace-mismatch`` at the
-    first that does not (the trace was written by other code)."""
-    header = consumer_trace_header(path)
-    if header is None or type(header.get("seed")) is not int:
-        raise TraceFormatError(path, 1, "not a consumer profile's trace header")
-    steps = header.get("steps")
-    result = run_consumer_seed(
-        header["profile"],
-        header["seed"],
-        impl=impl or header.get("impl") or DEFAULT_IMPL,
-        steps=steps if type(steps) is int else None,
+    """Re-execute a consumer trace's recorded operations, with the profile its header
+    recorded, on the model and the SUT; every recorded outcome must recur
+    (``trace-mismatch`` at the first that does not: the trace was written by other code).
+    The trace is self-contained: neither the seed nor the simulation is consulted, so an
+    edited or shrunk trace replays as it stands."""
+    trace = read_trace(
+        path, decode_op=consumer_op_from_json, decode_outcome=consumer_outcome_from_json
     )
-    recorded = path.read_text(encoding="utf-8").splitlines()[1:-1]
-    fresh = result.trace_lines[1:-1]
-    last = result.divergence.step_index - 1 if result.divergence else max(len(recorded), len(fresh))
-    for index in range(1, last + 1):
-        old = recorded[index - 1] if index <= len(recorded) else "(no line)"
-        new = fresh[index - 1] if index <= len(fresh) else "(no line)"
-        if old != new:
-            result.status, result.anomaly = "divergence", "trace-mismatch"
-            result.divergence = Divergence(
-                "trace-mismatch",
-                index,
-                Step(0, "replay", StartClient("-")),
-                None,
-                None,
-                [],
-                f"step {index} differs from the recorded line {old[:200]}",
-            )
-            break
-    return result
+    header = trace.header
+    try:
+        profile = ConsumerProfile.from_json(header.get("profile_config"))
+    except ProfileError as exc:
+        raise TraceFormatError(path, 1, f"header profile_config: {exc}") from None
+    steps = header.get("steps")
+
+    def drive(execute: Callable[[Step], Outcome]) -> None:
+        for recorded in trace.steps:
+            step = Step(recorded.time_s, recorded.actor, recorded.op)
+            outcome = execute(step)
+            if recorded.outcome is not None and recorded.outcome != outcome:
+                raise Divergence(
+                    "trace-mismatch",
+                    recorded.index,
+                    step,
+                    recorded.outcome,
+                    outcome,
+                    [],
+                    "the model's outcome differs from the one recorded in the trace "
+                    "(the trace was written by other code)",
+                )
+
+    return _run(
+        profile,
+        header["seed"],
+        impl or header.get("impl") or DEFAULT_IMPL,
+        steps if type(steps) is int else None,
+        None,
+        drive,
+    )

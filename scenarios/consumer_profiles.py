@@ -106,12 +106,40 @@ class ConsumerProfile:
         """Plain JSON data for the trace header."""
         return _plain(dataclasses.asdict(self))
 
+    @classmethod
+    def from_json(cls, obj: Any) -> ConsumerProfile:
+        """The profile a trace header recorded (``to_json``), so that a trace replays
+        with the workload it was made with. ``ProfileError`` when it is not one."""
+        if not isinstance(obj, dict) or not isinstance(obj.get("clients"), list):
+            raise ProfileError("not a consumer profile: no list of clients")
+        known = {f.name for f in dataclasses.fields(cls)}
+        client_known = {f.name for f in dataclasses.fields(ClientSpec)}
+        clients = obj["clients"]
+        if set(obj) - known or any(
+            not isinstance(c, dict) or set(c) - client_known for c in clients
+        ):
+            raise ProfileError("consumer profile or client with unknown fields")
+        try:
+            specs = tuple(ClientSpec(**_tuples(c)) for c in clients)
+            return cls(**{**_tuples(obj), "clients": specs})
+        except TypeError as exc:
+            raise ProfileError(f"bad consumer profile: {exc}") from None
+
 
 def _plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: _plain(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [_plain(item) for item in value]
+    return value
+
+
+def _tuples(value: Any) -> Any:
+    """JSON back to profile data: lists become tuples, dicts keep their keys."""
+    if isinstance(value, dict):
+        return {key: _tuples(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return tuple(_tuples(item) for item in value)
     return value
 
 

@@ -3,6 +3,7 @@ reports, and every consumer-layer mutant killed."""
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from click.testing import CliRunner
 
 from conformance.cli import cli
 from conformance.consumer_check import GroupHistory
+from conformance.consumer_run import replay_consumer_trace
 from conformance.gate import GATE_CONSUMER_PROFILES
 from conformance.mutants.consumer import MUTANTS
 from conformance.run import run_seed
@@ -191,7 +193,43 @@ def test_replay_of_a_consumer_trace_checks_every_recorded_line(tmp_path: Path) -
     assert made.exit_code == 0, made.output
     assert runner.invoke(cli, ["replay", str(trace)]).exit_code == 0
     lines = trace.read_text().splitlines()
-    lines[40] = lines[40].replace('"t":', '"t":1', 1)  # one recorded time changed
+    produced = next(i for i, line in enumerate(lines) if '"kind":"produce_batch"' in line)
+    lines[produced] = lines[produced].replace('"value":[', '"value":[9', 1)  # an id changed
     trace.write_text("\n".join(lines) + "\n")
     tampered = runner.invoke(cli, ["replay", str(trace)])
     assert tampered.exit_code == 1 and "DIVERGENCE trace-mismatch" in tampered.output
+
+
+def test_replay_executes_the_recorded_operations_not_the_seed(tmp_path: Path) -> None:
+    """A trace is self-contained: another seed in its header changes nothing, a cut
+    trace replays only its steps, and a mutant's trace fails at the recorded step."""
+    recorded = run_seed("consumer-crashy", 4)
+    lines = list(recorded.trace_lines)
+    header = json.loads(lines[0])
+    lines[0] = json.dumps({**header, "seed": 99})
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("\n".join(lines) + "\n")
+    again = replay_consumer_trace(trace)
+    assert again.ok and again.steps == recorded.steps
+    assert again.trace_lines[1:] == recorded.trace_lines[1:]
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("\n".join(lines[:101]) + "\n")  # the header and 100 steps, no end
+    short = replay_consumer_trace(cut)
+    assert short.steps == 100 and short.anomaly == "consumer-lost"  # not drained: reported
+    mutant = MUTANTS[0]
+    failing = run_seed("consumer", 0, impl=mutant.impl)
+    saved = tmp_path / "m.jsonl"
+    saved.write_text("\n".join(failing.trace_lines) + "\n")
+    replayed = replay_consumer_trace(saved)
+    assert (replayed.anomaly, replayed.steps) == (failing.anomaly, failing.steps)
+    fixed = replay_consumer_trace(saved, impl="conformance.consumer_run:impl_consumer_factory")
+    # Our consumer passes the step where the mutant diverged; the cut run is not drained.
+    assert (fixed.anomaly, fixed.steps) == ("consumer-lost", failing.steps)
+
+
+def test_replay_rejects_a_consumer_trace_with_a_bad_operation(tmp_path: Path) -> None:
+    lines = run_seed("consumer", 1, steps=20).trace_lines
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join([lines[0], lines[1].replace('"kind":"', '"kind":"x', 1)]) + "\n")
+    result = CliRunner().invoke(cli, ["replay", str(bad)])
+    assert result.exit_code == 2 and "unknown consumer operation" in result.output
