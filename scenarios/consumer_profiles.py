@@ -157,7 +157,7 @@ _SLOW = ClientSpec(
     consumer={
         "pull_batch_size": 4,
         "max_cached_count": 4,
-        "max_cached_bytes": 40,
+        "max_cached_bytes": 80,
         "persist_interval_s": 6,
     },
     process_time_s=(1, 3),
@@ -176,7 +176,7 @@ _CONSUMER = ConsumerProfile(
     name="consumer",
     description="Two push consumers on one topic: a busy pool of three workers whose handler "
     "fails 30 % of the batches and whose send-backs are sometimes refused, and a slow "
-    "single worker with a small cache (4 messages, 40 bytes) that keeps hitting flow "
+    "single worker with a small cache (4 messages, 80 bytes) that keeps hitting flow "
     "control; retention passes every 1-4 s. No crashes.",
     steps=300,
     clients=(_BUSY, _SLOW),
