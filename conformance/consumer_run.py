@@ -25,7 +25,7 @@ from typing import Any
 from conformance.adapter import DEFAULT_IMPL, Factory, is_consumer_factory, resolve_impl
 from conformance.consumer_check import ConsumerViolation, GroupHistory
 from conformance.lockstep import Divergence
-from conformance.run import RunResult, _header
+from conformance.run import RunResult, _header, execute_recorded
 from conformance.statediff import state_digest
 from conformance.trace import TraceFormatError, dumps, read_trace
 from model import ReferenceMQ
@@ -468,27 +468,11 @@ def replay_consumer_trace(path: Path, *, impl: str | Factory | None = None) -> R
         raise TraceFormatError(path, 1, f"header profile_config: {exc}") from None
     steps = header.get("steps")
 
-    def drive(execute: Callable[[Step], Outcome]) -> None:
-        for recorded in trace.steps:
-            step = Step(recorded.time_s, recorded.actor, recorded.op)
-            outcome = execute(step)
-            if recorded.outcome is not None and recorded.outcome != outcome:
-                raise Divergence(
-                    "trace-mismatch",
-                    recorded.index,
-                    step,
-                    recorded.outcome,
-                    outcome,
-                    [],
-                    "the model's outcome differs from the one recorded in the trace "
-                    "(the trace was written by other code)",
-                )
-
     return _run(
         profile,
         header["seed"],
         impl or header.get("impl") or DEFAULT_IMPL,
         steps if type(steps) is int else None,
         None,
-        drive,
+        lambda execute: execute_recorded(trace, execute),
     )
