@@ -42,7 +42,7 @@ def test_same_seed_same_trace_other_seed_other_trace() -> None:
     assert first.trace_lines == again.trace_lines
     assert first.trace_lines[1:] != other.trace_lines[1:]
     kinds = {line.split('"kind":"')[1].split('"')[0] for line in first.trace_lines[1:-1]}
-    assert {"crash_client", "crash_queue", "complete", "persist", "pull"} <= kinds
+    assert {"crash_client", "crash_queue", "complete", "persist", "pull", "run_retention"} <= kinds
 
 
 #: What each mutant breaks first (the lockstep's mismatch is the fallback name).
@@ -233,3 +233,8 @@ def test_replay_rejects_a_consumer_trace_with_a_bad_operation(tmp_path: Path) ->
     bad.write_text("\n".join([lines[0], lines[1].replace('"kind":"', '"kind":"x', 1)]) + "\n")
     result = CliRunner().invoke(cli, ["replay", str(bad)])
     assert result.exit_code == 2 and "unknown consumer operation" in result.output
+    header = json.loads(lines[0])
+    header["profile_config"]["clients"][0]["workers"] = 0
+    bad.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    result = CliRunner().invoke(cli, ["replay", str(bad)])
+    assert result.exit_code == 2 and "header profile_config" in result.output
