@@ -8,7 +8,8 @@ consumer factory (``impl.consumer.ConsumerCore`` by default), in a temporary dir
 both sides; the SUT's reports feed ``consumer_check.GroupHistory`` (the guarantees, named
 anomalies) and then must equal the model's (``consumer-mismatch`` otherwise). Once the run
 drained, ``finish`` checks that nothing was lost. The whole run is deterministic: the same
-seed gives a byte-identical trace.
+seed gives a byte-identical trace. ``replay_consumer_trace`` re-executes a trace's recorded
+operations (not its seed) with the profile its header recorded, so a trace stands alone.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from typing import Any
 from conformance.adapter import DEFAULT_IMPL, Factory, is_consumer_factory, resolve_impl
 from conformance.consumer_check import ConsumerViolation, GroupHistory
 from conformance.lockstep import Divergence
-from conformance.run import RunResult, _header
+from conformance.run import RunResult, _header, execute_recorded
 from conformance.statediff import state_digest
-from conformance.trace import TraceFormatError, dumps
+from conformance.trace import TraceFormatError, dumps, read_trace
 from model import ReferenceMQ
 from model.api import (
     Completion,
@@ -50,13 +51,17 @@ from scenarios.consumer_ops import (
     Persist,
     ProduceBatch,
     Pull,
+    RunRetention,
     StartClient,
+    consumer_op_from_json,
     consumer_op_to_json,
+    consumer_outcome_from_json,
     plain_to_json,
 )
 from scenarios.consumer_profiles import CONSUMER_PROFILES, ClientSpec, ConsumerProfile
 from scenarios.consumer_sim import ConsumerSimulation
 from scenarios.ops import Outcome, Step
+from scenarios.profiles import ProfileError
 
 __all__ = [
     "DEFAULT_CONSUMER_IMPL",
@@ -168,6 +173,8 @@ class _Side:
             self._crash_queue(self.queue)
             self.queue = self._open_queue()
             return {group: self.start(group) for group in list(self.consumers)}
+        if kind is RunRetention:
+            return self.queue.run_retention()
         consumer = self.consumers[op.client]  # type: ignore[union-attr]
         if kind is Pull:
             return consumer.pull()
@@ -224,25 +231,30 @@ def _outcome(apply: Callable[[], Any]) -> tuple[Any, Outcome]:
         return None, Outcome(error=f"unexpected:unencodable {type(raw).__name__}: {exc}")
 
 
+def _history(spec: ClientSpec, topic: str) -> GroupHistory:
+    config = consumer_config(spec)
+    return GroupHistory(
+        spec.group,
+        topic,
+        max_reconsume_times=config.max_reconsume_times,
+        orderly=config.mode is ConsumeMode.ORDERLY,
+        max_cached_count=config.max_cached_count,
+        max_cached_bytes=config.max_cached_bytes,
+    )
+
+
 class _Histories:
     """One ``GroupHistory`` per client, fed with the SUT's reports."""
 
     def __init__(self, profile: ConsumerProfile) -> None:
-        self.groups = {
-            c.group: GroupHistory(
-                c.group,
-                profile.topic,
-                max_reconsume_times=consumer_config(c).max_reconsume_times,
-                orderly=c.mode == "orderly",
-            )
-            for c in profile.clients
-        }
+        self.groups = {c.group: _history(c, profile.topic) for c in profile.clients}
 
     def observe(self, op: ConsumerOp, raw: Any) -> None:
         kind = type(op)
         if kind is ProduceBatch:
+            sizes = [len(payload) for payload in op.payloads]  # type: ignore[union-attr]
             for history in self.groups.values():
-                history.produced(raw)
+                history.produced(raw, sizes)
         elif kind in (StartClient, CrashClient):
             self.groups[op.client].started(raw)  # type: ignore[union-attr]
         elif kind is CrashQueue:
@@ -250,8 +262,14 @@ class _Histories:
                 self.groups[group].started(offsets)
         elif kind is Deliver and raw is not None:
             self.groups[op.client].delivered(raw)
+        elif kind is Pull:
+            self.groups[op.client].pulled(raw)  # type: ignore[union-attr]
         elif kind is Complete:
-            self.groups[op.client].completed(raw)
+            self.groups[op.client].completed(  # type: ignore[union-attr]
+                raw,
+                ConsumeResult(op.result),  # type: ignore[union-attr]
+                op.failed_sends,  # type: ignore[union-attr]
+            )
         elif kind is Persist:
             self.groups[op.client].persisted(raw)
 
@@ -287,6 +305,11 @@ def _factories(impl: str | Factory) -> tuple[str, Factory, Callable[..., Any]]:
     return name, factory, impl_consumer_factory
 
 
+#: Runs the operations: calls ``execute(step)`` for each (it returns the model's outcome,
+#: or raises ``Divergence``). The simulation, or a recorded trace's steps.
+Drive = Callable[[Callable[[Step], Outcome]], object]
+
+
 def run_consumer_seed(
     profile_name: str,
     seed: int,
@@ -297,6 +320,25 @@ def run_consumer_seed(
 ) -> RunResult:
     """Run consumer profile ``profile_name`` with ``seed`` in lockstep; the result."""
     profile = CONSUMER_PROFILES[profile_name]
+    return _run(
+        profile,
+        seed,
+        impl,
+        steps,
+        workdir,
+        lambda execute: ConsumerSimulation(profile, seed, steps).run(execute),
+    )
+
+
+def _run(
+    profile: ConsumerProfile,
+    seed: int,
+    impl: str | Factory,
+    steps: int | None,
+    workdir: Path | None,
+    drive: Drive,
+) -> RunResult:
+    """Execute what ``drive`` emits on both sides, checking the SUT's histories."""
     name, queue_factory, consumer_factory = _factories(impl)
     header = _header(profile, seed, name, steps)  # type: ignore[arg-type]
     started = time.perf_counter()
@@ -356,9 +398,8 @@ def run_consumer_seed(
             lines.append(_step_line(index, step, want))
             return want
 
-        simulation = ConsumerSimulation(profile, seed, steps)
         try:
-            simulation.run(execute)
+            drive(execute)
             try:
                 histories.finish()
             except ConsumerViolation as found:
@@ -379,7 +420,7 @@ def run_consumer_seed(
     }
     lines.append(dumps(end))
     return RunResult(
-        profile=profile_name,
+        profile=profile.name,
         seed=seed,
         impl=name,
         status=end["status"],
@@ -395,48 +436,43 @@ def run_consumer_seed(
 
 
 def consumer_trace_header(path: Path) -> dict[str, Any] | None:
-    """The header of a consumer profile's trace at ``path``, or None for any other file
-    (which ``trace.read_trace`` then reads, or rejects with its own message)."""
+    """The header of a consumer profile's trace at ``path`` (its ``profile_config`` has
+    clients), or None for any other file (which ``trace.read_trace`` then reads, or
+    rejects with its own message)."""
     try:
         with path.open("rb") as file:
             header = json.loads(file.readline())
     except (OSError, ValueError):
         return None
-    if type(header) is not dict or header.get("profile") not in CONSUMER_PROFILES:
+    if type(header) is not dict or header.get("type") != "header":
+        return None
+    config = header.get("profile_config")
+    if type(config) is not dict or "clients" not in config:
         return None
     return header
 
 
 def replay_consumer_trace(path: Path, *, impl: str | Factory | None = None) -> RunResult:
-    """Re-run a consumer trace's profile and seed (the simulation is deterministic, so its
-    operations recur) and check every recorded step line recurs: ``trace-mismatch`` at the
-    first that does not (the trace was written by other code)."""
-    header = consumer_trace_header(path)
-    if header is None or type(header.get("seed")) is not int:
-        raise TraceFormatError(path, 1, "not a consumer profile's trace header")
-    steps = header.get("steps")
-    result = run_consumer_seed(
-        header["profile"],
-        header["seed"],
-        impl=impl or header.get("impl") or DEFAULT_IMPL,
-        steps=steps if type(steps) is int else None,
+    """Re-execute a consumer trace's recorded operations, with the profile its header
+    recorded, on the model and the SUT; every recorded outcome must recur
+    (``trace-mismatch`` at the first that does not: the trace was written by other code).
+    The trace is self-contained: neither the seed nor the simulation is consulted, so an
+    edited or shrunk trace replays as it stands."""
+    trace = read_trace(
+        path, decode_op=consumer_op_from_json, decode_outcome=consumer_outcome_from_json
     )
-    recorded = path.read_text(encoding="utf-8").splitlines()[1:-1]
-    fresh = result.trace_lines[1:-1]
-    last = result.divergence.step_index - 1 if result.divergence else max(len(recorded), len(fresh))
-    for index in range(1, last + 1):
-        old = recorded[index - 1] if index <= len(recorded) else "(no line)"
-        new = fresh[index - 1] if index <= len(fresh) else "(no line)"
-        if old != new:
-            result.status, result.anomaly = "divergence", "trace-mismatch"
-            result.divergence = Divergence(
-                "trace-mismatch",
-                index,
-                Step(0, "replay", StartClient("-")),
-                None,
-                None,
-                [],
-                f"step {index} differs from the recorded line {old[:200]}",
-            )
-            break
-    return result
+    header = trace.header
+    try:
+        profile = ConsumerProfile.from_json(header.get("profile_config"))
+    except ProfileError as exc:
+        raise TraceFormatError(path, 1, f"header profile_config: {exc}") from None
+    steps = header.get("steps")
+
+    return _run(
+        profile,
+        header["seed"],
+        impl or header.get("impl") or DEFAULT_IMPL,
+        steps if type(steps) is int else None,
+        None,
+        lambda execute: execute_recorded(trace, execute),
+    )

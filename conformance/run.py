@@ -303,19 +303,25 @@ def replay_trace(
         raise TraceFormatError(trace.path, 1, "header open_crash must be {point, hit}")
 
     def body(lockstep: Lockstep) -> None:
-        for recorded in trace.steps:
-            step = Step(recorded.time_s, recorded.actor, recorded.op)
-            outcome = lockstep.execute(step)
-            if recorded.outcome is not None and recorded.outcome != outcome:
-                raise Divergence(
-                    "trace-mismatch",
-                    recorded.index,
-                    step,
-                    recorded.outcome,
-                    outcome,
-                    [],
-                    "the model's outcome differs from the one recorded in the trace "
-                    "(the trace was written by other code)",
-                )
+        execute_recorded(trace, lockstep.execute)
 
     return _lockstep_run(factory, config, dict(trace.header, impl=impl), check_every, body, workdir)
+
+
+def execute_recorded(trace: Trace, execute: Callable[[Step], Outcome]) -> None:
+    """``execute`` every recorded step; ``trace-mismatch`` at the first whose outcome (the
+    model's) differs from the recorded one: the trace was written by other code."""
+    for recorded in trace.steps:
+        step = Step(recorded.time_s, recorded.actor, recorded.op)
+        outcome = execute(step)
+        if recorded.outcome is not None and recorded.outcome != outcome:
+            raise Divergence(
+                "trace-mismatch",
+                recorded.index,
+                step,
+                recorded.outcome,
+                outcome,
+                [],
+                "the model's outcome differs from the one recorded in the trace "
+                "(the trace was written by other code)",
+            )

@@ -17,7 +17,7 @@ base64, never pickled. The reader is strict: anything malformed raises
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,7 +67,19 @@ class Trace:
     path: str = "<memory>"
 
 
-def parse_lines(lines: Iterable[str], path: Path | str = "<memory>") -> Trace:
+#: Decoders of a step's ``op`` and ``outcome`` (the queue's vocabulary by default; the
+#: consumer runner passes its own). They raise ``ValueError``/``TypeError`` on bad input.
+OpDecoder = Callable[[object], Any]
+OutcomeDecoder = Callable[[object], Outcome]
+
+
+def parse_lines(
+    lines: Iterable[str],
+    path: Path | str = "<memory>",
+    *,
+    decode_op: OpDecoder = op_from_json,
+    decode_outcome: OutcomeDecoder = outcome_from_json,
+) -> Trace:
     """Parse trace lines; raise ``TraceFormatError`` on the first bad one."""
     trace: Trace | None = None
     for number, raw in enumerate(lines, start=1):
@@ -104,7 +116,8 @@ def parse_lines(lines: Iterable[str], path: Path | str = "<memory>") -> Trace:
         if trace.end is not None:
             raise TraceFormatError(path, number, "content after the end line")
         if kind == "step":
-            trace.steps.append(_parse_step(obj, path, number, len(trace.steps) + 1))
+            step = _parse_step(obj, path, number, len(trace.steps) + 1, decode_op, decode_outcome)
+            trace.steps.append(step)
         elif kind == "end":
             trace.end = obj
         else:
@@ -114,7 +127,14 @@ def parse_lines(lines: Iterable[str], path: Path | str = "<memory>") -> Trace:
     return trace
 
 
-def _parse_step(obj: dict[str, Any], path: Path | str, number: int, expect: int) -> TraceStep:
+def _parse_step(
+    obj: dict[str, Any],
+    path: Path | str,
+    number: int,
+    expect: int,
+    decode_op: OpDecoder,
+    decode_outcome: OutcomeDecoder,
+) -> TraceStep:
     index, time_s, actor = obj.get("i"), obj.get("t"), obj.get("actor")
     if type(index) is not int or index != expect:
         raise TraceFormatError(path, number, f"step index must be {expect}, got {index!r}")
@@ -123,8 +143,8 @@ def _parse_step(obj: dict[str, Any], path: Path | str, number: int, expect: int)
     if not isinstance(actor, str):
         raise TraceFormatError(path, number, "step 'actor' must be a string")
     try:
-        op = op_from_json(obj.get("op"))
-        outcome = outcome_from_json(obj["outcome"]) if obj.get("outcome") is not None else None
+        op = decode_op(obj.get("op"))
+        outcome = decode_outcome(obj["outcome"]) if obj.get("outcome") is not None else None
     except (OpDecodeError, KeyError, TypeError, ValueError) as exc:
         raise TraceFormatError(path, number, f"bad operation: {exc}") from None
     crash = obj.get("crash")
@@ -133,11 +153,16 @@ def _parse_step(obj: dict[str, Any], path: Path | str, number: int, expect: int)
     return TraceStep(index, time_s, actor, op, outcome, crash)
 
 
-def read_trace(path: Path | str) -> Trace:
+def read_trace(
+    path: Path | str,
+    *,
+    decode_op: OpDecoder = op_from_json,
+    decode_outcome: OutcomeDecoder = outcome_from_json,
+) -> Trace:
     """Read and parse a trace file; unreadable or malformed files raise TraceFormatError."""
     try:
         with open(path, encoding="utf-8") as handle:
-            return parse_lines(handle, path)
+            return parse_lines(handle, path, decode_op=decode_op, decode_outcome=decode_outcome)
     except UnicodeDecodeError as exc:
         raise TraceFormatError(path, None, f"not UTF-8 text ({exc.reason})") from None
     except OSError as exc:

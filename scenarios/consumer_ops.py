@@ -9,8 +9,12 @@ the runner from what the consumers returned, so that this leaf package needs not
 from __future__ import annotations
 
 import base64
+import binascii
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
+
+from scenarios.ops import OpDecodeError, Outcome, RunRetention
 
 __all__ = [
     "CONSUMER_OP_TYPES",
@@ -22,8 +26,12 @@ __all__ = [
     "Persist",
     "ProduceBatch",
     "Pull",
+    "RunRetention",
     "StartClient",
+    "consumer_op_from_json",
     "consumer_op_to_json",
+    "consumer_outcome_from_json",
+    "json_to_plain",
     "plain_to_json",
 ]
 
@@ -100,11 +108,31 @@ class CrashQueue:
 
 
 ConsumerOp = (
-    ProduceBatch | StartClient | Pull | Deliver | Complete | Persist | CrashClient | CrashQueue
+    ProduceBatch
+    | StartClient
+    | Pull
+    | Deliver
+    | Complete
+    | Persist
+    | CrashClient
+    | CrashQueue
+    | RunRetention
 )
+#: Kind -> operation type; ``RunRetention`` is the queue's own (``scenarios.ops``): a
+#: retention pass at the simulated clock, which only the guard groups hold back.
 CONSUMER_OP_TYPES: dict[str, type] = {
     t.kind: t
-    for t in (ProduceBatch, StartClient, Pull, Deliver, Complete, Persist, CrashClient, CrashQueue)
+    for t in (
+        ProduceBatch,
+        StartClient,
+        Pull,
+        Deliver,
+        Complete,
+        Persist,
+        CrashClient,
+        CrashQueue,
+        RunRetention,
+    )
 }
 
 
@@ -125,3 +153,61 @@ def consumer_op_to_json(op: ConsumerOp) -> dict[str, Any]:
     for name in op.__slots__:
         obj[name] = plain_to_json(getattr(op, name))
     return obj
+
+
+def json_to_plain(value: Any) -> Any:
+    """The inverse of ``plain_to_json``: lists become tuples, ``{"b64": ...}`` bytes."""
+    if value is None or type(value) in (bool, int, str):
+        return value
+    if type(value) is list:
+        return tuple(json_to_plain(item) for item in value)
+    if type(value) is dict and set(value) == {"b64"} and type(value["b64"]) is str:
+        try:
+            return base64.b64decode(value["b64"], validate=True)
+        except (binascii.Error, ValueError):
+            raise OpDecodeError(f"not valid base64: {value['b64'][:80]!r}") from None
+    raise OpDecodeError(f"not plain outcome data: {str(value)[:80]}")
+
+
+def _is_int(value: Any) -> bool:
+    return type(value) is int
+
+
+#: What each operation field must hold once decoded (``json_to_plain``).
+_FIELD_CHECKS: dict[str, Any] = {
+    "client": lambda v: type(v) is str,
+    "topic": lambda v: type(v) is str,
+    "result": lambda v: type(v) is str,
+    "seq": _is_int,
+    "payloads": lambda v: type(v) is tuple and all(type(p) is bytes for p in v),
+    "failed_sends": lambda v: type(v) is tuple and all(_is_int(i) for i in v),
+}
+
+
+def consumer_op_from_json(obj: object) -> ConsumerOp:
+    """Decode one operation from the JSON shape of ``consumer_op_to_json``; strict: an
+    unknown kind, a missing or extra field or a wrong type raises ``OpDecodeError``."""
+    if type(obj) is not dict:
+        raise OpDecodeError(f"op: expected a JSON object, got {type(obj).__name__}")
+    kind = obj.get("kind")
+    op_type = CONSUMER_OP_TYPES.get(kind) if type(kind) is str else None
+    if op_type is None:
+        raise OpDecodeError(f"op.kind: unknown consumer operation {kind!r}")
+    names = [f.name for f in dataclasses.fields(op_type)]
+    if set(obj) != {"kind", *names}:
+        raise OpDecodeError(f"op({kind}): fields must be {sorted(names)}, got {sorted(obj)}")
+    values = {name: json_to_plain(obj[name]) for name in names}
+    for name, value in values.items():
+        if not _FIELD_CHECKS[name](value):
+            raise OpDecodeError(f"op({kind}).{name}: wrong value {str(obj[name])[:80]}")
+    return op_type(**values)  # type: ignore[no-any-return]
+
+
+def consumer_outcome_from_json(obj: object) -> Outcome:
+    """An outcome as the consumer runner records it: plain data or an error string."""
+    if type(obj) is not dict or set(obj) != {"value", "error"}:
+        raise OpDecodeError("outcome: expected an object with value and error")
+    error = obj["error"]
+    if error is not None and (type(error) is not str or not error):
+        raise OpDecodeError(f"outcome.error: expected null or a string, got {error!r:.80}")
+    return Outcome(value=json_to_plain(obj["value"]), error=error)

@@ -72,14 +72,17 @@ class ConsumerProfile:
     steps: int
     clients: tuple[ClientSpec, ...]
     topic: str = "t"
-    #: The queue's config (retention off: the guard group is unit-tested instead).
+    #: The queue's config: small pages and short retention, so that retention passes
+    #: delete every page the guard groups have passed (and only those) during the run.
     config: Any = field(
         default_factory=lambda: {
             "page_size_bytes": 256,
-            "retention_time_s": -1,
-            "retention_size_bytes": -1,
+            "retention_time_s": 2,
+            "retention_size_bytes": 512,
         }
     )
+    #: Seconds between two retention passes (inclusive range), or None for none.
+    retention_every_s: tuple[int, int] | None = (1, 4)
     producers: int = 1
     produce_every_s: tuple[int, int] = (0, 2)
     batch_size: tuple[int, int] = (1, 4)
@@ -103,12 +106,40 @@ class ConsumerProfile:
         """Plain JSON data for the trace header."""
         return _plain(dataclasses.asdict(self))
 
+    @classmethod
+    def from_json(cls, obj: Any) -> ConsumerProfile:
+        """The profile a trace header recorded (``to_json``), so that a trace replays
+        with the workload it was made with. ``ProfileError`` when it is not one."""
+        if not isinstance(obj, dict) or not isinstance(obj.get("clients"), list):
+            raise ProfileError("not a consumer profile: no list of clients")
+        known = {f.name for f in dataclasses.fields(cls)}
+        client_known = {f.name for f in dataclasses.fields(ClientSpec)}
+        clients = obj["clients"]
+        if set(obj) - known or any(
+            not isinstance(c, dict) or set(c) - client_known for c in clients
+        ):
+            raise ProfileError("consumer profile or client with unknown fields")
+        try:
+            specs = tuple(ClientSpec(**_tuples(c)) for c in clients)
+            return cls(**{**_tuples(obj), "clients": specs})
+        except TypeError as exc:
+            raise ProfileError(f"bad consumer profile: {exc}") from None
+
 
 def _plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: _plain(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [_plain(item) for item in value]
+    return value
+
+
+def _tuples(value: Any) -> Any:
+    """JSON back to profile data: lists become tuples, dicts keep their keys."""
+    if isinstance(value, dict):
+        return {key: _tuples(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return tuple(_tuples(item) for item in value)
     return value
 
 
@@ -123,7 +154,12 @@ _BUSY = ClientSpec(
 _SLOW = ClientSpec(
     group="slow",
     workers=1,
-    consumer={"pull_batch_size": 4, "max_cached_count": 4, "persist_interval_s": 6},
+    consumer={
+        "pull_batch_size": 4,
+        "max_cached_count": 4,
+        "max_cached_bytes": 80,
+        "persist_interval_s": 6,
+    },
     process_time_s=(1, 3),
     fail_fraction=0.05,
 )
@@ -140,7 +176,8 @@ _CONSUMER = ConsumerProfile(
     name="consumer",
     description="Two push consumers on one topic: a busy pool of three workers whose handler "
     "fails 30 % of the batches and whose send-backs are sometimes refused, and a slow "
-    "single worker with a small cache that keeps hitting flow control. No crashes.",
+    "single worker with a small cache (4 messages, 80 bytes) that keeps hitting flow "
+    "control; retention passes every 1-4 s. No crashes.",
     steps=300,
     clients=(_BUSY, _SLOW),
 )
@@ -148,7 +185,8 @@ _CONSUMER_CRASHY = dataclasses.replace(
     _CONSUMER,
     name="consumer-crashy",
     description="As consumer, with a client killed every 5-15 s and now and then the whole "
-    "process (queue and clients): redelivery stays within the un-persisted window.",
+    "process (queue and clients): redelivery stays within the un-persisted window and "
+    "retention deletes nothing a restarted consumer still needs.",
     crash_every_s=(5, 15),
     queue_crash_fraction=0.25,
 )

@@ -1,5 +1,6 @@
 """A seeded simpy simulation of push consumers: producers, and per client a puller, a pool
-of workers with processing times and failures, a persist timer, plus a crasher.
+of workers with processing times and failures, a persist timer, plus a crasher and a
+retention timer.
 
 As ``simulation.Simulation``: one ``random.Random(seed)`` feeds every draw, time is whole
 simulated seconds, and ``execute(step)`` applies each operation synchronously and returns
@@ -26,6 +27,7 @@ from scenarios.consumer_ops import (
     Persist,
     ProduceBatch,
     Pull,
+    RunRetention,
     StartClient,
 )
 from scenarios.consumer_profiles import ClientSpec, ConsumerProfile
@@ -109,6 +111,8 @@ class ConsumerSimulation:
             env.process(self._persister(client))
         if self.profile.crash_every_s is not None:
             env.process(self._crasher())
+        if self.profile.retention_every_s is not None:
+            env.process(self._retainer(self.profile.retention_every_s))
         deadline_s: int | None = None
         while True:
             if not self.draining and self.executed >= self.steps:
@@ -181,6 +185,13 @@ class ConsumerSimulation:
             if result == "retry_later" and client.send_fail_fraction:
                 failed = tuple(m[0] for m in messages if rng.random() < client.send_fail_fraction)
             self._emit(name, Complete(group, seq, result, failed))
+
+    def _retainer(self, every_s: tuple[int, int]) -> Generator[simpy.Event, Any, None]:
+        """Retention passes at the simulated clock, through the drain: only the guard
+        groups keep what a consumer has not finished."""
+        while not (self.draining and self.drained):
+            yield self.env.timeout(self._between(every_s))
+            self._emit("retention", RunRetention())
 
     def _crasher(self) -> Generator[simpy.Event, Any, None]:
         profile = self.profile

@@ -4,7 +4,7 @@ consumer profiles (``rmqsim run --profile consumer-crashy --seeds 0:20 --impl ..
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from model.api import ConsumerConfig, MessageQueue
 __all__ = [
     "MUTANTS",
     "commit_highest_acked",
+    "core_factory",
     "failed_send_back_advances",
     "orderly_commit_empty_returns_one",
     "persist_drops_other_queues",
@@ -92,7 +93,12 @@ class _FailedSendAdvancesCore(ConsumerCore):
         return done + [c.message.msg_id for c in failed]
 
 
-def _factory(core: type[ConsumerCore]) -> Any:
+def core_factory(
+    core: type[ConsumerCore], tweak: Callable[[ConsumerConfig], ConsumerConfig] | None = None
+) -> Any:
+    """A consumer factory (``--impl``) building ``core``; ``tweak(config)`` may change
+    the configuration the core is given (the profile's stays what the checks expect)."""
+
     def factory(
         *,
         queue: MessageQueue,
@@ -107,7 +113,7 @@ def _factory(core: type[ConsumerCore]) -> Any:
             queue=queue,
             group=group,
             topic=topic,
-            config=config,
+            config=config if tweak is None else tweak(config),
             clock=clock,
             path=path,
             send_hook=send_hook,
@@ -117,10 +123,10 @@ def _factory(core: type[ConsumerCore]) -> Any:
     return factory
 
 
-commit_highest_acked = _factory(_HighestAckedCore)
-persist_drops_other_queues = _factory(_DroppingCore)
-orderly_commit_empty_returns_one = _factory(_CommitOneCore)
-failed_send_back_advances = _factory(_FailedSendAdvancesCore)
+commit_highest_acked = core_factory(_HighestAckedCore)
+persist_drops_other_queues = core_factory(_DroppingCore)
+orderly_commit_empty_returns_one = core_factory(_CommitOneCore)
+failed_send_back_advances = core_factory(_FailedSendAdvancesCore)
 
 _MODULE = __name__
 

@@ -3,6 +3,7 @@ reports, and every consumer-layer mutant killed."""
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from conformance.cli import cli
-from conformance.consumer_check import ConsumerViolation, GroupHistory
+from conformance.consumer_check import GroupHistory
+from conformance.consumer_run import replay_consumer_trace
 from conformance.gate import GATE_CONSUMER_PROFILES
 from conformance.mutants.consumer import MUTANTS
 from conformance.run import run_seed
@@ -40,7 +42,7 @@ def test_same_seed_same_trace_other_seed_other_trace() -> None:
     assert first.trace_lines == again.trace_lines
     assert first.trace_lines[1:] != other.trace_lines[1:]
     kinds = {line.split('"kind":"')[1].split('"')[0] for line in first.trace_lines[1:-1]}
-    assert {"crash_client", "crash_queue", "complete", "persist", "pull"} <= kinds
+    assert {"crash_client", "crash_queue", "complete", "persist", "pull", "run_retention"} <= kinds
 
 
 #: What each mutant breaks first (the lockstep's mismatch is the fallback name).
@@ -87,79 +89,6 @@ def test_cli_runs_consumer_profiles_and_reports_a_mutant(tmp_path: Path) -> None
     assert list(tmp_path.glob("consumer-seed0-offset-passes-unacked.jsonl"))
 
 
-# ---------------------------------------------------------------------- the checks
-
-
-def delivery(seq: int, queue: str, *messages: tuple[int, int, int]) -> Delivery:
-    """Messages as (msg_id, origin_id, reconsume_times)."""
-    origin_topic = "t"
-    return Delivery(
-        seq,
-        queue,
-        tuple(Delivered(queue, i, b"", {}, origin_topic, o, k) for i, o, k in messages),
-    )
-
-
-def completion(seq: int, queue: str, offset: int, **parts: Any) -> Completion:
-    fields = {"acked": (), "retried": (), "dead": (), "kept": ()}
-    fields.update(parts)
-    return Completion(seq=seq, queue=queue, offset=offset, **fields)
-
-
-def history(orderly: bool = False) -> GroupHistory:
-    h = GroupHistory("g", "t", max_reconsume_times=1, orderly=orderly)
-    h.started({})
-    h.produced([1, 2, 3])
-    return h
-
-
-def violation(action: Any) -> str:
-    with pytest.raises(ConsumerViolation) as raised:
-        action()
-    return raised.value.anomaly
-
-
-def test_checks_name_each_broken_guarantee() -> None:
-    h = history()
-    h.delivered(delivery(1, "t", (1, 1, 0), (2, 2, 0)))
-    assert violation(lambda: h.completed(completion(1, "t", 3, acked=(2,)))) == (
-        "offset-passes-unacked"
-    )
-    h = history()
-    h.delivered(delivery(1, "t", (1, 1, 0)))
-    assert violation(lambda: h.delivered(delivery(2, "t", (1, 1, 0)))) == "consumer-duplicate"
-    h.completed(completion(1, "t", 2, acked=(1,)))
-    h.persisted({"t": 2})
-    assert violation(lambda: h.persisted({})) == "offset-regression"
-    h.started({"t": 2})
-    assert violation(lambda: h.delivered(delivery(1, "t", (1, 1, 0)))) == "consumer-duplicate"
-    assert violation(lambda: h.delivered(delivery(2, "t", (2, 2, 1)))) == "retry-mismatch"
-    h.delivered(delivery(2, "t", (2, 2, 0)))
-    assert violation(lambda: h.completed(completion(2, "t", 3, dead=((2, 1),)))) == ("dlq-mismatch")
-    assert violation(h.finish) == "consumer-lost"
-    ordered = history(orderly=True)
-    assert violation(lambda: ordered.delivered(delivery(1, "t", (2, 2, 0)))) == ("order-violation")
-
-
-def test_checks_accept_a_retry_then_a_dead_letter() -> None:
-    h = history()
-    for msg_id in (1, 2, 3):
-        h.delivered(delivery(msg_id, "t", (msg_id, msg_id, 0)))
-        h.completed(
-            completion(
-                msg_id,
-                "t",
-                msg_id + 1,
-                acked=(msg_id,) if msg_id > 1 else (),
-                retried=((1, 1),) if msg_id == 1 else (),
-            )
-        )
-    h.delivered(delivery(4, R, (1, 1, 1)))
-    h.completed(completion(4, R, 2, dead=((1, 1),)))
-    h.persisted({"t": 4, R: 2})
-    h.finish()
-
-
 # ---------------------------------------------------------------------- threads
 
 
@@ -175,6 +104,12 @@ class RecordingCore(ConsumerCore):
             self.reports.append(("started", offsets))
             return offsets
 
+    def pull(self) -> dict[str, tuple[int, ...] | None]:
+        with self._lock:
+            added = super().pull()
+            self.reports.append(("pulled", added))
+            return added
+
     def next_batch(self) -> Delivery | None:
         with self._lock:
             batch = super().next_batch()
@@ -185,7 +120,7 @@ class RecordingCore(ConsumerCore):
     def complete(self, seq: int, result: ConsumeResult) -> Completion:
         with self._lock:
             done = super().complete(seq, result)
-            self.reports.append(("completed", done))
+            self.reports.append(("completed", (done, result)))
             return done
 
     def persist(self) -> dict[str, int]:
@@ -212,7 +147,8 @@ def test_the_threaded_pool_passes_the_history_checks(tmp_path: Path) -> None:
             else (ConsumeResult.SUCCESS)
         )
 
-    config = ConsumerConfig(max_reconsume_times=3)
+    # A small cache: the pull thread keeps meeting flow control, which the history checks.
+    config = ConsumerConfig(max_reconsume_times=3, max_cached_count=20, max_cached_bytes=60)
     push = PushConsumer(
         mq,
         group="g",
@@ -227,15 +163,23 @@ def test_the_threaded_pool_passes_the_history_checks(tmp_path: Path) -> None:
     push.start()
     core: Any = push.core
     wait_until(
-        lambda: (
-            sum(1 for kind, r in list(core.reports) if kind == "completed" for _ in r.acked) >= 200
-        )
+        lambda: sum(len(r[0].acked) for kind, r in list(core.reports) if kind == "completed") >= 200
     )
     push.close()
-    h = GroupHistory("g", "t", max_reconsume_times=3, orderly=False)
-    h.produced(list(range(1, 201)))
+    h = GroupHistory(
+        "g",
+        "t",
+        max_reconsume_times=3,
+        orderly=False,
+        max_cached_count=config.max_cached_count,
+        max_cached_bytes=config.max_cached_bytes,
+    )
+    h.produced(list(range(1, 201)), [len(b"m%d" % i) for i in range(200)])
     for kind, report in core.reports:
-        getattr(h, kind)(report)
+        if kind == "completed":
+            h.completed(*report)
+        else:
+            getattr(h, kind)(report)
     h.finish()
     mq.close()
 
@@ -249,7 +193,48 @@ def test_replay_of_a_consumer_trace_checks_every_recorded_line(tmp_path: Path) -
     assert made.exit_code == 0, made.output
     assert runner.invoke(cli, ["replay", str(trace)]).exit_code == 0
     lines = trace.read_text().splitlines()
-    lines[40] = lines[40].replace('"t":', '"t":1', 1)  # one recorded time changed
+    produced = next(i for i, line in enumerate(lines) if '"kind":"produce_batch"' in line)
+    lines[produced] = lines[produced].replace('"value":[', '"value":[9', 1)  # an id changed
     trace.write_text("\n".join(lines) + "\n")
     tampered = runner.invoke(cli, ["replay", str(trace)])
     assert tampered.exit_code == 1 and "DIVERGENCE trace-mismatch" in tampered.output
+
+
+def test_replay_executes_the_recorded_operations_not_the_seed(tmp_path: Path) -> None:
+    """A trace is self-contained: another seed in its header changes nothing, a cut
+    trace replays only its steps, and a mutant's trace fails at the recorded step."""
+    recorded = run_seed("consumer-crashy", 4)
+    lines = list(recorded.trace_lines)
+    header = json.loads(lines[0])
+    lines[0] = json.dumps({**header, "seed": 99})
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("\n".join(lines) + "\n")
+    again = replay_consumer_trace(trace)
+    assert again.ok and again.steps == recorded.steps
+    assert again.trace_lines[1:] == recorded.trace_lines[1:]
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("\n".join(lines[:101]) + "\n")  # the header and 100 steps, no end
+    short = replay_consumer_trace(cut)
+    assert short.steps == 100 and short.anomaly == "consumer-lost"  # not drained: reported
+    mutant = MUTANTS[0]
+    failing = run_seed("consumer", 0, impl=mutant.impl)
+    saved = tmp_path / "m.jsonl"
+    saved.write_text("\n".join(failing.trace_lines) + "\n")
+    replayed = replay_consumer_trace(saved)
+    assert (replayed.anomaly, replayed.steps) == (failing.anomaly, failing.steps)
+    fixed = replay_consumer_trace(saved, impl="conformance.consumer_run:impl_consumer_factory")
+    # Our consumer passes the step where the mutant diverged; the cut run is not drained.
+    assert (fixed.anomaly, fixed.steps) == ("consumer-lost", failing.steps)
+
+
+def test_replay_rejects_a_consumer_trace_with_a_bad_operation(tmp_path: Path) -> None:
+    lines = run_seed("consumer", 1, steps=20).trace_lines
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join([lines[0], lines[1].replace('"kind":"', '"kind":"x', 1)]) + "\n")
+    result = CliRunner().invoke(cli, ["replay", str(bad)])
+    assert result.exit_code == 2 and "unknown consumer operation" in result.output
+    header = json.loads(lines[0])
+    header["profile_config"]["clients"][0]["workers"] = 0
+    bad.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    result = CliRunner().invoke(cli, ["replay", str(bad)])
+    assert result.exit_code == 2 and "header profile_config" in result.output
