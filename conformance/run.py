@@ -6,6 +6,7 @@ and temporary paths stay out of it, so the same seed gives a byte-identical trac
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import platform
@@ -80,6 +81,8 @@ class RunResult:
     sim_time_s: int = 0
     step_budget: int | None = None
     trace_path: Path | None = None
+    #: The command that reproduces this result, when it is not ``rmqsim run`` (fuzz, corpus).
+    repro: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -91,6 +94,8 @@ class RunResult:
         return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     def repro_command(self) -> str:
+        if self.repro is not None:
+            return self.repro
         parts = ["rmqsim run", f"--profile {self.profile}", f"--seed {self.seed}"]
         if self.impl != DEFAULT_IMPL:
             parts.append(f"--impl {self.impl}")
@@ -99,20 +104,41 @@ class RunResult:
         return " ".join(parts)
 
 
-def _header(profile: Profile, seed: int, impl: str, steps: int | None) -> dict[str, Any]:
+def trace_header(
+    *,
+    profile: str,
+    profile_config: dict[str, Any],
+    config: MQConfig,
+    seed: int,
+    impl: str,
+    steps: int | None,
+) -> dict[str, Any]:
+    """The header line of a trace; every way of producing a trace (seeded runs, the
+    fuzzer) writes this one shape so that ``replay`` reads them all."""
     return {
         "type": "header",
         "format": FORMAT,
         "version": FORMAT_VERSION,
         "seed": seed,
-        "profile": profile.name,
-        "profile_config": profile.to_json(),
-        "config": dict(profile.config),
+        "profile": profile,
+        "profile_config": profile_config,
+        "config": dataclasses.asdict(config),
         "impl": impl,
         "steps": steps,
         "versions": versions(),
         "git_commit": git_commit(),
     }
+
+
+def _header(profile: Profile, seed: int, impl: str, steps: int | None) -> dict[str, Any]:
+    return trace_header(
+        profile=profile.name,
+        profile_config=profile.to_json(),
+        config=MQConfig(**profile.config),
+        seed=seed,
+        impl=impl,
+        steps=steps,
+    )
 
 
 def _step_line(index: int, step: Step, outcome: Outcome | None, **extra: Any) -> str:
@@ -146,13 +172,12 @@ def _lines(lockstep: Lockstep, header: dict[str, Any], end: dict[str, Any]) -> l
     return lines
 
 
-def _result(
-    lockstep: Lockstep,
-    header: dict[str, Any],
-    divergence: Divergence | None,
-    started: float,
-    last: Step | None,
+def lockstep_result(
+    lockstep: Lockstep, header: dict[str, Any], divergence: Divergence | None, started: float
 ) -> RunResult:
+    """The result (and trace lines) of whatever ``lockstep`` executed: the one builder of
+    trace lines for seeded runs, replays and the fuzzer."""
+    last = lockstep.records[-1].step if lockstep.records else None
     final = None if divergence else state_digest(lockstep.model.snapshot())
     end = {
         "type": "end",
@@ -202,8 +227,7 @@ def _lockstep_run(
             divergence = found
         finally:
             lockstep.close()
-        last = lockstep.records[-1].step if lockstep.records else None
-        return _result(lockstep, header, divergence, started, last)
+        return lockstep_result(lockstep, header, divergence, started)
 
 
 def run_seed(
