@@ -23,6 +23,8 @@ from conformance.cli_common import (
     friendly_errors,
     impl_option,
     progress,
+    save_regression_option,
+    save_regressions,
     steps_option,
     writable_dir,
 )
@@ -109,6 +111,7 @@ def cli() -> None:
     show_default=True,
     help="Compare snapshots every N state-changing operations.",
 )
+@save_regression_option
 @friendly_errors
 def run_command(
     profile_name: str,
@@ -119,6 +122,7 @@ def run_command(
     out: Path,
     steps: int | None,
     check_every: int,
+    save_regression: Path | None,
 ) -> None:
     """Run a profile over seeds in lockstep against the model; report divergences."""
     from conformance.adapter import DEFAULT_IMPL, load_factory
@@ -149,6 +153,7 @@ def run_command(
                 failures += 1
                 save_failure(result, out)
                 click.echo(render_failure(result), err=True)
+                save_regressions([result], save_regression)
             bar.advance(bar.task_ids[0])
     click.echo(
         f"rmqsim run: profile {profile_name}, {len(seed_range)} seed(s), "
@@ -191,16 +196,36 @@ def replay_command(trace_file: Path, impl: str | None) -> None:
     help="Where junit.xml, summary.json and failing traces go.",
 )
 @steps_option
+@click.option(
+    "--corpus",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Regression corpus to replay too (default: ./regressions when it exists).",
+)
+@save_regression_option
 @friendly_errors
 def gate_command(
-    impl: str | None, seeds: range | None, profiles: str | None, out: Path, steps: int | None
+    impl: str | None,
+    seeds: range | None,
+    profiles: str | None,
+    out: Path,
+    steps: int | None,
+    corpus: Path | None,
+    save_regression: Path | None,
 ) -> None:
     """The CI gate: every standard profile over the seeds; JUnit XML and a JSON summary."""
     from rich.console import Console
     from rich.table import Table
 
     from conformance.adapter import DEFAULT_IMPL, load_factory
-    from conformance.gate import DEFAULT_GATE_SEEDS, GATE_PROFILES, run_profiles, write_outputs
+    from conformance.corpus import DEFAULT_CORPUS
+    from conformance.gate import (
+        DEFAULT_GATE_SEEDS,
+        GATE_PROFILES,
+        run_corpus,
+        run_profiles,
+        write_outputs,
+    )
     from conformance.report import render_failure
     from scenarios.profiles import get_profile
 
@@ -210,6 +235,9 @@ def gate_command(
     for name in names:
         get_profile(name)
     seed_range = seeds or DEFAULT_GATE_SEEDS
+    if corpus is not None and not corpus.is_dir():
+        raise UsageError(f"--corpus {corpus}: not a directory")
+    corpus = corpus or DEFAULT_CORPUS
     writable_dir(out)
     with progress(len(names) * len(seed_range), "gate") as bar:
         gate = run_profiles(
@@ -220,6 +248,8 @@ def gate_command(
             steps=steps,
             on_result=lambda _r: bar.advance(bar.task_ids[0]),
         )
+    run_corpus(gate, corpus, impl=impl)
+    save_regressions(gate.results, save_regression)
     junit, summary = write_outputs(gate, out)
     console = Console()
     table = Table(title=f"rmqsim gate: {impl}, seeds {seed_range.start}:{seed_range.stop}")

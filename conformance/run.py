@@ -202,6 +202,7 @@ def lockstep_result(
         wall_s=time.perf_counter() - started,
         sim_time_s=last.time_s if last else 0,
         step_budget=header.get("steps"),
+        repro=header.get("repro"),
     )
 
 

@@ -36,7 +36,6 @@ from typing import Any, ClassVar
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
-from hypothesis.errors import HypothesisException
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import (
     Bundle,
@@ -371,12 +370,10 @@ class FuzzResult:
     #: Hypothesis's own report of the final failing run (the program and a
     #: ``@reproduce_failure`` line).
     hypothesis_report: list[str] = field(default_factory=list)
-    #: Set when the failure is not a divergence (e.g. the SUT failed to open).
-    error: BaseException | None = None
 
     @property
     def ok(self) -> bool:
-        return self.failure is None and self.error is None
+        return self.failure is None
 
     @property
     def reproduce_line(self) -> str | None:
@@ -391,11 +388,13 @@ def resolve_seed(profile: str, seed: int | None) -> int:
     return CI_SEED if profile == "ci" else random.SystemRandom().randrange(2**32)
 
 
-def fuzz_repro(impl: str, profile: str, seed: int, examples: int | None) -> str:
+def fuzz_repro(impl: str, profile: str, seed: int, examples: int | None, steps: int | None) -> str:
     """The ``rmqsim fuzz`` command line that repeats a campaign."""
     parts = ["rmqsim fuzz", f"--profile {profile}", f"--seed {seed}"]
     if examples is not None:
         parts.append(f"--examples {examples}")
+    if steps is not None:
+        parts.append(f"--steps {steps}")
     if impl != DEFAULT_IMPL:
         parts.append(f"--impl {impl}")
     return " ".join(parts)
@@ -445,11 +444,8 @@ def fuzz(
         with _collect_reports(result.hypothesis_report):
             run_state_machine_as_test(machine, settings=chosen)
     except Divergence as divergence:
-        result.failure = _failure(machine, result, divergence, examples)
-    except HypothesisException:
-        raise  # a problem of the fuzzer's own (flaky SUT, bad settings): not a finding
-    except Exception as exc:  # the SUT raised outside the vocabulary (e.g. reopen failed)
-        result.error = exc
+        # Anything else (the SUT failing to reopen, a flaky SUT) propagates, as in ``run``.
+        result.failure = _failure(machine, result, divergence, examples, steps)
     finally:
         result.wall_s = time.perf_counter() - started
         result.examples = machine.examples
@@ -464,6 +460,7 @@ def _failure(
     result: FuzzResult,
     divergence: Divergence,
     examples: int | None,
+    steps: int | None,
 ) -> RunResult:
     """The shrunk failing example as a run result with a replayable trace."""
     last = machine.last
@@ -480,9 +477,9 @@ def _failure(
         impl=result.impl,
         steps=None,
     )
-    run = lockstep_result(last.lockstep, header, divergence, time.perf_counter())
-    run.repro = fuzz_repro(result.impl, result.profile, result.seed, examples)
-    return run
+    # The header carries the command, so a replay of the trace reports it too.
+    header["repro"] = fuzz_repro(result.impl, result.profile, result.seed, examples, steps)
+    return lockstep_result(last.lockstep, header, divergence, time.perf_counter())
 
 
 def render_program(run: RunResult) -> str:
