@@ -446,6 +446,7 @@ def fuzz(
     except Divergence as divergence:
         # Anything else (the SUT failing to reopen, a flaky SUT) propagates, as in ``run``.
         result.failure = _failure(machine, result, divergence, examples, steps)
+        result.hypothesis_report.extend(getattr(divergence, "__notes__", ()))
     finally:
         result.wall_s = time.perf_counter() - started
         result.examples = machine.examples
