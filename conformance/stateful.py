@@ -53,6 +53,7 @@ from conformance.report import render_op, render_outcome
 from conformance.run import RunResult, lockstep_result, trace_header
 from conformance.trace import parse_lines
 from model.api import MQConfig
+from scenarios import ops
 from scenarios.names import (
     AT_LIMIT_NAMES,
     DEFAULT_GROUP_NAMES,
@@ -61,27 +62,7 @@ from scenarios.names import (
     PROPERTY_KEYS,
     PROPERTY_VALUES,
 )
-from scenarios.ops import (
-    AdvanceClock,
-    ArmCrash,
-    CloseReopen,
-    Consume,
-    CrashReopen,
-    CreateGroup,
-    CreateTopic,
-    DestroyGroup,
-    DestroyTopic,
-    ExistGroup,
-    GetLatest,
-    Message,
-    Op,
-    Outcome,
-    Produce,
-    RunRetention,
-    Seek,
-    SeekToLatest,
-    Step,
-)
+from scenarios.ops import Message, Op, Outcome, Step
 
 #: The trace header's ``profile`` for traces written by the fuzzer.
 FUZZ_PROFILE_NAME = "fuzz"
@@ -197,7 +178,7 @@ class LockstepMachine(RuleBasedStateMachine):
         assert self.lockstep is not None, "the initialize rule opens the lockstep first"
         try:
             if crash is not None:
-                self.lockstep.execute(Step(self.now_s, FUZZ_ACTOR, ArmCrash(hit=crash)))
+                self.lockstep.execute(Step(self.now_s, FUZZ_ACTOR, ops.ArmCrash(hit=crash)))
             return self.lockstep.execute(Step(self.now_s, FUZZ_ACTOR, op))
         except Divergence:
             self._failed()
@@ -244,7 +225,7 @@ class LockstepMachine(RuleBasedStateMachine):
         """Open the lockstep and create the first topic: most bugs need a topic, and a
         step every example shares is one fewer for generation to find."""
         self.lockstep = Lockstep(type(self).factory, config, Path(self._tmp.name))
-        self._do(CreateTopic(TOPIC_NAMES[0]))
+        self._do(ops.CreateTopic(TOPIC_NAMES[0]))
         return TOPIC_NAMES[0]
 
     @initialize(target=ids)
@@ -255,63 +236,63 @@ class LockstepMachine(RuleBasedStateMachine):
 
     @rule(target=topics, topic=_topic_names)
     def create_topic(self, topic: str) -> Any:
-        return topic if self._do(CreateTopic(topic)).ok else multiple()
+        return topic if self._do(ops.CreateTopic(topic)).ok else multiple()
 
     @rule(topic=topics, crash=_crash_hits)
     def destroy_topic(self, topic: str, crash: int | None) -> None:
-        self._do(DestroyTopic(topic), crash)
+        self._do(ops.DestroyTopic(topic), crash)
 
     @rule(target=groups, topic=topics, group=_group_names, crash=_crash_hits)
     def create_group(self, topic: str, group: str, crash: int | None) -> Any:
-        return (topic, group) if self._do(CreateGroup(topic, group), crash).ok else multiple()
+        return (topic, group) if self._do(ops.CreateGroup(topic, group), crash).ok else multiple()
 
     @rule(pair=groups, crash=_crash_hits)
     def destroy_group(self, pair: tuple[str, str], crash: int | None) -> None:
-        self._do(DestroyGroup(*pair), crash)
+        self._do(ops.DestroyGroup(*pair), crash)
 
     @rule(topic=topics, group=_group_names)
     def exist_group(self, topic: str, group: str) -> None:
-        self._do(ExistGroup(topic, group))
+        self._do(ops.ExistGroup(topic, group))
 
     @rule(target=ids, topic=topics, messages=_messages, crash=_crash_hits)
     def produce(self, topic: str, messages: tuple[Message, ...], crash: int | None) -> Any:
-        outcome = self._do(Produce(topic, messages), crash)
+        outcome = self._do(ops.Produce(topic, messages), crash)
         return multiple(*outcome.value) if outcome.ok else multiple()
 
     @rule(pair=groups, n=st.sampled_from(CONSUME_SIZES), crash=_crash_hits)
     def consume(self, pair: tuple[str, str], n: int, crash: int | None) -> None:
-        self._do(Consume(*pair, n), crash)
+        self._do(ops.Consume(*pair, n), crash)
 
     @rule(pair=groups, msg_id=ids, then_consume=st.none() | st.sampled_from(CONSUME_SIZES))
     def seek(self, pair: tuple[str, str], msg_id: int, then_consume: int | None) -> None:
         """Seek, and often read right away as a consumer does (shrinks to no read)."""
-        self._do(Seek(*pair, msg_id))
+        self._do(ops.Seek(*pair, msg_id))
         if then_consume is not None:
-            self._do(Consume(*pair, then_consume))
+            self._do(ops.Consume(*pair, then_consume))
 
     @rule(pair=groups)
     def seek_to_latest(self, pair: tuple[str, str]) -> None:
-        self._do(SeekToLatest(*pair))
+        self._do(ops.SeekToLatest(*pair))
 
     @rule(topic=topics)
     def get_latest(self, topic: str) -> None:
-        self._do(GetLatest(topic))
+        self._do(ops.GetLatest(topic))
 
     @rule(seconds=st.sampled_from(CLOCK_JUMPS_S))
     def advance_clock(self, seconds: int) -> None:
         if self.now_s + seconds < 0:  # the clock never goes below the epoch
             seconds = -seconds
-        self._do(AdvanceClock(seconds))
+        self._do(ops.AdvanceClock(seconds))
         self.now_s += seconds
 
     @rule(crash=_crash_hits)
     def run_retention(self, crash: int | None) -> None:
-        self._do(RunRetention(), crash)
+        self._do(ops.RunRetention(), crash)
 
     @rule(crash=st.booleans())
     def reopen(self, crash: bool) -> None:
         """Crash (or close) between operations and reopen the same path."""
-        self._do(CrashReopen() if crash else CloseReopen())
+        self._do(ops.CrashReopen() if crash else ops.CloseReopen())
 
     @rule(
         kind=st.sampled_from(("create_topic", "create_group", "produce", "consume")),
@@ -320,19 +301,19 @@ class LockstepMachine(RuleBasedStateMachine):
     )
     def invalid_name(self, kind: str, name: str, topic: str) -> None:
         """An operation naming an invalid topic or group (InvalidArgument, nothing changes)."""
-        ops: dict[str, Op] = {
-            "create_topic": CreateTopic(name),
-            "create_group": CreateGroup(topic, name),
-            "produce": Produce(name, ()),
-            "consume": Consume(topic, name, 1),
+        by_kind: dict[str, Op] = {
+            "create_topic": ops.CreateTopic(name),
+            "create_group": ops.CreateGroup(topic, name),
+            "produce": ops.Produce(name, ()),
+            "consume": ops.Consume(topic, name, 1),
         }
-        self._do(ops[kind])
+        self._do(by_kind[kind])
 
     @precondition(lambda self: bool(self._crash_points()))
     @rule(data=st.data(), hit=st.integers(min_value=1, max_value=3))
     def arm_crash(self, data: st.DataObject, hit: int) -> None:
         point = data.draw(st.none() | st.sampled_from(self._crash_points()), label="point")
-        self._do(ArmCrash(hit=hit, point=point))
+        self._do(ops.ArmCrash(hit=hit, point=point))
 
 
 def make_machine(impl: str | Factory = DEFAULT_IMPL) -> type[LockstepMachine]:
