@@ -79,3 +79,19 @@ def test_gate_replays_the_corpus_and_reports_it(tmp_path: Path) -> None:
     found_on = read_trace(FILES[0]).header["found_on"]
     run_corpus(wrong, tmp_path, impl=origin_factory(found_on))
     assert not wrong.ok and "<failure" in junit_xml(wrong).decode()
+
+
+def test_run_save_regression_writes_the_failure_into_the_corpus(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from conformance.cli import cli
+
+    corpus = tmp_path / "corpus"
+    done = CliRunner().invoke(
+        cli,
+        ["run", "--profile", "seek-storm", "--seed", "0", "--out", str(tmp_path / "out"),
+         "--impl", "tests.fuzz_wrong_models:seek_redelivers", "--save-regression", str(corpus)],
+    )  # fmt: skip
+    assert done.exit_code == 1, done.output
+    [saved] = corpus.glob("duplicate-*.jsonl")
+    assert replay_regression(saved).ok
