@@ -6,6 +6,7 @@ conftest), as a user's CI would: the plugin is found through its ``pytest11`` en
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -32,6 +33,11 @@ class DoublesLast(ReferenceMQ):
 
 wrong_queue = make_model_factory(DoublesLast)
 """
+
+
+REPO_CORPUS_FILE = sorted((Path(__file__).resolve().parent.parent / "regressions").glob("*.jsonl"))[
+    0
+]
 
 
 def run_pytest(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -62,6 +68,10 @@ def test_a_correct_user_queue_passes_with_one_test_per_profile(tmp_path: Path) -
             assert True
         """,
     )
+    # A corpus of the project's own adds a [regressions] item.
+    corpus = project / "regressions"
+    corpus.mkdir()
+    shutil.copy(REPO_CORPUS_FILE, corpus)
     done = run_pytest(
         project,
         "--rmqsim-impl",
@@ -74,9 +84,9 @@ def test_a_correct_user_queue_passes_with_one_test_per_profile(tmp_path: Path) -
         "retention,churn",
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    for item in ("test_gate[smoke] PASSED", "test_gate[retention] PASSED", "test_gate[churn]"):
-        assert item in done.stdout
-    assert "3 passed" not in done.stdout and "4 passed" in done.stdout
+    for profile in ("smoke", "retention", "churn", "regressions"):
+        assert f"test_gate[{profile}] PASSED" in done.stdout
+    assert "5 passed" in done.stdout
 
 
 def test_a_wrong_user_queue_fails_with_the_report_and_the_repro(tmp_path: Path) -> None:
