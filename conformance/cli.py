@@ -24,6 +24,8 @@ from conformance.cli_common import (
     friendly_errors,
     impl_option,
     progress,
+    save_regression_option,
+    save_regressions,
     shrink_options,
     steps_option,
     writable_dir,
@@ -113,6 +115,7 @@ def cli() -> None:
 )
 @shrink_options
 @crash_rate_option
+@save_regression_option
 @friendly_errors
 def run_command(
     profile_name: str,
@@ -126,6 +129,7 @@ def run_command(
     shrink_budget_s: float,
     no_shrink: bool,
     crash_rate: float,
+    save_regression: Path | None,
 ) -> None:
     """Run a profile over seeds in lockstep against the model; report divergences.
 
@@ -168,6 +172,7 @@ def run_command(
                 if not no_shrink:
                     shrink_and_save(result, impl=impl, time_budget_s=shrink_budget_s)
                 click.echo(render_failure(result), err=True)
+                save_regressions([result], save_regression)
             bar.advance(bar.task_ids[0])
     click.echo(
         f"rmqsim run: profile {profile_name}, {len(seed_range)} seed(s), "
@@ -228,6 +233,13 @@ def replay_command(trace_file: Path, impl: str | None) -> None:
     help="Steps per crash sweep (default: crash_sweep.DEFAULT_SWEEP_STEPS).",
 )
 @crash_rate_option
+@click.option(
+    "--corpus",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Regression corpus to replay too (default: ./regressions when it exists).",
+)
+@save_regression_option
 @friendly_errors
 def gate_command(
     impl: str | None,
@@ -240,6 +252,8 @@ def gate_command(
     sweep: bool,
     sweep_steps: int | None,
     crash_rate: float,
+    corpus: Path | None,
+    save_regression: Path | None,
 ) -> None:
     """The CI gate: every standard profile over the seeds, then a crash sweep of the first
     seed of each; JUnit XML and a JSON summary."""
@@ -247,11 +261,13 @@ def gate_command(
     from rich.table import Table
 
     from conformance.adapter import DEFAULT_IMPL, load_factory
+    from conformance.corpus import DEFAULT_CORPUS
     from conformance.crash_sweep import DEFAULT_SWEEP_STEPS
     from conformance.gate import (
         DEFAULT_GATE_SEEDS,
         GATE_CONSUMER_PROFILES,
         GATE_PROFILES,
+        run_corpus,
         run_profiles,
         run_sweeps,
         write_outputs,
@@ -266,6 +282,9 @@ def gate_command(
     for name in names:
         get_profile(name)
     seed_range = seeds or DEFAULT_GATE_SEEDS
+    if corpus is not None and not corpus.is_dir():
+        raise UsageError(f"--corpus {corpus}: not a directory")
+    corpus = corpus or DEFAULT_CORPUS
     writable_dir(out)
     with progress(len(names) * len(seed_range), "gate") as bar:
         gate = run_profiles(
@@ -291,6 +310,8 @@ def gate_command(
                 steps=sweep_steps or DEFAULT_SWEEP_STEPS,
                 on_sweep=lambda _s: bar.advance(bar.task_ids[0]),
             )
+    run_corpus(gate, corpus, impl=impl)
+    save_regressions(gate.results, save_regression)
     junit, summary = write_outputs(gate, out)
     console = Console()
     table = Table(title=f"rmqsim gate: {impl}, seeds {seed_range.start}:{seed_range.stop}")

@@ -160,3 +160,27 @@ crash_rate_option = click.option(
     help="Probability, per state-changing operation, of crashing inside it (seeded: "
     "the crashes are ArmCrash steps of the trace).",
 )
+save_regression_option = click.option(
+    "--save-regression",
+    "save_regression",
+    type=click.Path(file_okay=False, path_type=Path),
+    is_flag=False,
+    flag_value="regressions",
+    default=None,
+    metavar="[DIR]",
+    help="Also save each failure into the regression corpus (default DIR: ./regressions), "
+    "named <anomaly>-<hash>.jsonl.",
+)
+
+
+def save_regressions(results: list[Any], directory: Path | None) -> None:
+    """Save failing results into the corpus when ``--save-regression`` was given."""
+    if directory is None:
+        return
+    from conformance.corpus import save_regression
+
+    writable_dir(directory)
+    for result in results:
+        if not result.ok:
+            path = save_regression(result, directory)
+            click.echo(f"rmqsim: regression saved: {path}", err=True)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.adapter import Factory, resolve_impl
+from conformance.corpus import replay_corpus
 from conformance.crash_sweep import SweepResult, crash_sweep
 from conformance.report import render_failure
 from conformance.run import RunResult, run_seed
@@ -20,6 +21,8 @@ from conformance.trace import write_lines
 GATE_PROFILES = ("smoke", "crashy", "retention", "seek-storm", "churn", "digits", "swarm")
 #: Consumer profiles the gate runs after those (docs/CONSUMER.md; ``consumer_run``).
 GATE_CONSUMER_PROFILES = ("consumer", "consumer-crashy", "consumer-orderly")
+#: The gate's summary row and JUnit suite of the regression corpus replays.
+CORPUS_SUITE = "regressions"
 #: Default seeds per profile: sized so that the whole gate takes a few minutes here.
 DEFAULT_GATE_SEEDS = range(0, 20)
 #: The gate shrinks at most this many failing runs (the report shows the first ones).
@@ -57,10 +60,12 @@ class GateResult:
     results: list[RunResult] = field(default_factory=list)
     #: Crash sweeps run after the profiles (one per profile, on the first seed).
     sweeps: list[SweepResult] = field(default_factory=list)
+    #: Replays of the regression corpus (``conformance.corpus``), one per file.
+    corpus: list[RunResult] = field(default_factory=list)
 
     @property
     def failures(self) -> list[RunResult]:
-        return [r for r in self.results if not r.ok]
+        return [r for r in (*self.results, *self.corpus) if not r.ok]
 
     @property
     def sweep_failures(self) -> list[RunResult]:
@@ -177,8 +182,25 @@ def _sweep_suite(root: ET.Element, sweeps: list[SweepResult]) -> None:
             )
 
 
+def run_corpus(gate: GateResult, directory: Path, *, impl: str | Factory) -> None:
+    """Replay every file of the regression corpus in ``directory`` into ``gate``."""
+    gate.corpus = replay_corpus(directory, impl)
+    if gate.corpus:
+        summary = gate.summaries.setdefault(CORPUS_SUITE, ProfileSummary(CORPUS_SUITE))
+        for result in gate.corpus:
+            summary.add(result)
+
+
+def _cases(gate: GateResult, profile: str) -> list[tuple[str, RunResult]]:
+    """(test case name, result) of one suite: a seed per run, a file per corpus replay."""
+    if profile == CORPUS_SUITE:
+        return [(r.trace_path.name if r.trace_path else "?", r) for r in gate.corpus]
+    return [(f"seed {r.seed}", r) for r in gate.results if r.profile == profile]
+
+
 def junit_xml(gate: GateResult) -> bytes:
-    """JUnit XML: one test suite per profile, one test case per seed."""
+    """JUnit XML: one test suite per profile, one test case per seed (and a suite
+    ``regressions`` with one test case per corpus file)."""
     root = ET.Element("testsuites", name="rmqsim-gate")
     for profile, summary in gate.summaries.items():
         suite = ET.SubElement(
@@ -190,12 +212,12 @@ def junit_xml(gate: GateResult) -> bytes:
             errors="0",
             time=f"{summary.wall_s:.3f}",
         )
-        for result in (r for r in gate.results if r.profile == profile):
+        for name, result in _cases(gate, profile):
             case = ET.SubElement(
                 suite,
                 "testcase",
                 classname=f"rmqsim.{profile}",
-                name=f"seed {result.seed}",
+                name=name,
                 time=f"{result.wall_s:.3f}",
             )
             if not result.ok:
@@ -224,6 +246,10 @@ def summary_json(gate: GateResult) -> dict[str, Any]:
                 "anomalies": dict(sorted(s.anomalies.items())),
             }
             for name, s in gate.summaries.items()
+        },
+        "regressions": {
+            "files": len(gate.corpus),
+            "failed": sum(1 for r in gate.corpus if not r.ok),
         },
         "failures": [
             {

@@ -6,6 +6,7 @@ and temporary paths stay out of it, so the same seed gives a byte-identical trac
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import platform
@@ -89,6 +90,8 @@ class RunResult:
     replay_only: bool = False
     #: The shrunk reproduction of a failing run, when it was shrunk (``conformance.shrink``).
     shrunk: RunResult | None = None
+    #: The command that reproduces this result, when it is not ``rmqsim run`` (fuzz, corpus).
+    repro: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -100,6 +103,8 @@ class RunResult:
         return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     def repro_command(self) -> str:
+        if self.repro is not None:
+            return self.repro
         if self.replay_only:
             return f"rmqsim replay {self.trace_path or '<trace file>'}"
         parts = ["rmqsim run", f"--profile {self.profile}", f"--seed {self.seed}"]
@@ -112,20 +117,41 @@ class RunResult:
         return " ".join(parts)
 
 
-def _header(profile: Profile, seed: int, impl: str, steps: int | None) -> dict[str, Any]:
+def trace_header(
+    *,
+    profile: str,
+    profile_config: dict[str, Any],
+    config: MQConfig,
+    seed: int,
+    impl: str,
+    steps: int | None,
+) -> dict[str, Any]:
+    """The header line of a trace; every way of producing a trace (seeded runs, the
+    fuzzer) writes this one shape so that ``replay`` reads them all."""
     return {
         "type": "header",
         "format": FORMAT,
         "version": FORMAT_VERSION,
         "seed": seed,
-        "profile": profile.name,
-        "profile_config": profile.to_json(),
-        "config": dict(profile.config),
+        "profile": profile,
+        "profile_config": profile_config,
+        "config": dataclasses.asdict(config),
         "impl": impl,
         "steps": steps,
         "versions": versions(),
         "git_commit": git_commit(),
     }
+
+
+def _header(profile: Profile, seed: int, impl: str, steps: int | None) -> dict[str, Any]:
+    return trace_header(
+        profile=profile.name,
+        profile_config=profile.to_json(),
+        config=MQConfig(**profile.config),
+        seed=seed,
+        impl=impl,
+        steps=steps,
+    )
 
 
 def _step_line(index: int, step: Step, outcome: Outcome | None, **extra: Any) -> str:
@@ -159,13 +185,12 @@ def _lines(lockstep: Lockstep, header: dict[str, Any], end: dict[str, Any]) -> l
     return lines
 
 
-def _result(
-    lockstep: Lockstep,
-    header: dict[str, Any],
-    divergence: Divergence | None,
-    started: float,
-    last: Step | None,
+def lockstep_result(
+    lockstep: Lockstep, header: dict[str, Any], divergence: Divergence | None, started: float
 ) -> RunResult:
+    """The result (and trace lines) of whatever ``lockstep`` executed: the one builder of
+    trace lines for seeded runs, replays and the fuzzer."""
+    last = lockstep.records[-1].step if lockstep.records else None
     final = None if divergence else state_digest(lockstep.model.snapshot())
     end = {
         "type": "end",
@@ -192,6 +217,7 @@ def _result(
         step_budget=header.get("steps"),
         fault_log=lockstep.faults.log or [],
         crash_rate=header.get("crash_rate") or 0.0,
+        repro=header.get("repro"),
     )
 
 
@@ -229,8 +255,7 @@ def _lockstep_run(
             divergence = found
         finally:
             lockstep.close()
-        last = lockstep.records[-1].step if lockstep.records else None
-        return _result(lockstep, header, divergence, started, last)
+        return lockstep_result(lockstep, header, divergence, started)
 
 
 def run_seed(

@@ -1,0 +1,126 @@
+"""The hypothesis fuzzer: passes on our implementation, finds and shrinks wrong ones to a
+handful of steps, writes traces that replay, and is deterministic for a seed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import settings
+
+from conformance.adapter import DEFAULT_IMPL, make_model_factory, model_factory
+from conformance.cli import cli
+from conformance.cli_fuzz import PROFILE_NAMES
+from conformance.run import replay_trace
+from conformance.stateful import FUZZ_PROFILES, fuzz
+from conformance.trace import parse_lines, read_trace
+from tests.fuzz_wrong_models import SeekRedelivers
+from tests.wrong_models import AckOffByOne, TwoStepProduce
+
+#: The most steps a shrunk failure may keep ("a handful").
+MAX_SHRUNK_STEPS = 8
+
+
+def test_profiles_are_registered_and_ci_is_derandomized_and_bounded() -> None:
+    assert tuple(FUZZ_PROFILES) == PROFILE_NAMES
+    ci = settings.get_profile("rmqsim-ci")
+    assert ci.derandomize and ci.print_blob and ci.database is None and ci.deadline is None
+    assert ci.max_examples <= 100 and ci.stateful_step_count <= 50
+    assert settings.get_profile("rmqsim-nightly").max_examples > 10 * ci.max_examples
+
+
+def test_fuzz_passes_on_our_implementation_and_reaches_crashes() -> None:
+    result = fuzz(DEFAULT_IMPL, profile="ci", examples=15, steps=25)
+    assert result.ok, result.failure and result.failure.divergence
+    assert result.examples >= 15 and result.steps > 100
+    assert result.crashes_injected > 0  # crashes armed inside operations reach RocksMQ
+
+
+@pytest.mark.parametrize(
+    ("wrong", "anomaly", "seed", "must_contain"),
+    [
+        (SeekRedelivers, "duplicate", 0, "seek"),
+        (AckOffByOne, "ack-mismatch", 7, "create_group"),
+    ],
+    ids=["duplicate-after-seek", "ack-off-by-one"],
+)
+def test_fuzz_finds_and_shrinks_a_wrong_queue(
+    wrong: type, anomaly: str, seed: int, must_contain: str
+) -> None:
+    factory = make_model_factory(wrong)
+    result = fuzz(factory, profile="ci", examples=400, steps=30, seed=seed)
+    failure = result.failure
+    assert failure is not None, f"{wrong.__name__} not found"
+    assert failure.anomaly == anomaly
+    assert failure.steps <= MAX_SHRUNK_STEPS, failure.trace_lines
+    trace = parse_lines(failure.trace_lines)
+    assert must_contain in [step.op.kind for step in trace.steps]
+    # The trace is an ordinary one: it fails again on the wrong queue, passes on the model.
+    assert replay_trace(trace, impl=factory).anomaly == anomaly
+    assert replay_trace(trace, impl=model_factory).ok
+
+
+def test_crash_inside_an_operation_is_found_and_the_same_seed_gives_the_same_trace() -> None:
+    factory = make_model_factory(TwoStepProduce)
+    first = fuzz(factory, profile="ci", examples=200, steps=30, seed=5)
+    second = fuzz(factory, profile="ci", examples=200, steps=30, seed=5)
+    assert first.failure is not None and first.failure.anomaly == "torn-operation"
+    assert first.failure.steps <= MAX_SHRUNK_STEPS
+    assert second.failure is not None
+    assert first.failure.trace_lines == second.failure.trace_lines
+    assert first.examples == second.examples
+    header = json.loads(first.failure.trace_lines[0])
+    assert header["profile"] == "fuzz" and header["seed"] == 5
+    assert header["repro"].startswith("rmqsim fuzz --profile ci --seed 5 --examples 200")
+    assert first.failure.repro_command() == header["repro"]
+
+
+# ---------------------------------------------------------------------- command line
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_cli_exit_0_when_nothing_is_found(tmp_path: Path) -> None:
+    done = invoke("fuzz", "--examples", "5", "--steps", "15", "--out", str(tmp_path))
+    assert done.exit_code == 0, done.output
+    assert "no failure found" in done.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_exit_1_writes_a_trace_that_replay_reproduces(tmp_path: Path) -> None:
+    impl = "tests.fuzz_wrong_models:two_step_produce"
+    corpus = tmp_path / "corpus"
+    done = invoke(
+        "fuzz", "--impl", impl, "--examples", "200", "--steps", "30", "--seed", "5",
+        "--out", str(tmp_path), "--save-regression", str(corpus),
+    )  # fmt: skip
+    assert done.exit_code == 1, done.output
+    assert "shrunk program" in done.output and "DIVERGENCE torn-operation" in done.output
+    assert "@reproduce_failure" in done.output
+    [trace_file] = tmp_path.glob("fuzz-seed5-torn-operation.jsonl")
+    assert invoke("replay", str(trace_file)).exit_code == 1  # the header names the wrong impl
+    clean = invoke("replay", str(trace_file), "--impl", "conformance.adapter:model_factory")
+    assert clean.exit_code == 0, clean.output
+    [saved] = corpus.glob("torn-operation-*.jsonl")
+    header = read_trace(saved).header
+    assert header["impl"] == DEFAULT_IMPL and header["found_on"] == impl
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--profile", "weekly"],
+        ["--impl", "no_such_module:factory"],
+        ["--impl", "not-a-spec"],
+        ["--examples", "0"],
+        ["--seed", "-1"],
+    ],
+)
+def test_cli_exit_2_on_bad_usage(args: list[str], tmp_path: Path) -> None:
+    done = CliRunner().invoke(cli, ["fuzz", "--out", str(tmp_path), *args])
+    assert done.exit_code == 2, done.output
+    assert "Traceback" not in done.output
