@@ -1,0 +1,344 @@
+"""The report's numbers, computed by Spark over a sweep directory's rows.
+
+Spark does every pass over the rows; what comes back to the driver is small (a few
+thousand groups at most) and is shaped into the JSON summary here. The passes:
+
+1. one grouped scan by (profile, status, config knobs): totals, failure rates by profile
+   and by config dimension, and the operation counts (coverage of operation kinds);
+2. the swarm's switched-off kinds (another config dimension), exploded;
+3. failures grouped by anomaly signature: count, first seen, smallest reproducer;
+4. fault points passed (coverage of crash points), exploded from the map column;
+5. the determinism pairs (a broadcast join of the few re-runs with their twins);
+6. wall-time percentiles per profile and overall.
+
+Only first runs (``determinism_repeat`` 0) count as runs; the re-runs only feed (5).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from reports.schema import (
+    CONFIG_COLUMNS,
+    RUNS_DIR,
+    STATUS_DIVERGENCE,
+    STATUS_ERROR,
+    STATUS_OK,
+    SchemaMismatchError,
+    check_columns,
+    spark_schema,
+)
+from reports.sweep import check_manifest, read_manifest
+from scenarios.ops import OP_KINDS
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+#: Wall-time percentiles the report shows.
+PERCENTILES = (0.5, 0.9, 0.99)
+#: Relative error of Spark's approximate percentiles (1/accuracy).
+PERCENTILE_ACCURACY = 10_000
+#: Failure groups listed in full (the JSON keeps them all).
+MAX_SIGNATURES = 200
+
+
+class SweepDirError(Exception):
+    """The report's input is missing or not a sweep directory of this schema version."""
+
+
+def load_rows(spark: SparkSession, sweep_dir: Path) -> DataFrame:
+    """The rows of ``sweep_dir``, after checking the manifest and the columns."""
+    if not sweep_dir.is_dir():
+        raise SweepDirError(f"{sweep_dir}: no such directory")
+    try:
+        manifest = read_manifest(sweep_dir)
+    except SchemaMismatchError as exc:
+        raise SweepDirError(str(exc)) from None
+    if manifest is None:
+        raise SweepDirError(f"{sweep_dir}: not a sweep directory (no sweep.json)")
+    try:
+        check_manifest(sweep_dir, manifest)
+    except SchemaMismatchError as exc:
+        raise SweepDirError(str(exc)) from None
+    runs = sweep_dir / RUNS_DIR
+    if not runs.is_dir() or not any(runs.glob("profile=*")):
+        raise SweepDirError(f"{sweep_dir}: holds no rows ({runs} is missing or empty)")
+    frame = spark.read.parquet(str(runs))
+    found = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
+    expected = {f.name: f.dataType.simpleString() for f in spark_schema().fields}
+    try:
+        check_columns(found, expected)
+    except SchemaMismatchError as exc:
+        raise SweepDirError(f"{runs}: {exc} (rows of another schema version?)") from None
+    return frame
+
+
+def _rate(failed: int, runs: int) -> float:
+    return round(failed / runs, 6) if runs else 0.0
+
+
+def _base_groups(first: DataFrame) -> list[Any]:
+    from pyspark.sql import functions as F
+
+    sums = [F.sum(F.col(f"op_counts.{kind}")).alias(f"op_{kind}") for kind in OP_KINDS]
+    return (
+        first.groupBy("profile", "status", *CONFIG_COLUMNS)
+        .agg(
+            F.count(F.lit(1)).alias("runs"),
+            F.sum("steps").alias("steps"),
+            F.sum("wall_s").alias("wall_s"),
+            F.sum("crashes_injected").alias("crashes_injected"),
+            *sums,
+        )
+        .collect()
+    )
+
+
+def _tally(groups: list[Any], key: str | None) -> list[dict[str, Any]]:
+    """Runs, divergences, errors and failure rate per value of ``key`` (None: all)."""
+    table: dict[Any, dict[str, Any]] = defaultdict(
+        lambda: {"runs": 0, "divergences": 0, "errors": 0, "steps": 0, "wall_s": 0.0}
+    )
+    for g in groups:
+        entry = table[g[key] if key else "all"]
+        entry["runs"] += g["runs"]
+        entry["steps"] += g["steps"]
+        entry["wall_s"] += g["wall_s"]
+        if g["status"] == STATUS_DIVERGENCE:
+            entry["divergences"] += g["runs"]
+        elif g["status"] == STATUS_ERROR:
+            entry["errors"] += g["runs"]
+    rows = []
+    for value in sorted(table, key=lambda v: (str(type(v)), v)):
+        entry = table[value]
+        failed = entry["divergences"] + entry["errors"]
+        rows.append(
+            {
+                "value": value,
+                **entry,
+                "wall_s": round(entry["wall_s"], 3),
+                "failed": failed,
+                "failure_rate": _rate(failed, entry["runs"]),
+            }
+        )
+    return rows
+
+
+def _kinds_off(first: DataFrame) -> list[dict[str, Any]]:
+    from pyspark.sql import functions as F
+
+    rows = (
+        first.where(F.size("kinds_off") > 0)
+        .select(F.explode("kinds_off").alias("kind"), "status")
+        .groupBy("kind")
+        .agg(
+            F.count(F.lit(1)).alias("runs"),
+            F.sum((F.col("status") != STATUS_OK).cast("long")).alias("failed"),
+        )
+        .collect()
+    )
+    order = {kind: i for i, kind in enumerate(OP_KINDS)}
+    return [
+        {
+            "value": r["kind"],
+            "runs": r["runs"],
+            "failed": r["failed"],
+            "failure_rate": _rate(r["failed"], r["runs"]),
+        }
+        for r in sorted(rows, key=lambda r: order.get(r["kind"], len(order)))
+    ]
+
+
+def _failures(first: DataFrame) -> list[dict[str, Any]]:
+    from pyspark.sql import functions as F
+
+    smallest = F.struct(
+        F.coalesce("repro_steps", "steps").alias("repro_steps"),
+        F.coalesce("divergence_step", F.lit(0)).alias("divergence_step"),
+        "seed",
+        "profile",
+        "trace_path",
+        "trace_shrunk",
+        "repro",
+        "detail",
+        "implementation",
+    )
+    rows = (
+        first.where(F.col("status") != STATUS_OK)
+        .groupBy("signature")
+        .agg(
+            F.count(F.lit(1)).alias("count"),
+            F.first("anomaly").alias("anomaly"),
+            F.min(F.struct("seed", "profile")).alias("first"),
+            F.min(smallest).alias("smallest"),
+            F.sort_array(F.collect_set("profile")).alias("profiles"),
+        )
+        .collect()
+    )
+    out = [
+        {
+            "signature": r["signature"],
+            "anomaly": r["anomaly"],
+            "count": r["count"],
+            "profiles": list(r["profiles"]),
+            "first_seen": {"seed": r["first"]["seed"], "profile": r["first"]["profile"]},
+            "smallest": r["smallest"].asDict(),
+        }
+        for r in rows
+    ]
+    out.sort(key=lambda f: (-f["count"], f["signature"] or ""))
+    return out
+
+
+def _fault_points(first: DataFrame) -> list[dict[str, Any]]:
+    """Per crash point: times passed, and runs that passed it at least once (a point is
+    recorded per operation kind as ``op:point``; the report counts the point itself)."""
+    from pyspark.sql import functions as F
+
+    def point(key: Any) -> Any:
+        return F.substring_index(key, ":", -1)
+
+    hits = (
+        first.select(F.explode("fault_points").alias("key", "hits"))
+        .groupBy(point(F.col("key")).alias("point"))
+        .agg(F.sum("hits").alias("hits"))
+        .collect()
+    )
+    runs = (
+        first.select(
+            F.explode(F.array_distinct(F.transform(F.map_keys("fault_points"), point))).alias(
+                "point"
+            )
+        )
+        .groupBy("point")
+        .count()
+        .collect()
+    )
+    run_counts = {r["point"]: r["count"] for r in runs}
+    return sorted(
+        ({"point": r["point"], "hits": r["hits"], "runs": run_counts[r["point"]]} for r in hits),
+        key=lambda p: p["point"],
+    )
+
+
+def _determinism(frame: DataFrame) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    keys = ["sweep_id", "profile", "seed", "implementation"]
+    twins = frame.where(F.col("determinism_repeat") == 1).select(
+        *keys, F.col("trace_digest").alias("repeat_digest")
+    )
+    pairs = (
+        frame.where(F.col("determinism_repeat") == 0)
+        .join(F.broadcast(twins), keys)
+        .select("profile", "seed", "implementation", "trace_digest", "repeat_digest")
+    )
+    mismatches = pairs.where(F.col("trace_digest") != F.col("repeat_digest")).collect()
+    return {
+        "pairs_checked": pairs.count(),
+        "mismatches": sorted(
+            (
+                {
+                    "profile": r["profile"],
+                    "seed": r["seed"],
+                    "implementation": r["implementation"],
+                    "digests": [r["trace_digest"], r["repeat_digest"]],
+                }
+                for r in mismatches
+            ),
+            key=lambda m: (m["profile"], m["seed"]),
+        ),
+    }
+
+
+def _wall_percentiles(first: DataFrame) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    aggs = [
+        F.percentile_approx("wall_s", list(PERCENTILES), PERCENTILE_ACCURACY).alias("p"),
+        F.max("wall_s").alias("max"),
+    ]
+    per_profile = first.groupBy("profile").agg(*aggs).collect()
+    overall = first.agg(*aggs).collect()[0]
+
+    def shape(row: Any) -> dict[str, float]:
+        found = row["p"] or [0.0] * len(PERCENTILES)
+        values = {
+            f"p{round(q * 100)}": round(v, 4) for q, v in zip(PERCENTILES, found, strict=True)
+        }
+        return {**values, "max": round(row["max"] or 0.0, 4)}
+
+    return {
+        "all": shape(overall) if overall["p"] else {},
+        "by_profile": {r["profile"]: shape(r) for r in sorted(per_profile, key=lambda r: r[0])},
+    }
+
+
+def _known_fault_points(implementations: list[str]) -> list[str]:
+    """Crash points the implementations are known to have: ours lists them in
+    ``impl.FAULT_POINTS``; another implementation's are only known by being passed."""
+    from conformance.adapter import DEFAULT_IMPL
+
+    if DEFAULT_IMPL not in implementations:
+        return []
+    from impl import FAULT_POINTS
+
+    return list(FAULT_POINTS)
+
+
+def summarize(spark: SparkSession, sweep_dir: Path) -> dict[str, Any]:
+    """The JSON summary of the sweep directory (what the HTML page shows)."""
+    from pyspark.sql import functions as F
+
+    frame = load_rows(spark, sweep_dir)
+    first = frame.where(F.col("determinism_repeat") == 0)
+    groups = _base_groups(first)
+    info = first.agg(
+        F.sort_array(F.collect_set("implementation")).alias("impls"),
+        F.sort_array(F.collect_set("code_version")).alias("versions"),
+        F.min("seed").alias("min_seed"),
+        F.max("seed").alias("max_seed"),
+    ).collect()[0]
+    implementations = list(info["impls"] or [])
+    totals = _tally(groups, None)
+    total = totals[0] if totals else {"runs": 0, "divergences": 0, "errors": 0, "failed": 0}
+    op_totals = {kind: sum(g[f"op_{kind}"] or 0 for g in groups) for kind in OP_KINDS}
+    points = _fault_points(first)
+    hit = {p["point"] for p in points}
+    manifest = read_manifest(sweep_dir) or {}
+    return {
+        "schema_version": manifest.get("schema_version"),
+        "sweep_dir": str(sweep_dir),
+        "sweeps": len(manifest.get("sweeps", [])),
+        "implementations": implementations,
+        "code_versions": list(info["versions"] or []),
+        "seeds": [info["min_seed"], info["max_seed"]],
+        "totals": {
+            key: total.get(key, 0)
+            for key in ("runs", "divergences", "errors", "failed", "steps", "failure_rate")
+        }
+        | {"repeats": frame.where(F.col("determinism_repeat") == 1).count()},
+        "by_profile": _tally(groups, "profile"),
+        "by_config": {
+            **{knob: _tally(groups, knob) for knob in CONFIG_COLUMNS},
+            "kinds_off": _kinds_off(first),
+        },
+        "failures": _failures(first),
+        "coverage": {
+            "op_kinds": [{"kind": k, "count": op_totals[k]} for k in OP_KINDS],
+            "op_kinds_never": [k for k in OP_KINDS if not op_totals[k]],
+            "fault_points": points,
+            "fault_points_never": [p for p in _known_fault_points(implementations) if p not in hit],
+        },
+        "determinism": _determinism(frame),
+        "wall_time_s": _wall_percentiles(first),
+    }
+
+
+def write_json(summary: dict[str, Any], path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return path
