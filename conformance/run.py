@@ -80,6 +80,8 @@ class RunResult:
     sim_time_s: int = 0
     step_budget: int | None = None
     trace_path: Path | None = None
+    #: The shrunk reproduction of a failing run, when it was shrunk (``conformance.shrink``).
+    shrunk: RunResult | None = None
 
     @property
     def ok(self) -> bool:

@@ -1,0 +1,286 @@
+"""Shrinking: turn a failing trace into the smallest one that fails the same way.
+
+A failing run of hundreds of operations is hard to read; the bug usually needs a handful.
+``shrink_result`` searches for a shorter operation sequence that makes the same
+implementation fail with the same anomaly, in passes repeated until none helps:
+
+1. actors and topics: drop every step of one actor (a whole consumer, the clock, the
+   crasher...), then every operation on one topic;
+2. operations: delta debugging (Zeller's ddmin, complements only: a sequence of queue
+   operations rarely fails from a middle chunk alone) over the steps;
+3. values: fewer messages per produce, empty or shorter payloads, no properties, smaller
+   polls and smaller crash hits.
+
+Dropping a step changes what later steps return, so every candidate is re-executed from
+scratch in lockstep with its outcomes *not* checked against the original ones (they were
+the model's, and the model is re-run too); a candidate is kept only when it diverges with
+the same anomaly. It is then cut right after its diverging step, which is where the
+lockstep stops anyway. Each candidate is a normal replayable trace, so the result is one
+too: ``rmqsim replay <file>.shrunk.jsonl`` fails with the same anomaly.
+
+Determinism: candidates are tried in a fixed order and each run is deterministic, so the
+same input gives the same shrunk trace; the time budget only decides how far the search
+gets (``max_runs`` bounds it by work instead of time, for tests).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from conformance.adapter import Factory
+from conformance.run import RunResult, replay_trace
+from conformance.trace import Trace, TraceFormatError, TraceStep, parse_lines, read_trace
+from scenarios.ops import ArmCrash, Consume, Message, Produce, Step
+
+#: Default wall-clock budget of one shrink, in seconds.
+DEFAULT_SHRINK_BUDGET_S = 30.0
+#: Suffix of a shrunk trace written beside the original.
+SHRUNK_SUFFIX = ".shrunk.jsonl"
+
+
+class _OutOfBudget(Exception):
+    """The time (or run) budget is spent: stop searching, keep the best found so far."""
+
+
+@dataclass(slots=True)
+class _Search:
+    """The state of one shrink: the target anomaly, the best failing run, the budget."""
+
+    header: dict
+    impl: str | Factory
+    anomaly: str
+    deadline: float
+    max_runs: int | None
+    best: RunResult | None = None
+    runs: int = 0
+    #: Every candidate tried, with what ``fails`` returned for it.
+    cache: dict[tuple[Step, ...], tuple[Step, ...] | None] = field(default_factory=dict)
+
+    def fails(self, steps: tuple[Step, ...]) -> tuple[Step, ...] | None:
+        """Run ``steps``; if they fail with the target anomaly, return them cut after the
+        diverging step (and remember the run if it is the shortest yet), else None."""
+        if steps in self.cache:
+            return self.cache[steps]
+        if time.perf_counter() > self.deadline or (
+            self.max_runs is not None and self.runs >= self.max_runs
+        ):
+            raise _OutOfBudget
+        self.runs += 1
+        trace = Trace(
+            header=self.header,
+            steps=[
+                TraceStep(i, s.time_s, s.actor, s.op, None) for i, s in enumerate(steps, start=1)
+            ],
+        )
+        result = replay_trace(trace, impl=self.impl)
+        kept: tuple[Step, ...] | None = None
+        if result.anomaly == self.anomaly:
+            kept = steps[: result.steps]
+            if self.best is None or result.steps < self.best.steps:
+                self.best = result
+        self.cache[steps] = kept
+        return kept
+
+
+def _steps_of(trace: Trace) -> tuple[Step, ...]:
+    return tuple(Step(s.time_s, s.actor, s.op) for s in trace.steps)
+
+
+def _drop_actors(search: _Search, steps: tuple[Step, ...]) -> tuple[Step, ...]:
+    """Drop all steps of one actor at a time (actors in first-appearance order)."""
+    for actor in dict.fromkeys(s.actor for s in steps):
+        if not any(s.actor == actor for s in steps):
+            continue  # an earlier success cut its steps off
+        found = search.fails(tuple(s for s in steps if s.actor != actor))
+        if found is not None:
+            steps = found
+    return steps
+
+
+def _drop_topics(search: _Search, steps: tuple[Step, ...]) -> tuple[Step, ...]:
+    """Drop all operations on one topic at a time (topics in first-appearance order)."""
+    for topic in dict.fromkeys(_topic_of(s) for s in steps):
+        if topic is None or not any(_topic_of(s) == topic for s in steps):
+            continue
+        found = search.fails(tuple(s for s in steps if _topic_of(s) != topic))
+        if found is not None:
+            steps = found
+    return steps
+
+
+def _topic_of(step: Step) -> str | None:
+    topic = getattr(step.op, "topic", None)
+    return topic if isinstance(topic, str) else None
+
+
+def _ddmin(search: _Search, steps: tuple[Step, ...]) -> tuple[Step, ...]:
+    """Delta debugging over complements: remove chunks while the failure persists."""
+    chunks = 2
+    while len(steps) >= 2:
+        size = -(-len(steps) // chunks)  # ceiling division
+        for start in range(0, len(steps), size):
+            found = search.fails(steps[:start] + steps[start + size :])
+            if found is not None:
+                steps = found
+                chunks = max(chunks - 1, 2)
+                break
+        else:
+            if chunks >= len(steps):
+                return steps
+            chunks = min(len(steps), chunks * 2)
+    return steps
+
+
+def _simpler_messages(messages: tuple[Message, ...]) -> Iterator[tuple[Message, ...]]:
+    if len(messages) > 1:
+        yield messages[:1]
+        yield messages[: len(messages) // 2]
+    if any(m.payload or m.properties for m in messages):
+        yield tuple(Message(b"") for _ in messages)
+    if any(m.properties for m in messages):
+        yield tuple(Message(m.payload) for m in messages)
+    if any(len(m.payload) > 1 for m in messages):
+        yield tuple(replace(m, payload=m.payload[: len(m.payload) // 2]) for m in messages)
+
+
+def _simpler_ops(step: Step) -> Iterator[Step]:
+    """Simpler variants of one step, most aggressive first."""
+    op = step.op
+    if isinstance(op, Produce):
+        for messages in _simpler_messages(op.messages):
+            yield replace(step, op=replace(op, messages=messages))
+    elif isinstance(op, Consume) and op.n > 1:
+        yield replace(step, op=replace(op, n=1))
+        yield replace(step, op=replace(op, n=op.n // 2))
+    elif isinstance(op, ArmCrash) and op.hit > 1:
+        yield replace(step, op=replace(op, hit=1))
+        yield replace(step, op=replace(op, hit=op.hit - 1))
+
+
+def _simplify(search: _Search, steps: tuple[Step, ...]) -> tuple[Step, ...]:
+    """Replace steps by simpler variants while the failure persists."""
+    index = 0
+    while index < len(steps):
+        for variant in _simpler_ops(steps[index]):
+            found = search.fails((*steps[:index], variant, *steps[index + 1 :]))
+            if found is not None:
+                steps = found
+                break
+        else:
+            index += 1
+    return steps
+
+
+PASSES: tuple[Callable[[_Search, tuple[Step, ...]], tuple[Step, ...]], ...] = (
+    _drop_actors,
+    _drop_topics,
+    _ddmin,
+    _simplify,
+)
+
+
+def shrink_result(
+    result: RunResult,
+    *,
+    impl: str | Factory | None = None,
+    time_budget_s: float = DEFAULT_SHRINK_BUDGET_S,
+    max_runs: int | None = None,
+) -> RunResult | None:
+    """The failing run of the smallest trace found that fails like ``result`` (same
+    implementation, same anomaly), or None when ``result`` does not fail again when
+    re-run. Bounded by ``time_budget_s`` of wall time (and ``max_runs`` runs if given)."""
+    assert not result.ok and result.anomaly is not None, "only a failing run can be shrunk"
+    trace = parse_lines(result.trace_lines)
+    header = dict(trace.header)
+    header.setdefault("shrunk_from_steps", len(trace.steps))
+    search = _Search(
+        header=header,
+        impl=impl or result.impl,
+        anomaly=result.anomaly,
+        deadline=time.perf_counter() + time_budget_s,
+        max_runs=max_runs,
+    )
+    try:
+        steps = search.fails(_steps_of(trace))
+        if steps is None:
+            return None
+        while True:
+            before = steps
+            for shrink_pass in PASSES:
+                steps = shrink_pass(search, steps)
+            if steps == before:
+                break
+    except _OutOfBudget:
+        pass
+    return search.best
+
+
+@dataclass(frozen=True, slots=True)
+class ShrinkReport:
+    """What ``shrink_file`` did."""
+
+    original_steps: int
+    shrunk_steps: int
+    anomaly: str
+    path: Path
+    seconds: float
+
+
+def shrunk_path(path: Path) -> Path:
+    """``dir/name.jsonl`` -> ``dir/name.shrunk.jsonl`` (beside the original)."""
+    stem = path.name[: -len(".jsonl")] if path.name.endswith(".jsonl") else path.name
+    return path.with_name(stem + SHRUNK_SUFFIX)
+
+
+def shrink_and_save(
+    result: RunResult, *, impl: str | Factory | None, time_budget_s: float
+) -> RunResult | None:
+    """Shrink a failing run whose trace was saved (``result.trace_path``) and write the
+    shrunk trace beside it; remember it on ``result.shrunk``. None if it did not recur."""
+    from conformance.trace import write_lines
+
+    assert result.trace_path is not None, "save the failing trace first"
+    shrunk = shrink_result(result, impl=impl, time_budget_s=time_budget_s)
+    if shrunk is not None:
+        shrunk.trace_path = shrunk_path(result.trace_path)
+        write_lines(shrunk.trace_path, shrunk.trace_lines)
+        result.shrunk = shrunk
+    return shrunk
+
+
+class NotFailingError(Exception):
+    """The trace given to ``shrink_file`` does not fail: there is nothing to shrink."""
+
+
+def shrink_file(
+    path: Path, *, impl: str | Factory | None = None, time_budget_s: float = DEFAULT_SHRINK_BUDGET_S
+) -> ShrinkReport:
+    """Shrink the failing trace at ``path`` into ``<stem>.shrunk.jsonl`` beside it."""
+    started = time.perf_counter()
+    trace = read_trace(path)
+    if not trace.steps:
+        raise TraceFormatError(path, None, "the trace has no steps: nothing to shrink")
+    original = replay_trace(trace, impl=impl)
+    if original.ok:
+        raise NotFailingError(f"{path}: the trace does not fail on {original.impl}")
+    if original.anomaly == "trace-mismatch":
+        raise NotFailingError(
+            f"{path}: the model no longer returns the recorded outcomes (trace-mismatch): "
+            "it was written by other code; re-run its seed instead"
+        )
+    original.trace_path = path
+    remaining_s = max(time_budget_s - (time.perf_counter() - started), 0.0)
+    shrunk = shrink_and_save(original, impl=impl, time_budget_s=remaining_s)
+    if shrunk is None:
+        raise NotFailingError(f"{path}: the failure did not recur when re-run")
+    assert shrunk.trace_path is not None and shrunk.anomaly is not None
+    return ShrinkReport(
+        original_steps=len(trace.steps),
+        shrunk_steps=shrunk.steps,
+        anomaly=shrunk.anomaly,
+        path=shrunk.trace_path,
+        seconds=time.perf_counter() - started,
+    )
