@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from conformance.adapter import Factory, resolve_impl
 from conformance.run import RunResult
+from conformance.shrink import DEFAULT_SHRINK_BUDGET_S
 from reports.schema import (
     MANIFEST,
     RUNS_DIR,
@@ -185,6 +186,7 @@ def run_sweep(
     sample: float = DEFAULT_DETERMINISM_SAMPLE,
     append: bool = False,
     keep_results: bool = False,
+    shrink_budget_s: float = DEFAULT_SHRINK_BUDGET_S,
     on_tasks: Callable[[int], None] | None = None,
     on_plan: Callable[[int], None] | None = None,
 ) -> SweepOutcome:
@@ -205,14 +207,21 @@ def run_sweep(
         on_plan(len(chunks))
     sweep_id = uuid.uuid4().hex
     impl_name = resolve_impl(impl)[0]
-    spec = TaskSpec(impl=impl, out_dir=str(out), sweep_id=sweep_id, steps=steps)
+    spec = TaskSpec(
+        impl=impl,
+        out_dir=str(out),
+        sweep_id=sweep_id,
+        steps=steps,
+        shrink_budget_s=shrink_budget_s,
+    )
     outcome = SweepOutcome(sweep_id=sweep_id, out=out)
     started = time.perf_counter()
 
     def task(items: Iterator[list[WorkItem]]) -> Iterator[tuple[RunResult | None, tuple]]:
         for chunk in items:
-            for result, row in run_chunk(chunk, spec):
-                yield (result if keep_results or not result.ok else None), row
+            for item, result, row in run_chunk(chunk, spec):
+                keep = keep_results and item.repeat == 0
+                yield (result if keep else None), row
 
     rdd = sc.parallelize(chunks, len(chunks)).mapPartitions(task).cache()
     try:
@@ -256,6 +265,7 @@ def run_sweep(
             "code_version": code_version(),
             "steps": steps,
             "determinism_sample": sample,
+            "shrink_budget_s": shrink_budget_s,
             "tasks": len(chunks),
             "master": sc.master,
             "finished_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -8,19 +8,18 @@ on a cluster's worker or in a plain process.
 from __future__ import annotations
 
 import functools
-import importlib
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from importlib import metadata
-from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 from conformance.adapter import Factory
 from conformance.gate import save_failure
 from conformance.run import RunResult, git_commit, run_seed
+from conformance.shrink import DEFAULT_SHRINK_BUDGET_S, shrink_and_save
 from conformance.statediff import clip
 from reports.schema import (
     COLUMNS,
@@ -50,8 +49,8 @@ class TaskSpec:
     out_dir: str
     sweep_id: str
     steps: int | None = None
-    #: Time one failing run may spend being shrunk (when a shrinker is installed), seconds.
-    shrink_budget_s: float = 30.0
+    #: Time one failing run may spend being shrunk, seconds (0: never shrink).
+    shrink_budget_s: float = DEFAULT_SHRINK_BUDGET_S
 
 
 @functools.cache
@@ -66,11 +65,10 @@ def code_version() -> str:
         return "rmqsim unknown"
 
 
-def _shrinker() -> Any | None:
-    """``conformance.shrink.shrink_result`` when that module exists in this install."""
-    if find_spec("conformance.shrink") is None:
-        return None
-    return getattr(importlib.import_module("conformance.shrink"), "shrink_result", None)
+def _signature(result: RunResult) -> str | None:
+    """How failures are grouped: the anomaly and the kind of operation it showed at."""
+    div = result.divergence
+    return f"{result.anomaly} @ {div.step.op.kind}" if div else None
 
 
 def _detail(result: RunResult) -> str | None:
@@ -109,7 +107,7 @@ def result_row(
         "determinism_repeat": item.repeat,
         "status": result.status,
         "anomaly": result.anomaly,
-        "signature": f"{result.anomaly} @ {div.step.op.kind}" if div else None,
+        "signature": _signature(result),
         "divergence_step": div.step_index if div else None,
         "detail": _detail(result),
         "steps": result.steps,
@@ -164,45 +162,54 @@ def error_row(item: WorkItem, spec: TaskSpec, exc: BaseException, wall_s: float)
     return tuple(row[name] for name in COLUMNS)
 
 
-def run_item(item: WorkItem, spec: TaskSpec, workdir: Path) -> tuple[RunResult, tuple]:
-    """Run one item; save its failing trace (shrunk when possible); return result and row.
+def run_item(
+    item: WorkItem, spec: TaskSpec, workdir: Path, shrunk_signatures: set[str]
+) -> tuple[RunResult, tuple]:
+    """Run one item; save its failing trace; return the result and its row.
 
-    A passing run's trace lines are dropped before returning (memory stays flat). A
-    determinism re-run saves nothing: its twin already did.
+    A failing run is shrunk (``conformance.shrink``, within ``spec.shrink_budget_s``) when
+    it is the task's first failure of its signature: the report shows the smallest
+    reproducer per signature, and shrinking a thousand runs of one bug would cost a
+    thousand budgets for nothing. The row then points to the shrunk trace. A passing run's
+    trace lines are dropped (memory stays flat); a determinism re-run saves nothing, its
+    twin already did.
     """
     result = run_seed(item.profile, item.seed, impl=spec.impl, steps=spec.steps, workdir=workdir)
     trace_path: str | None = None
     shrunk: RunResult | None = None
     if not result.ok and item.repeat == 0:
-        shrink = _shrinker()
-        if shrink is not None:
-            shrunk = shrink(result, impl=spec.impl, time_budget_s=spec.shrink_budget_s)
+        save_failure(result, Path(spec.out_dir) / TRACES_DIR)
+        signature = _signature(result)
+        if spec.shrink_budget_s > 0 and signature not in shrunk_signatures:
+            shrunk_signatures.add(signature)
+            shrunk = shrink_and_save(result, impl=spec.impl, time_budget_s=spec.shrink_budget_s)
         saved = shrunk or result
-        path = save_failure(saved, Path(spec.out_dir) / TRACES_DIR)
-        result.trace_path = path
-        trace_path = f"{TRACES_DIR}/{path.name}"
+        assert saved.trace_path is not None
+        trace_path = f"{TRACES_DIR}/{saved.trace_path.name}"
     row = result_row(result, item, spec, trace_path=trace_path, shrunk=shrunk)
     if result.ok:
         result.trace_lines = []
     return result, row
 
 
-def run_chunk(items: Iterable[WorkItem], spec: TaskSpec) -> Iterator[tuple[RunResult, tuple]]:
+def run_chunk(
+    items: Iterable[WorkItem], spec: TaskSpec
+) -> Iterator[tuple[WorkItem, RunResult, tuple]]:
     """Run the items of one task in a temporary directory of its own.
 
     An exception from rmqsim on one run becomes an ``error`` row, so one bad seed cannot
     sink a sweep of a million.
     """
+    shrunk_signatures: set[str] = set()
     with tempfile.TemporaryDirectory(prefix="rmqsim-task-") as tmp:
         for item in items:
             started = time.perf_counter()
             try:
-                yield run_item(item, spec, Path(tmp))
+                result, row = run_item(item, spec, Path(tmp), shrunk_signatures)
             except Exception as exc:  # reported as a row of status "error"
-                yield (
-                    _error_result(item, spec),
-                    error_row(item, spec, exc, time.perf_counter() - started),
-                )
+                result = _error_result(item, spec)
+                row = error_row(item, spec, exc, time.perf_counter() - started)
+            yield item, result, row
 
 
 def _error_result(item: WorkItem, spec: TaskSpec) -> RunResult:
