@@ -49,8 +49,9 @@ class SweepDirError(Exception):
     """The report's input is missing or not a sweep directory of this schema version."""
 
 
-def load_rows(spark: SparkSession, sweep_dir: Path) -> DataFrame:
-    """The rows of ``sweep_dir``, after checking the manifest and the columns."""
+def check_sweep_dir(sweep_dir: Path) -> None:
+    """``SweepDirError`` unless ``sweep_dir`` holds rows of this schema version (checked
+    from the manifest, before Spark starts: bad input fails in a fraction of a second)."""
     if not sweep_dir.is_dir():
         raise SweepDirError(f"{sweep_dir}: no such directory")
     try:
@@ -66,6 +67,12 @@ def load_rows(spark: SparkSession, sweep_dir: Path) -> DataFrame:
     runs = sweep_dir / RUNS_DIR
     if not runs.is_dir() or not any(runs.glob("profile=*")):
         raise SweepDirError(f"{sweep_dir}: holds no rows ({runs} is missing or empty)")
+
+
+def load_rows(spark: SparkSession, sweep_dir: Path) -> DataFrame:
+    """The rows of ``sweep_dir``, after checking the manifest and the columns."""
+    check_sweep_dir(sweep_dir)
+    runs = sweep_dir / RUNS_DIR
     frame = spark.read.parquet(str(runs))
     found = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
     expected = {f.name: f.dataType.simpleString() for f in spark_schema().fields}
@@ -152,7 +159,9 @@ def _kinds_off(first: DataFrame) -> list[dict[str, Any]]:
     ]
 
 
-def _failures(first: DataFrame) -> list[dict[str, Any]]:
+def _failures(first: DataFrame, sweep_dir: Path) -> list[dict[str, Any]]:
+    """Failures grouped by signature; a row's trace path (relative, so that a sweep
+    directory can move) is shown under ``sweep_dir``."""
     from pyspark.sql import functions as F
 
     smallest = F.struct(
@@ -189,6 +198,10 @@ def _failures(first: DataFrame) -> list[dict[str, Any]]:
         }
         for r in rows
     ]
+    for failure in out:
+        smallest = failure["smallest"]
+        if smallest["trace_path"]:
+            smallest["trace_path"] = str(sweep_dir / smallest["trace_path"])
     out.sort(key=lambda f: (-f["count"], f["signature"] or ""))
     return out
 
@@ -326,7 +339,7 @@ def summarize(spark: SparkSession, sweep_dir: Path) -> dict[str, Any]:
             **{knob: _tally(groups, knob) for knob in CONFIG_COLUMNS},
             "kinds_off": _kinds_off(first),
         },
-        "failures": _failures(first),
+        "failures": _failures(first, sweep_dir),
         "coverage": {
             "op_kinds": [{"kind": k, "count": op_totals[k]} for k in OP_KINDS],
             "op_kinds_never": [k for k in OP_KINDS if not op_totals[k]],

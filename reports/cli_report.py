@@ -41,12 +41,14 @@ def report_command(
     Exit 0 when every run conformed, 1 when the sweep holds failures or determinism
     mismatches, 2 when SWEEP_DIR is missing or of another schema version.
     """
-    from reports.aggregate import SweepDirError, summarize, write_json
+    from reports.aggregate import SweepDirError, check_sweep_dir, summarize, write_json
     from reports.page import write_html
     from reports.spark import spark_session
 
-    if not sweep_dir.is_dir():
-        raise UsageError(f"{sweep_dir}: no such sweep directory")
+    try:
+        check_sweep_dir(sweep_dir)
+    except SweepDirError as exc:
+        raise UsageError(str(exc)) from None
     html_file = html_file or sweep_dir / HTML_NAME
     json_file = json_file or sweep_dir / JSON_NAME
     with spark_session(master, "rmqsim report") as spark:
