@@ -90,13 +90,15 @@ def sweep_command(
     from conformance.adapter import DEFAULT_IMPL, load_factory
     from conformance.gate import GATE_PROFILES
     from reports.spark import check_master, spark_session
-    from reports.sweep import run_sweep
+    from reports.sweep import check_appendable, run_sweep
 
     names = parse_profiles(profiles, GATE_PROFILES)
     impl = impl or DEFAULT_IMPL
     load_factory(impl)
     check_master(master)
     writable_dir(out)
+    if append:
+        check_appendable(out)
     with spark_session(master, "rmqsim sweep") as spark, progress(0, "sweep tasks") as bar:
         task_id = bar.task_ids[0]
         outcome = run_sweep(

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from conformance.adapter import Factory, resolve_impl
+from conformance.cli_common import UsageError
 from conformance.run import RunResult
 from conformance.shrink import DEFAULT_SHRINK_BUDGET_S
 from reports.schema import (
@@ -164,6 +165,17 @@ def check_manifest(out: Path, manifest: dict[str, Any]) -> None:
         )
 
 
+def check_appendable(out: Path) -> None:
+    """``UsageError`` when ``out`` holds rows of another schema version (appending would
+    mix two layouts in one dataset)."""
+    try:
+        manifest = read_manifest(out)
+        if manifest is not None:
+            check_manifest(out, manifest)
+    except SchemaMismatchError as exc:
+        raise UsageError(f"--append: {exc}") from None
+
+
 def _write_manifest(out: Path, record: dict[str, Any], append: bool) -> None:
     manifest = (read_manifest(out) if append else None) or {
         "schema_version": SCHEMA_VERSION,
@@ -198,9 +210,7 @@ def run_sweep(
     """
     out = out.resolve()
     if append:
-        manifest = read_manifest(out)
-        if manifest is not None:
-            check_manifest(out, manifest)
+        check_appendable(out)
     sc = spark.sparkContext
     chunks = plan_chunks(profiles, seeds, sc.defaultParallelism, sample)
     if on_plan is not None:
