@@ -39,8 +39,8 @@ if TYPE_CHECKING:
 
 #: Wall-time percentiles the report shows.
 PERCENTILES = (0.5, 0.9, 0.99)
-#: Relative error of Spark's approximate percentiles (1/accuracy).
-PERCENTILE_ACCURACY = 10_000
+#: Resolution of the wall-time histogram: buckets per doubling (16: within ~4.4 %).
+WALL_BUCKETS_PER_OCTAVE = 16
 #: Failure groups listed in full (the JSON keeps them all).
 MAX_SIGNATURES = 200
 
@@ -87,17 +87,21 @@ def _rate(failed: int, runs: int) -> float:
     return round(failed / runs, 6) if runs else 0.0
 
 
-def _base_groups(first: DataFrame) -> list[Any]:
+def _base_groups(frame: DataFrame) -> list[Any]:
+    """One grouped pass over every row: counts, sums, seed range and operation counts per
+    (repeat, profile, status, implementation, code version, config) group."""
     from pyspark.sql import functions as F
 
     sums = [F.sum(F.col(f"op_counts.{kind}")).alias(f"op_{kind}") for kind in OP_KINDS]
+    keys = ["determinism_repeat", "profile", "status", "implementation", "code_version"]
     return (
-        first.groupBy("profile", "status", *CONFIG_COLUMNS)
+        frame.groupBy(*keys, *CONFIG_COLUMNS)
         .agg(
             F.count(F.lit(1)).alias("runs"),
             F.sum("steps").alias("steps"),
             F.sum("wall_s").alias("wall_s"),
-            F.sum("crashes_injected").alias("crashes_injected"),
+            F.min("seed").alias("min_seed"),
+            F.max("seed").alias("max_seed"),
             *sums,
         )
         .collect()
@@ -207,34 +211,18 @@ def _failures(first: DataFrame, sweep_dir: Path) -> list[dict[str, Any]]:
 
 
 def _fault_points(first: DataFrame) -> list[dict[str, Any]]:
-    """Per crash point: times passed, and runs that passed it at least once (a point is
-    recorded per operation kind as ``op:point``; the report counts the point itself)."""
+    """Times each crash point was passed (a point is recorded per operation kind as
+    ``op:point``; the report counts the point itself)."""
     from pyspark.sql import functions as F
 
-    def point(key: Any) -> Any:
-        return F.substring_index(key, ":", -1)
-
-    hits = (
+    rows = (
         first.select(F.explode("fault_points").alias("key", "hits"))
-        .groupBy(point(F.col("key")).alias("point"))
+        .groupBy(F.substring_index("key", ":", -1).alias("point"))
         .agg(F.sum("hits").alias("hits"))
         .collect()
     )
-    runs = (
-        first.select(
-            F.explode(F.array_distinct(F.transform(F.map_keys("fault_points"), point))).alias(
-                "point"
-            )
-        )
-        .groupBy("point")
-        .count()
-        .collect()
-    )
-    run_counts = {r["point"]: r["count"] for r in runs}
-    return sorted(
-        ({"point": r["point"], "hits": r["hits"], "runs": run_counts[r["point"]]} for r in hits),
-        key=lambda p: p["point"],
-    )
+    found = ({"point": r["point"], "hits": r["hits"]} for r in rows)
+    return sorted(found, key=lambda p: p["point"])
 
 
 def _determinism(frame: DataFrame) -> dict[str, Any]:
@@ -249,9 +237,10 @@ def _determinism(frame: DataFrame) -> dict[str, Any]:
         .join(F.broadcast(twins), keys)
         .select("profile", "seed", "implementation", "trace_digest", "repeat_digest")
     )
-    mismatches = pairs.where(F.col("trace_digest") != F.col("repeat_digest")).collect()
+    found = pairs.collect()  # one row per twin: a small share of the sweep
+    mismatches = [r for r in found if r["trace_digest"] != r["repeat_digest"]]
     return {
-        "pairs_checked": pairs.count(),
+        "pairs_checked": len(found),
         "mismatches": sorted(
             (
                 {
@@ -267,26 +256,45 @@ def _determinism(frame: DataFrame) -> dict[str, Any]:
     }
 
 
+def _percentiles(buckets: list[tuple[int, int]], largest: float) -> dict[str, float]:
+    """Percentiles from a log-bucket histogram ``[(bucket, count)]``: each is the upper
+    edge of the bucket holding it (at most ``largest``), within 1/WALL_BUCKETS_PER_OCTAVE
+    of an octave of the exact value."""
+    total = sum(count for _bucket, count in buckets)
+    values: dict[str, float] = {}
+    for q in PERCENTILES:
+        seen = 0
+        for bucket, count in sorted(buckets):
+            seen += count
+            if seen >= q * total:
+                edge = 2 ** ((bucket + 1) / WALL_BUCKETS_PER_OCTAVE)
+                values[f"p{round(q * 100)}"] = round(min(edge, largest), 4)
+                break
+    return {**values, "max": round(largest, 4)}
+
+
 def _wall_percentiles(first: DataFrame) -> dict[str, Any]:
+    """Wall-time percentiles per profile and overall, from one pass: a histogram of
+    logarithmic buckets per profile (mergeable, unlike exact or sketch percentiles)."""
     from pyspark.sql import functions as F
 
-    aggs = [
-        F.percentile_approx("wall_s", list(PERCENTILES), PERCENTILE_ACCURACY).alias("p"),
-        F.max("wall_s").alias("max"),
-    ]
-    per_profile = first.groupBy("profile").agg(*aggs).collect()
-    overall = first.agg(*aggs).collect()[0]
-
-    def shape(row: Any) -> dict[str, float]:
-        found = row["p"] or [0.0] * len(PERCENTILES)
-        values = {
-            f"p{round(q * 100)}": round(v, 4) for q, v in zip(PERCENTILES, found, strict=True)
-        }
-        return {**values, "max": round(row["max"] or 0.0, 4)}
-
+    bucket = F.floor(F.log2(F.greatest("wall_s", F.lit(1e-6))) * WALL_BUCKETS_PER_OCTAVE)
+    rows = (
+        first.groupBy("profile", bucket.alias("bucket"))
+        .agg(F.count(F.lit(1)).alias("runs"), F.max("wall_s").alias("max"))
+        .collect()
+    )
+    per_profile: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    largest: dict[str, float] = defaultdict(float)
+    for r in rows:
+        per_profile[r["profile"]].append((r["bucket"], r["runs"]))
+        largest[r["profile"]] = max(largest[r["profile"]], r["max"])
+    every = [pair for pairs in per_profile.values() for pair in pairs]
     return {
-        "all": shape(overall) if overall["p"] else {},
-        "by_profile": {r["profile"]: shape(r) for r in sorted(per_profile, key=lambda r: r[0])},
+        "all": _percentiles(every, max(largest.values())) if every else {},
+        "by_profile": {
+            name: _percentiles(per_profile[name], largest[name]) for name in sorted(per_profile)
+        },
     }
 
 
@@ -308,14 +316,9 @@ def summarize(spark: SparkSession, sweep_dir: Path) -> dict[str, Any]:
 
     frame = load_rows(spark, sweep_dir)
     first = frame.where(F.col("determinism_repeat") == 0)
-    groups = _base_groups(first)
-    info = first.agg(
-        F.sort_array(F.collect_set("implementation")).alias("impls"),
-        F.sort_array(F.collect_set("code_version")).alias("versions"),
-        F.min("seed").alias("min_seed"),
-        F.max("seed").alias("max_seed"),
-    ).collect()[0]
-    implementations = list(info["impls"] or [])
+    every_group = _base_groups(frame)
+    groups = [g for g in every_group if g["determinism_repeat"] == 0]
+    implementations = sorted({g["implementation"] for g in groups})
     totals = _tally(groups, None)
     total = totals[0] if totals else {"runs": 0, "divergences": 0, "errors": 0, "failed": 0}
     op_totals = {kind: sum(g[f"op_{kind}"] or 0 for g in groups) for kind in OP_KINDS}
@@ -327,13 +330,16 @@ def summarize(spark: SparkSession, sweep_dir: Path) -> dict[str, Any]:
         "sweep_dir": str(sweep_dir),
         "sweeps": len(manifest.get("sweeps", [])),
         "implementations": implementations,
-        "code_versions": list(info["versions"] or []),
-        "seeds": [info["min_seed"], info["max_seed"]],
+        "code_versions": sorted({g["code_version"] for g in groups}),
+        "seeds": [
+            min((g["min_seed"] for g in groups), default=None),
+            max((g["max_seed"] for g in groups), default=None),
+        ],
         "totals": {
             key: total.get(key, 0)
             for key in ("runs", "divergences", "errors", "failed", "steps", "failure_rate")
         }
-        | {"repeats": frame.where(F.col("determinism_repeat") == 1).count()},
+        | {"repeats": sum(g["runs"] for g in every_group if g["determinism_repeat"] == 1)},
         "by_profile": _tally(groups, "profile"),
         "by_config": {
             **{knob: _tally(groups, knob) for knob in CONFIG_COLUMNS},
