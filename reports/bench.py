@@ -53,7 +53,12 @@ def arrow_summary(sweep_dir: Path) -> dict[str, Any]:
     from scenarios.ops import OP_KINDS
 
     dataset = ds.dataset(sweep_dir / RUNS_DIR, format="parquet", partitioning="hive")
-    table = dataset.to_table()
+    needed = [
+        "profile", "seed", "status", "steps", "wall_s", *CONFIG_COLUMNS, "op_counts",
+        "signature", "repro_steps", "fault_points", "kinds_off", "determinism_repeat",
+        "sweep_id", "implementation", "trace_digest",
+    ]  # fmt: skip
+    table = dataset.to_table(columns=needed)  # what the Spark report reads, no more
     first = table.filter(pc.equal(table["determinism_repeat"], 0))
     flat = first.select(
         ["profile", "status", "steps", "wall_s", *CONFIG_COLUMNS, "op_counts"]

@@ -211,6 +211,8 @@ def run_sweep(
     out = out.resolve()
     if append:
         check_appendable(out)
+    from pyspark.sql import functions as F
+
     sc = spark.sparkContext
     chunks = plan_chunks(profiles, seeds, sc.defaultParallelism, sample)
     if on_plan is not None:
@@ -242,9 +244,11 @@ def run_sweep(
             )
             kept = rdd.map(lambda pair: pair[0]).filter(lambda r: r is not None).collect()
             tallies = frame.groupBy("determinism_repeat", "status").count().collect()
-            digests = (
+            mismatched = (
                 frame.groupBy("profile", "seed")
-                .agg({"trace_digest": "collect_set", "determinism_repeat": "max"})
+                .agg(F.countDistinct("trace_digest").alias("digests"))
+                .where(F.col("digests") > 1)  # only a pair run twice can have two
+                .select("profile", "seed")
                 .collect()
             )
     finally:
@@ -259,10 +263,7 @@ def run_sweep(
             outcome.divergences += number
         elif status == STATUS_ERROR:
             outcome.errors += number
-    for row in digests:
-        if row["max(determinism_repeat)"] and len(row["collect_set(trace_digest)"]) > 1:
-            outcome.determinism_mismatches.append((row["profile"], row["seed"]))
-    outcome.determinism_mismatches.sort()
+    outcome.determinism_mismatches = sorted((row["profile"], row["seed"]) for row in mismatched)
     outcome.results = sorted(kept, key=lambda r: (list(profiles).index(r.profile), r.seed))
     outcome.wall_s = time.perf_counter() - started
     _write_manifest(
