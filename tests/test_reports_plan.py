@@ -203,7 +203,7 @@ def _summary_with(text: str) -> dict:
         "coverage": {
             "op_kinds": [{"kind": "produce", "count": 1}],
             "op_kinds_never": [text],
-            "fault_points": [{"point": text, "hits": 1, "runs": 1}],
+            "fault_points": [{"point": text, "hits": 1}],
             "fault_points_never": [text],
         },
         "determinism": {
