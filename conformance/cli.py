@@ -7,11 +7,13 @@ rmqsim itself. Heavy modules are imported inside the commands so that ``--help``
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 from importlib import metadata
 from importlib.util import find_spec
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -43,6 +45,20 @@ LAZY_COMMANDS: dict[str, str] = {
     "mutants": "conformance.cli_mutants:mutants_command",
 }
 ENTRY_POINT_GROUP = "rmqsim.commands"
+#: Other ways to run the gate's seeds (``rmqsim gate --spark``), each a function like
+#: ``conformance.gate.run_profiles`` (reports/ registers ``spark``).
+GATE_RUNNER_GROUP = "rmqsim.gate_runners"
+
+
+def gate_runner(name: str) -> Any:
+    """The gate runner registered as ``name`` in ``GATE_RUNNER_GROUP``, or UsageError."""
+    for entry in metadata.entry_points(group=GATE_RUNNER_GROUP):
+        if entry.name == name:
+            return entry.load()
+    raise UsageError(
+        f"--{name}: no {name!r} gate runner is installed (entry point group "
+        f"{GATE_RUNNER_GROUP}; it comes with rmqsim's reports package)"
+    )
 
 
 def _command_targets() -> dict[str, str]:
@@ -240,6 +256,8 @@ def replay_command(trace_file: Path, impl: str | None) -> None:
     help="Regression corpus to replay too (default: ./regressions when it exists).",
 )
 @save_regression_option
+@click.option("--spark", is_flag=True, help="Run the seeds as Spark tasks (the sweep pipeline).")
+@click.option("--master", default=None, help="With --spark: Spark master URL (default local[*]).")
 @friendly_errors
 def gate_command(
     impl: str | None,
@@ -254,6 +272,8 @@ def gate_command(
     crash_rate: float,
     corpus: Path | None,
     save_regression: Path | None,
+    spark: bool,
+    master: str | None,
 ) -> None:
     """The CI gate: every standard profile over the seeds, then a crash sweep of the first
     seed of each; JUnit XML and a JSON summary."""
@@ -285,9 +305,12 @@ def gate_command(
     if corpus is not None and not corpus.is_dir():
         raise UsageError(f"--corpus {corpus}: not a directory")
     corpus = corpus or DEFAULT_CORPUS
+    if master is not None and not spark:
+        raise UsageError("--master needs --spark")
+    runner = functools.partial(gate_runner("spark"), master=master) if spark else run_profiles
     writable_dir(out)
     with progress(len(names) * len(seed_range), "gate") as bar:
-        gate = run_profiles(
+        gate = runner(
             names,
             seed_range,
             impl=impl,

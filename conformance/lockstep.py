@@ -145,6 +145,12 @@ class Divergence(Exception):
         self.diffs = diffs[:MAX_DIFFS]
         self.detail = detail
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Exceptions pickle as ``cls(*args)``, which this constructor cannot take; a
+        # sweep's tasks send failing results (and their divergence) back to the driver.
+        args = (self.anomaly, self.step_index, self.step, self.expected, self.actual)
+        return (Divergence, (*args, self.diffs, self.detail))
+
 
 @dataclass(slots=True)
 class StepRecord:

@@ -1,0 +1,363 @@
+"""The report's numbers, computed by Spark over a sweep directory's rows.
+
+Spark does every pass over the rows; what comes back to the driver is small (a few
+thousand groups at most) and is shaped into the JSON summary here. The passes:
+
+1. one grouped scan by (profile, status, config knobs): totals, failure rates by profile
+   and by config dimension, and the operation counts (coverage of operation kinds);
+2. the swarm's switched-off kinds (another config dimension), exploded;
+3. failures grouped by anomaly signature: count, first seen, smallest reproducer;
+4. fault points passed (coverage of crash points), exploded from the map column;
+5. the determinism pairs (a broadcast join of the few re-runs with their twins);
+6. wall-time percentiles per profile and overall.
+
+Only first runs (``determinism_repeat`` 0) count as runs; the re-runs only feed (5).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from reports.schema import (
+    CONFIG_COLUMNS,
+    RUNS_DIR,
+    STATUS_DIVERGENCE,
+    STATUS_ERROR,
+    STATUS_OK,
+    SchemaMismatchError,
+    check_columns,
+    spark_schema,
+)
+from reports.sweep import check_manifest, read_manifest
+from scenarios.ops import OP_KINDS
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+#: Wall-time percentiles the report shows.
+PERCENTILES = (0.5, 0.9, 0.99)
+#: Resolution of the wall-time histogram: buckets per doubling (16: within ~4.4 %).
+WALL_BUCKETS_PER_OCTAVE = 16
+#: Failure groups listed in full (the JSON keeps them all).
+MAX_SIGNATURES = 200
+
+
+class SweepDirError(Exception):
+    """The report's input is missing or not a sweep directory of this schema version."""
+
+
+def check_sweep_dir(sweep_dir: Path) -> None:
+    """``SweepDirError`` unless ``sweep_dir`` holds rows of this schema version (checked
+    from the manifest, before Spark starts: bad input fails in a fraction of a second)."""
+    if not sweep_dir.is_dir():
+        raise SweepDirError(f"{sweep_dir}: no such directory")
+    try:
+        manifest = read_manifest(sweep_dir)
+    except SchemaMismatchError as exc:
+        raise SweepDirError(str(exc)) from None
+    if manifest is None:
+        raise SweepDirError(f"{sweep_dir}: not a sweep directory (no sweep.json)")
+    try:
+        check_manifest(sweep_dir, manifest)
+    except SchemaMismatchError as exc:
+        raise SweepDirError(str(exc)) from None
+    runs = sweep_dir / RUNS_DIR
+    if not runs.is_dir() or not any(runs.glob("profile=*")):
+        raise SweepDirError(f"{sweep_dir}: holds no rows ({runs} is missing or empty)")
+
+
+def load_rows(spark: SparkSession, sweep_dir: Path) -> DataFrame:
+    """The rows of ``sweep_dir``, after checking the manifest and the columns."""
+    check_sweep_dir(sweep_dir)
+    runs = sweep_dir / RUNS_DIR
+    frame = spark.read.parquet(str(runs))
+    found = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
+    expected = {f.name: f.dataType.simpleString() for f in spark_schema().fields}
+    try:
+        check_columns(found, expected)
+    except SchemaMismatchError as exc:
+        raise SweepDirError(f"{runs}: {exc} (rows of another schema version?)") from None
+    return frame
+
+
+def _rate(failed: int, runs: int) -> float:
+    return round(failed / runs, 6) if runs else 0.0
+
+
+def _base_groups(frame: DataFrame) -> list[Any]:
+    """One grouped pass over every row: counts, sums, seed range and operation counts per
+    (repeat, profile, status, implementation, code version, config) group."""
+    from pyspark.sql import functions as F
+
+    sums = [F.sum(F.col(f"op_counts.{kind}")).alias(f"op_{kind}") for kind in OP_KINDS]
+    keys = ["determinism_repeat", "profile", "status", "implementation", "code_version"]
+    return (
+        frame.groupBy(*keys, *CONFIG_COLUMNS)
+        .agg(
+            F.count(F.lit(1)).alias("runs"),
+            F.sum("steps").alias("steps"),
+            F.sum("wall_s").alias("wall_s"),
+            F.min("seed").alias("min_seed"),
+            F.max("seed").alias("max_seed"),
+            *sums,
+        )
+        .collect()
+    )
+
+
+def _tally(groups: list[Any], key: str | None) -> list[dict[str, Any]]:
+    """Runs, divergences, errors and failure rate per value of ``key`` (None: all)."""
+    table: dict[Any, dict[str, Any]] = defaultdict(
+        lambda: {"runs": 0, "divergences": 0, "errors": 0, "steps": 0, "wall_s": 0.0}
+    )
+    for g in groups:
+        entry = table[g[key] if key else "all"]
+        entry["runs"] += g["runs"]
+        entry["steps"] += g["steps"]
+        entry["wall_s"] += g["wall_s"]
+        if g["status"] == STATUS_DIVERGENCE:
+            entry["divergences"] += g["runs"]
+        elif g["status"] == STATUS_ERROR:
+            entry["errors"] += g["runs"]
+    rows = []
+    for value in sorted(table, key=lambda v: (str(type(v)), v)):
+        entry = table[value]
+        failed = entry["divergences"] + entry["errors"]
+        rows.append(
+            {
+                "value": value,
+                **entry,
+                "wall_s": round(entry["wall_s"], 3),
+                "failed": failed,
+                "failure_rate": _rate(failed, entry["runs"]),
+            }
+        )
+    return rows
+
+
+def _kinds_off(first: DataFrame) -> list[dict[str, Any]]:
+    from pyspark.sql import functions as F
+
+    rows = (
+        first.where(F.size("kinds_off") > 0)
+        .select(F.explode("kinds_off").alias("kind"), "status")
+        .groupBy("kind")
+        .agg(
+            F.count(F.lit(1)).alias("runs"),
+            F.sum((F.col("status") != STATUS_OK).cast("long")).alias("failed"),
+        )
+        .collect()
+    )
+    order = {kind: i for i, kind in enumerate(OP_KINDS)}
+    return [
+        {
+            "value": r["kind"],
+            "runs": r["runs"],
+            "failed": r["failed"],
+            "failure_rate": _rate(r["failed"], r["runs"]),
+        }
+        for r in sorted(rows, key=lambda r: order.get(r["kind"], len(order)))
+    ]
+
+
+def _failures(first: DataFrame, sweep_dir: Path) -> list[dict[str, Any]]:
+    """Failures grouped by signature; a row's trace path (relative, so that a sweep
+    directory can move) is shown under ``sweep_dir``."""
+    from pyspark.sql import functions as F
+
+    smallest = F.struct(
+        F.coalesce("repro_steps", "steps").alias("repro_steps"),
+        F.coalesce("divergence_step", F.lit(0)).alias("divergence_step"),
+        "seed",
+        "profile",
+        "trace_path",
+        "trace_shrunk",
+        "repro",
+        "detail",
+        "implementation",
+    )
+    rows = (
+        first.where(F.col("status") != STATUS_OK)
+        .groupBy("signature")
+        .agg(
+            F.count(F.lit(1)).alias("count"),
+            F.first("anomaly").alias("anomaly"),
+            F.min(F.struct("seed", "profile")).alias("first"),
+            F.min(smallest).alias("smallest"),
+            F.sort_array(F.collect_set("profile")).alias("profiles"),
+        )
+        .collect()
+    )
+    out = [
+        {
+            "signature": r["signature"],
+            "anomaly": r["anomaly"],
+            "count": r["count"],
+            "profiles": list(r["profiles"]),
+            "first_seen": {"seed": r["first"]["seed"], "profile": r["first"]["profile"]},
+            "smallest": r["smallest"].asDict(),
+        }
+        for r in rows
+    ]
+    for failure in out:
+        smallest = failure["smallest"]
+        if smallest["trace_path"]:
+            smallest["trace_path"] = str(sweep_dir / smallest["trace_path"])
+    out.sort(key=lambda f: (-f["count"], f["signature"] or ""))
+    return out
+
+
+def _fault_points(first: DataFrame) -> list[dict[str, Any]]:
+    """Times each crash point was passed (a point is recorded per operation kind as
+    ``op:point``; the report counts the point itself)."""
+    from pyspark.sql import functions as F
+
+    rows = (
+        first.select(F.explode("fault_points").alias("key", "hits"))
+        .groupBy(F.substring_index("key", ":", -1).alias("point"))
+        .agg(F.sum("hits").alias("hits"))
+        .collect()
+    )
+    found = ({"point": r["point"], "hits": r["hits"]} for r in rows)
+    return sorted(found, key=lambda p: p["point"])
+
+
+def _determinism(frame: DataFrame) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    keys = ["sweep_id", "profile", "seed", "implementation"]
+    twins = frame.where(F.col("determinism_repeat") == 1).select(
+        *keys, F.col("trace_digest").alias("repeat_digest")
+    )
+    pairs = (
+        frame.where(F.col("determinism_repeat") == 0)
+        .join(F.broadcast(twins), keys)
+        .select("profile", "seed", "implementation", "trace_digest", "repeat_digest")
+    )
+    found = pairs.collect()  # one row per twin: a small share of the sweep
+    mismatches = [r for r in found if r["trace_digest"] != r["repeat_digest"]]
+    return {
+        "pairs_checked": len(found),
+        "mismatches": sorted(
+            (
+                {
+                    "profile": r["profile"],
+                    "seed": r["seed"],
+                    "implementation": r["implementation"],
+                    "digests": [r["trace_digest"], r["repeat_digest"]],
+                }
+                for r in mismatches
+            ),
+            key=lambda m: (m["profile"], m["seed"]),
+        ),
+    }
+
+
+def _percentiles(buckets: list[tuple[int, int]], largest: float) -> dict[str, float]:
+    """Percentiles from a log-bucket histogram ``[(bucket, count)]``: each is the upper
+    edge of the bucket holding it (at most ``largest``), within 1/WALL_BUCKETS_PER_OCTAVE
+    of an octave of the exact value."""
+    total = sum(count for _bucket, count in buckets)
+    values: dict[str, float] = {}
+    for q in PERCENTILES:
+        seen = 0
+        for bucket, count in sorted(buckets):
+            seen += count
+            if seen >= q * total:
+                edge = 2 ** ((bucket + 1) / WALL_BUCKETS_PER_OCTAVE)
+                values[f"p{round(q * 100)}"] = round(min(edge, largest), 4)
+                break
+    return {**values, "max": round(largest, 4)}
+
+
+def _wall_percentiles(first: DataFrame) -> dict[str, Any]:
+    """Wall-time percentiles per profile and overall, from one pass: a histogram of
+    logarithmic buckets per profile (mergeable, unlike exact or sketch percentiles)."""
+    from pyspark.sql import functions as F
+
+    bucket = F.floor(F.log2(F.greatest("wall_s", F.lit(1e-6))) * WALL_BUCKETS_PER_OCTAVE)
+    rows = (
+        first.groupBy("profile", bucket.alias("bucket"))
+        .agg(F.count(F.lit(1)).alias("runs"), F.max("wall_s").alias("max"))
+        .collect()
+    )
+    per_profile: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    largest: dict[str, float] = defaultdict(float)
+    for r in rows:
+        per_profile[r["profile"]].append((r["bucket"], r["runs"]))
+        largest[r["profile"]] = max(largest[r["profile"]], r["max"])
+    every = [pair for pairs in per_profile.values() for pair in pairs]
+    return {
+        "all": _percentiles(every, max(largest.values())) if every else {},
+        "by_profile": {
+            name: _percentiles(per_profile[name], largest[name]) for name in sorted(per_profile)
+        },
+    }
+
+
+def _known_fault_points(implementations: list[str]) -> list[str]:
+    """Crash points the implementations are known to have: ours lists them in
+    ``impl.FAULT_POINTS``; another implementation's are only known by being passed."""
+    from conformance.adapter import DEFAULT_IMPL
+
+    if DEFAULT_IMPL not in implementations:
+        return []
+    from impl import FAULT_POINTS
+
+    return list(FAULT_POINTS)
+
+
+def summarize(spark: SparkSession, sweep_dir: Path) -> dict[str, Any]:
+    """The JSON summary of the sweep directory (what the HTML page shows)."""
+    from pyspark.sql import functions as F
+
+    frame = load_rows(spark, sweep_dir)
+    first = frame.where(F.col("determinism_repeat") == 0)
+    every_group = _base_groups(frame)
+    groups = [g for g in every_group if g["determinism_repeat"] == 0]
+    implementations = sorted({g["implementation"] for g in groups})
+    totals = _tally(groups, None)
+    total = totals[0] if totals else {"runs": 0, "divergences": 0, "errors": 0, "failed": 0}
+    op_totals = {kind: sum(g[f"op_{kind}"] or 0 for g in groups) for kind in OP_KINDS}
+    points = _fault_points(first)
+    hit = {p["point"] for p in points}
+    manifest = read_manifest(sweep_dir) or {}
+    return {
+        "schema_version": manifest.get("schema_version"),
+        "sweep_dir": str(sweep_dir),
+        "sweeps": len(manifest.get("sweeps", [])),
+        "implementations": implementations,
+        "code_versions": sorted({g["code_version"] for g in groups}),
+        "seeds": [
+            min((g["min_seed"] for g in groups), default=None),
+            max((g["max_seed"] for g in groups), default=None),
+        ],
+        "totals": {
+            key: total.get(key, 0)
+            for key in ("runs", "divergences", "errors", "failed", "steps", "failure_rate")
+        }
+        | {"repeats": sum(g["runs"] for g in every_group if g["determinism_repeat"] == 1)},
+        "by_profile": _tally(groups, "profile"),
+        "by_config": {
+            **{knob: _tally(groups, knob) for knob in CONFIG_COLUMNS},
+            "kinds_off": _kinds_off(first),
+        },
+        "failures": _failures(first, sweep_dir),
+        "coverage": {
+            "op_kinds": [{"kind": k, "count": op_totals[k]} for k in OP_KINDS],
+            "op_kinds_never": [k for k in OP_KINDS if not op_totals[k]],
+            "fault_points": points,
+            "fault_points_never": [p for p in _known_fault_points(implementations) if p not in hit],
+        },
+        "determinism": _determinism(frame),
+        "wall_time_s": _wall_percentiles(first),
+    }
+
+
+def write_json(summary: dict[str, Any], path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return path

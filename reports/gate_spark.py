@@ -1,0 +1,74 @@
+"""``rmqsim gate --spark``: the conformance gate run by the sweep pipeline on Spark.
+
+conformance/ cannot import reports/ (layering), so ``rmqsim gate`` finds this runner
+through the ``rmqsim.gate_runners`` entry point group. It takes the arguments of
+``conformance.gate.run_profiles`` and returns the same ``GateResult``, so the gate's
+table, JUnit XML and JSON summary are made by the same code either way. The rows also go
+to Parquet under ``out`` (``rmqsim report OUT`` works on a gate's directory).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from conformance.adapter import Factory, resolve_impl
+from conformance.gate import GateResult, ProfileSummary
+from conformance.run import RunResult
+from reports.schema import STATUS_ERROR
+from reports.spark import DEFAULT_MASTER, spark_session
+from reports.sweep import run_sweep
+
+
+class SparkGateError(RuntimeError):
+    """rmqsim failed on some run inside a Spark task (an internal error, exit 3)."""
+
+
+def run_profiles_spark(
+    profiles: Iterable[str],
+    seeds: range,
+    *,
+    impl: str | Factory,
+    out: Path,
+    steps: int | None = None,
+    shrink_budget_s: float | None = None,
+    crash_rate: float = 0.0,
+    on_result: Callable[[RunResult], None] | None = None,
+    master: str | None = None,
+) -> GateResult:
+    """Every seed of every profile on Spark ``master``; failing traces under ``out``
+    (``conformance.gate.run_profiles``'s signature, plus ``master``).
+
+    The normal gate does not re-run seeds for determinism, so neither does this one. Each
+    task shrinks its first failure of each signature within ``shrink_budget_s`` (None:
+    none), where the normal gate shrinks its first few failures.
+    """
+    names = tuple(profiles)
+    gate = GateResult(impl=resolve_impl(impl)[0], seeds=seeds)
+    with spark_session(master or DEFAULT_MASTER, "rmqsim gate") as spark:
+        outcome = run_sweep(
+            spark,
+            profiles=names,
+            seeds=seeds,
+            impl=impl,
+            out=out,
+            steps=steps,
+            sample=0,
+            keep_results=True,
+            shrink_budget_s=shrink_budget_s or 0,
+            crash_rate=crash_rate,
+        )
+    broken = [r for r in outcome.results if r.status == STATUS_ERROR]
+    if broken:
+        raise SparkGateError(
+            f"rmqsim failed on {len(broken)} run(s), e.g. {broken[0].profile} seed "
+            f"{broken[0].seed}; `rmqsim report {out}` lists them"
+        )
+    for name in names:
+        gate.summaries[name] = ProfileSummary(name)
+    for result in outcome.results:
+        gate.summaries[result.profile].add(result)
+        gate.results.append(result)
+        if on_result is not None:
+            on_result(result)
+    return gate

@@ -1,0 +1,288 @@
+"""The sweep pipeline: plan (profile, seed) runs, spread them over Spark tasks, collect one
+row per run into Parquet under the sweep directory (partitioned by profile).
+
+Plan. Each (profile, seed) is one work item; a sample of them is run a second time (the
+determinism check), always in a *different* task than its twin, so a difference between
+processes (hash seeds, import order, leftover files) shows as two digests. Items are dealt
+round-robin into a few chunks per core (one chunk = one task), which evens out profiles of
+very different cost; each task runs its chunk in a temporary directory of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from conformance.adapter import Factory, resolve_impl
+from conformance.cli_common import UsageError
+from conformance.run import RunResult
+from conformance.shrink import DEFAULT_SHRINK_BUDGET_S
+from reports.schema import (
+    MANIFEST,
+    RUNS_DIR,
+    SCHEMA_VERSION,
+    STATUS_DIVERGENCE,
+    STATUS_ERROR,
+    SchemaMismatchError,
+    spark_schema,
+)
+from reports.tasks import TaskSpec, WorkItem, code_version, run_chunk
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+#: Tasks per core: enough to balance cheap and costly seeds, few enough that task start-up
+#: (a Python worker, imports, a temporary directory) stays negligible.
+CHUNKS_PER_CORE = 4
+#: Default share of (profile, seed) pairs run twice for the determinism check.
+DEFAULT_DETERMINISM_SAMPLE = 0.02
+#: How often the driver's progress bar polls Spark's status tracker, seconds.
+PROGRESS_POLL_S = 0.5
+
+
+def determinism_sample(pairs: Sequence[tuple[str, int]], sample: float) -> list[int]:
+    """Indexes of the pairs to run twice: a fraction (``sample`` < 1) or a count (>= 1).
+
+    The choice is seeded by the plan itself, so the same sweep checks the same pairs.
+    """
+    if not pairs or sample <= 0:
+        return []
+    count = round(sample) if sample >= 1 else max(1, round(sample * len(pairs)))
+    count = min(count, len(pairs))
+    rng = random.Random(f"rmqsim/determinism/{pairs[0]}/{pairs[-1]}/{len(pairs)}")
+    return sorted(rng.sample(range(len(pairs)), count))
+
+
+def plan_chunks(
+    profiles: Sequence[str], seeds: range, parallelism: int, sample: float
+) -> list[list[WorkItem]]:
+    """Deal the work items into chunks (one per Spark task); twins go to another chunk."""
+    pairs = [(profile, seed) for profile in profiles for seed in seeds]
+    count = max(1, min(len(pairs), parallelism * CHUNKS_PER_CORE))
+    chunks: list[list[WorkItem]] = [[] for _ in range(count)]
+    for index, (profile, seed) in enumerate(pairs):
+        chunks[index % count].append(WorkItem(profile, seed))
+    for index in determinism_sample(pairs, sample):
+        profile, seed = pairs[index]
+        chunks[(index + 1) % count].append(WorkItem(profile, seed, repeat=1))
+    return [chunk for chunk in chunks if chunk]
+
+
+@dataclass(slots=True)
+class SweepOutcome:
+    """What the driver learns about one sweep (the rows themselves are in Parquet)."""
+
+    sweep_id: str
+    out: Path
+    runs: int = 0
+    repeats: int = 0
+    divergences: int = 0
+    errors: int = 0
+    determinism_mismatches: list[tuple[str, int]] = field(default_factory=list)
+    wall_s: float = 0.0
+    results: list[RunResult] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.divergences or self.errors or self.determinism_mismatches)
+
+
+class TaskProgress:
+    """Calls ``advance(n)`` as Spark tasks of a job group finish (polls the status tracker
+    from a thread: the driver has no other way to hear of a task's end in PySpark)."""
+
+    def __init__(self, sc: SparkContext, group: str, advance: Callable[[int], None]) -> None:
+        self._sc = sc
+        self._group = group
+        self._advance = advance
+        self._done = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True, name="rmqsim-progress")
+
+    def _completed(self) -> int:
+        tracker = self._sc.statusTracker()
+        total = 0
+        for job_id in tracker.getJobIdsForGroup(self._group):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job else ():
+                stage = tracker.getStageInfo(stage_id)
+                total += stage.numCompletedTasks if stage else 0
+        return total
+
+    def _poll(self) -> None:
+        while not self._stop.wait(PROGRESS_POLL_S):
+            self._tick()
+
+    def _tick(self) -> None:
+        try:
+            done = self._completed()
+        except Exception:  # the context is stopping: no more progress to show
+            return
+        if done > self._done:
+            self._advance(done - self._done)
+            self._done = done
+
+    def __enter__(self) -> TaskProgress:
+        self._sc.setJobGroup(self._group, "rmqsim sweep", interruptOnCancel=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._tick()
+
+
+def read_manifest(out: Path) -> dict[str, Any] | None:
+    """The sweep directory's manifest, or None when there is none."""
+    path = out / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SchemaMismatchError(f"{path}: not a readable sweep manifest ({exc})") from None
+    if not isinstance(manifest, dict):
+        raise SchemaMismatchError(f"{path}: not a sweep manifest")
+    return manifest
+
+
+def check_manifest(out: Path, manifest: dict[str, Any]) -> None:
+    version = manifest.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise SchemaMismatchError(
+            f"{out} was written with row schema version {version!r}; this rmqsim reads "
+            f"version {SCHEMA_VERSION} (re-run the sweep with this version)"
+        )
+
+
+def check_appendable(out: Path) -> None:
+    """``UsageError`` when ``out`` holds rows of another schema version (appending would
+    mix two layouts in one dataset)."""
+    try:
+        manifest = read_manifest(out)
+        if manifest is not None:
+            check_manifest(out, manifest)
+    except SchemaMismatchError as exc:
+        raise UsageError(f"--append: {exc}") from None
+
+
+def _write_manifest(out: Path, record: dict[str, Any], append: bool) -> None:
+    manifest = (read_manifest(out) if append else None) or {
+        "schema_version": SCHEMA_VERSION,
+        "sweeps": [],
+    }
+    manifest["sweeps"].append(record)
+    tmp = out / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(out / MANIFEST)
+
+
+def run_sweep(
+    spark: SparkSession,
+    *,
+    profiles: Sequence[str],
+    seeds: range,
+    impl: str | Factory,
+    out: Path,
+    steps: int | None = None,
+    sample: float = DEFAULT_DETERMINISM_SAMPLE,
+    append: bool = False,
+    keep_results: bool = False,
+    shrink_budget_s: float = DEFAULT_SHRINK_BUDGET_S,
+    crash_rate: float = 0.0,
+    on_tasks: Callable[[int], None] | None = None,
+    on_plan: Callable[[int], None] | None = None,
+) -> SweepOutcome:
+    """Run the sweep on ``spark`` and write its rows under ``out``.
+
+    ``keep_results`` also brings every run's ``RunResult`` back to the driver (the gate
+    needs them for its JUnit report; a large sweep does not). ``on_plan(tasks)`` is called
+    once the number of tasks is known, ``on_tasks(n)`` as tasks finish.
+    """
+    out = out.resolve()
+    if append:
+        check_appendable(out)
+    from pyspark.sql import functions as F
+
+    sc = spark.sparkContext
+    chunks = plan_chunks(profiles, seeds, sc.defaultParallelism, sample)
+    if on_plan is not None:
+        on_plan(len(chunks))
+    sweep_id = uuid.uuid4().hex
+    impl_name = resolve_impl(impl)[0]
+    spec = TaskSpec(
+        impl=impl,
+        out_dir=str(out),
+        sweep_id=sweep_id,
+        steps=steps,
+        shrink_budget_s=shrink_budget_s,
+        crash_rate=crash_rate,
+    )
+    outcome = SweepOutcome(sweep_id=sweep_id, out=out)
+    started = time.perf_counter()
+
+    def task(items: Iterator[list[WorkItem]]) -> Iterator[tuple[RunResult | None, tuple]]:
+        for chunk in items:
+            for item, result, row in run_chunk(chunk, spec):
+                keep = keep_results and item.repeat == 0
+                yield (result if keep else None), row
+
+    rdd = sc.parallelize(chunks, len(chunks)).mapPartitions(task).cache()
+    try:
+        with TaskProgress(sc, f"rmqsim-{sweep_id}", on_tasks or (lambda _n: None)):
+            frame = spark.createDataFrame(rdd.map(lambda pair: pair[1]), spark_schema())
+            frame.write.mode("append" if append else "overwrite").partitionBy("profile").parquet(
+                str(out / RUNS_DIR)
+            )
+            kept = rdd.map(lambda pair: pair[0]).filter(lambda r: r is not None).collect()
+            tallies = frame.groupBy("determinism_repeat", "status").count().collect()
+            mismatched = (
+                frame.groupBy("profile", "seed")
+                .agg(F.countDistinct("trace_digest").alias("digests"))
+                .where(F.col("digests") > 1)  # only a pair run twice can have two
+                .select("profile", "seed")
+                .collect()
+            )
+    finally:
+        rdd.unpersist()
+    for row in tallies:
+        repeat, status, number = row[0], row[1], row[2]
+        if repeat:
+            outcome.repeats += number
+            continue
+        outcome.runs += number
+        if status == STATUS_DIVERGENCE:
+            outcome.divergences += number
+        elif status == STATUS_ERROR:
+            outcome.errors += number
+    outcome.determinism_mismatches = sorted((row["profile"], row["seed"]) for row in mismatched)
+    outcome.results = sorted(kept, key=lambda r: (list(profiles).index(r.profile), r.seed))
+    outcome.wall_s = time.perf_counter() - started
+    _write_manifest(
+        out,
+        {
+            "sweep_id": sweep_id,
+            "profiles": list(profiles),
+            "seeds": [seeds.start, seeds.stop],
+            "implementation": impl_name,
+            "code_version": code_version(),
+            "steps": steps,
+            "determinism_sample": sample,
+            "shrink_budget_s": shrink_budget_s,
+            "tasks": len(chunks),
+            "master": sc.master,
+            "finished_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        },
+        append,
+    )
+    return outcome

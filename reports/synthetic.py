@@ -1,0 +1,140 @@
+"""Synthetic sweep rows of the real schema, made with numpy and pyarrow in seconds: what
+the report benchmark aggregates (10 million rows would take days to sweep for real).
+
+The values follow the shape of real rows: about 1 % failures in a handful of signatures,
+1 % determinism twins, unique trace digests, a few crash points passed per run, swarm rows
+with drawn configs and switched-off kinds.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from conformance.gate import GATE_PROFILES
+from impl import FAULT_POINTS
+from reports.schema import ARROW_SCHEMA, MANIFEST, RUNS_DIR, SCHEMA_VERSION
+from scenarios.ops import OP_KINDS
+
+#: Rows written per Parquet file (and generated at once: bounds the memory used).
+ROWS_PER_FILE = 1_000_000
+FAILURE_RATE = 0.01
+REPEAT_RATE = 0.01
+SIGNATURES = (
+    "lost-write @ produce",
+    "duplicate @ consume",
+    "premature-retention @ run_retention",
+    "torn-operation @ crash_reopen",
+    "position-mismatch @ seek",
+)
+_HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+
+
+def _digests(rng: np.random.Generator, n: int) -> pa.Array:
+    """``n`` distinct-looking ``sha256:<64 hex>`` strings, built straight into buffers."""
+    width = 7 + 64
+    data = np.empty((n, width), dtype=np.uint8)
+    data[:, :7] = np.frombuffer(b"sha256:", dtype=np.uint8)
+    data[:, 7:] = _HEX[rng.integers(0, 16, size=(n, 64), dtype=np.uint8)]
+    offsets = np.arange(0, (n + 1) * width, width, dtype=np.int32)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data))
+
+
+def _pick(rng: np.random.Generator, values: list, n: int, mask: np.ndarray | None = None):
+    indices = pa.array(rng.integers(0, len(values), size=n), mask=mask)
+    return pa.array(values).take(indices)
+
+
+def _batch(rng: np.random.Generator, profile: str, first_seed: int, n: int) -> pa.Table:
+    failing = rng.random(n) < FAILURE_RATE
+    ok_mask = ~failing
+    repeat = (rng.random(n) < REPEAT_RATE).astype(np.int32)
+    seeds = np.arange(first_seed, first_seed + n, dtype=np.int64)
+    # A twin repeats the seed of the row before it (its first run lives in the same file).
+    seeds[1:][repeat[1:] == 1] = seeds[:-1][repeat[1:] == 1]
+    repeat[0] = 0
+    steps = rng.integers(50, 1001, size=n)
+    digests = _digests(rng, n)
+    twins = np.flatnonzero(repeat == 1)
+    digest_index = np.arange(n)
+    digest_index[twins] = twins - 1  # deterministic twins share their digest
+    points = [f"{p.split('.')[0]}:{p}" for p in FAULT_POINTS]
+    per_row = rng.integers(0, 9, size=n)
+    offsets = np.concatenate([[0], np.cumsum(per_row)]).astype(np.int32)
+    entries = int(offsets[-1])
+    fault_points = pa.MapArray.from_arrays(
+        pa.array(offsets),
+        pa.array(points).take(pa.array(rng.integers(0, len(points), size=entries))),
+        pa.array(rng.integers(1, 50, size=entries)),
+    )
+    swarm = profile == "swarm"
+    off_counts = rng.integers(0, 5, size=n) if swarm else np.zeros(n, dtype=np.int64)
+    off_offsets = np.concatenate([[0], np.cumsum(off_counts)]).astype(np.int32)
+    kinds = list(OP_KINDS[4:])
+    kinds_off = pa.ListArray.from_arrays(
+        pa.array(off_offsets),
+        pa.array(kinds).take(pa.array(rng.integers(0, len(kinds), size=int(off_offsets[-1])))),
+    )
+    op_counts = pa.StructArray.from_arrays(
+        [pa.array(rng.integers(0, 120, size=n)) for _ in OP_KINDS], names=list(OP_KINDS)
+    )
+    signature = _pick(rng, list(SIGNATURES), n, mask=ok_mask)
+    trace_digest = digests.take(pa.array(digest_index))
+
+    def config(choices: tuple[int, ...]) -> pa.Array:
+        return pa.array(rng.choice(choices if swarm else choices[:1], size=n))
+
+    columns = {
+        "schema_version": pa.repeat(pa.scalar(SCHEMA_VERSION, pa.int32()), n),
+        "sweep_id": pa.repeat(pa.scalar("synthetic"), n),
+        "seed": pa.array(seeds),
+        "implementation": pa.repeat(pa.scalar("conformance.adapter:rocksmq_factory"), n),
+        "code_version": pa.repeat(pa.scalar("0" * 40), n),
+        "determinism_repeat": pa.array(repeat),
+        "status": pa.array(np.where(failing, "divergence", "ok")),
+        "anomaly": signature,
+        "signature": signature,
+        "divergence_step": pa.array(rng.integers(1, 1000, size=n), mask=ok_mask),
+        "detail": _pick(rng, ["states differ", "messages t1 missing in sut"], n, mask=ok_mask),
+        "steps": pa.array(steps),
+        "op_counts": op_counts,
+        "crashes_injected": pa.array(rng.integers(0, 5, size=n)),
+        "reopens": pa.array(rng.integers(0, 20, size=n)),
+        "fault_points": fault_points,
+        "page_size_bytes": config((128, 1, 8, 64, 256, 1024, 1 << 16)),
+        "retention_time_s": config((30, -1, 0, 1, 5, 300, 3600)),
+        "retention_size_bytes": config((512, -1, 0, 1, 64, 4096, 1 << 20)),
+        "kinds_off": kinds_off,
+        "sim_time_s": pa.array(rng.integers(0, 5000, size=n)),
+        "wall_s": pa.array(rng.gamma(2.0, 0.1, size=n)),
+        "trace_digest": trace_digest,
+        "state_digest": trace_digest,
+        "trace_path": _pick(rng, ["traces/x.jsonl"], n, mask=ok_mask),
+        "trace_shrunk": pa.array(failing),
+        "repro_steps": pa.array(rng.integers(2, 40, size=n), mask=ok_mask),
+        "repro": _pick(rng, ["rmqsim run --profile smoke --seed 1"], n, mask=ok_mask),
+    }
+    schema = pa.schema([f for f in ARROW_SCHEMA if f.name != "profile"])
+    return pa.table([columns[f.name] for f in schema], schema=schema)
+
+
+def write_synthetic(out: Path, rows: int, seed: int = 0) -> Path:
+    """Write ``rows`` synthetic rows (Parquet, partitioned by profile) and a manifest."""
+    rng = np.random.default_rng(seed)
+    written = 0
+    index = 0
+    while written < rows:
+        n = min(ROWS_PER_FILE, rows - written)
+        profile = GATE_PROFILES[index % len(GATE_PROFILES)]
+        directory = out / RUNS_DIR / f"profile={profile}"
+        directory.mkdir(parents=True, exist_ok=True)
+        pq.write_table(_batch(rng, profile, written, n), directory / f"part-{index:05d}.parquet")
+        written += n
+        index += 1
+    manifest = {"schema_version": SCHEMA_VERSION, "sweeps": [{"sweep_id": "synthetic"}]}
+    (out / MANIFEST).write_text(json.dumps(manifest) + "\n", encoding="utf-8")
+    return out

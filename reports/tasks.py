@@ -1,0 +1,226 @@
+"""What one Spark task does: run a chunk of (profile, seed) work items in lockstep, each in
+its own temporary directory, save failing traces, and turn each result into a row.
+
+Nothing here imports Spark, so it runs (and is tested) the same in a Spark Python worker,
+on a cluster's worker or in a plain process.
+"""
+
+from __future__ import annotations
+
+import functools
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from conformance.adapter import Factory
+from conformance.gate import save_failure
+from conformance.run import RunResult, git_commit, run_seed
+from conformance.shrink import DEFAULT_SHRINK_BUDGET_S, shrink_and_save
+from conformance.statediff import clip
+from reports.schema import (
+    COLUMNS,
+    MAX_DETAIL_CHARS,
+    SCHEMA_VERSION,
+    STATUS_ERROR,
+    TRACES_DIR,
+)
+from scenarios.ops import OP_KINDS
+from scenarios.profiles import get_profile, resolve
+
+
+@dataclass(frozen=True, slots=True)
+class WorkItem:
+    """One run to do: ``repeat`` 1 marks the determinism re-run of a (profile, seed)."""
+
+    profile: str
+    seed: int
+    repeat: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSpec:
+    """What every task of a sweep shares (shipped to the workers with the closure)."""
+
+    impl: str | Factory
+    out_dir: str
+    sweep_id: str
+    steps: int | None = None
+    #: Time one failing run may spend being shrunk, seconds (0: never shrink).
+    shrink_budget_s: float = DEFAULT_SHRINK_BUDGET_S
+    #: Probability of arming a crash before each state-changing operation (``--crash-rate``).
+    crash_rate: float = 0.0
+
+
+@functools.cache
+def code_version() -> str:
+    """The code that ran: the git commit of the checkout, else the package version."""
+    commit = git_commit()
+    if commit:
+        return commit
+    try:
+        return f"rmqsim {metadata.version('rmqsim')}"
+    except metadata.PackageNotFoundError:
+        return "rmqsim unknown"
+
+
+def _signature(result: RunResult) -> str | None:
+    """How failures are grouped: the anomaly and the kind of operation it showed at."""
+    div = result.divergence
+    return f"{result.anomaly} @ {div.step.op.kind}" if div else None
+
+
+def _detail(result: RunResult) -> str | None:
+    div = result.divergence
+    if div is None:
+        return None
+    parts = [div.detail] if div.detail else []
+    parts.extend(d.render() for d in div.diffs[:2])
+    return clip("; ".join(parts), MAX_DETAIL_CHARS) if parts else None
+
+
+def _kinds_off(profile_name: str, seed: int) -> tuple[dict[str, int], list[str]]:
+    profile = resolve(get_profile(profile_name), seed)
+    return dict(profile.config), [k for k in OP_KINDS if not profile.weights[k]]
+
+
+def result_row(
+    result: RunResult,
+    item: WorkItem,
+    spec: TaskSpec,
+    *,
+    trace_path: str | None,
+    shrunk: RunResult | None,
+) -> tuple[Any, ...]:
+    """The row of one run, a tuple in ``COLUMNS`` order."""
+    config, kinds_off = _kinds_off(item.profile, item.seed)
+    div = result.divergence
+    saved = shrunk or result
+    row: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "sweep_id": spec.sweep_id,
+        "profile": item.profile,
+        "seed": item.seed,
+        "implementation": result.impl,
+        "code_version": code_version(),
+        "determinism_repeat": item.repeat,
+        "status": result.status,
+        "anomaly": result.anomaly,
+        "signature": _signature(result),
+        "divergence_step": div.step_index if div else None,
+        "detail": _detail(result),
+        "steps": result.steps,
+        "op_counts": {kind: result.stats.op_counts.get(kind, 0) for kind in OP_KINDS},
+        "crashes_injected": result.stats.crashes_injected,
+        "reopens": result.stats.reopens,
+        "fault_points": dict(sorted(result.fault_points.items())),
+        **config,
+        "kinds_off": kinds_off,
+        "sim_time_s": result.sim_time_s,
+        "wall_s": result.wall_s,
+        "trace_digest": result.trace_digest,
+        "state_digest": result.state_digest,
+        "trace_path": trace_path,
+        "trace_shrunk": shrunk is not None,
+        "repro_steps": saved.steps if trace_path else None,
+        "repro": None if result.ok else result.repro_command(),
+    }
+    assert set(row) == set(COLUMNS), set(row) ^ set(COLUMNS)
+    return tuple(row[name] for name in COLUMNS)
+
+
+def error_row(item: WorkItem, spec: TaskSpec, exc: BaseException, wall_s: float) -> tuple:
+    """The row of a run on which rmqsim itself failed: kept, counted, never silently lost."""
+    config, kinds_off = _kinds_off(item.profile, item.seed)
+    impl = spec.impl if isinstance(spec.impl, str) else repr(spec.impl)
+    row: dict[str, Any] = {name: None for name in COLUMNS}
+    row.update(
+        schema_version=SCHEMA_VERSION,
+        sweep_id=spec.sweep_id,
+        profile=item.profile,
+        seed=item.seed,
+        implementation=impl,
+        code_version=code_version(),
+        determinism_repeat=item.repeat,
+        status=STATUS_ERROR,
+        anomaly="internal-error",
+        signature=f"internal-error @ {type(exc).__name__}",
+        detail=clip(f"{type(exc).__name__}: {exc}", MAX_DETAIL_CHARS),
+        steps=0,
+        op_counts=dict.fromkeys(OP_KINDS, 0),
+        crashes_injected=0,
+        reopens=0,
+        fault_points={},
+        kinds_off=kinds_off,
+        sim_time_s=0,
+        wall_s=wall_s,
+        trace_digest="",
+        trace_shrunk=False,
+        **config,
+    )
+    return tuple(row[name] for name in COLUMNS)
+
+
+def run_item(
+    item: WorkItem, spec: TaskSpec, workdir: Path, shrunk_signatures: set[str]
+) -> tuple[RunResult, tuple]:
+    """Run one item; save its failing trace; return the result and its row.
+
+    A failing run is shrunk (``conformance.shrink``, within ``spec.shrink_budget_s``) when
+    it is the task's first failure of its signature: the report shows the smallest
+    reproducer per signature, and shrinking a thousand runs of one bug would cost a
+    thousand budgets for nothing. The row then points to the shrunk trace. A passing run's
+    trace lines are dropped (memory stays flat); a determinism re-run saves nothing, its
+    twin already did.
+    """
+    result = run_seed(
+        item.profile,
+        item.seed,
+        impl=spec.impl,
+        steps=spec.steps,
+        workdir=workdir,
+        crash_rate=spec.crash_rate,
+    )
+    trace_path: str | None = None
+    shrunk: RunResult | None = None
+    if not result.ok and item.repeat == 0:
+        save_failure(result, Path(spec.out_dir) / TRACES_DIR)
+        signature = _signature(result)
+        if spec.shrink_budget_s > 0 and signature not in shrunk_signatures:
+            shrunk_signatures.add(signature)
+            shrunk = shrink_and_save(result, impl=spec.impl, time_budget_s=spec.shrink_budget_s)
+        saved = shrunk or result
+        assert saved.trace_path is not None
+        trace_path = f"{TRACES_DIR}/{saved.trace_path.name}"
+    row = result_row(result, item, spec, trace_path=trace_path, shrunk=shrunk)
+    if result.ok:
+        result.trace_lines = []
+    return result, row
+
+
+def run_chunk(
+    items: Iterable[WorkItem], spec: TaskSpec
+) -> Iterator[tuple[WorkItem, RunResult, tuple]]:
+    """Run the items of one task in a temporary directory of its own.
+
+    An exception from rmqsim on one run becomes an ``error`` row, so one bad seed cannot
+    sink a sweep of a million.
+    """
+    shrunk_signatures: set[str] = set()
+    with tempfile.TemporaryDirectory(prefix="rmqsim-task-") as tmp:
+        for item in items:
+            started = time.perf_counter()
+            try:
+                result, row = run_item(item, spec, Path(tmp), shrunk_signatures)
+            except Exception as exc:  # reported as a row of status "error"
+                result = _error_result(item, spec)
+                row = error_row(item, spec, exc, time.perf_counter() - started)
+            yield item, result, row
+
+
+def _error_result(item: WorkItem, spec: TaskSpec) -> RunResult:
+    impl = spec.impl if isinstance(spec.impl, str) else repr(spec.impl)
+    return RunResult(profile=item.profile, seed=item.seed, impl=impl, status=STATUS_ERROR, steps=0)

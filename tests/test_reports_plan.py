@@ -1,0 +1,227 @@
+"""The sweep's pieces that need no Spark: planning, master URLs, the row schema, one
+task's rows and saved reproducers, and the HTML page's escaping."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from conformance.adapter import make_model_factory, model_factory
+from conformance.cli_common import UsageError
+from conformance.trace import read_trace
+from reports.aggregate import SweepDirError, check_sweep_dir
+from reports.page import render_html
+from reports.schema import (
+    ARROW_SCHEMA,
+    COLUMNS,
+    MANIFEST,
+    SCHEMA_VERSION,
+    SchemaMismatchError,
+    check_columns,
+    spark_schema,
+)
+from reports.spark import check_master
+from reports.sweep import determinism_sample, plan_chunks
+from reports.tasks import TaskSpec, WorkItem, run_chunk
+from tests.wrong_models import LostWrite
+
+XSS = "<script>alert(1)</script>"
+
+
+def test_plan_covers_every_pair_once_and_puts_twins_in_another_task() -> None:
+    chunks = plan_chunks(("smoke", "swarm"), range(0, 50), parallelism=2, sample=0.1)
+    assert len(chunks) == 8  # a few chunks per core
+    firsts = Counter((i.profile, i.seed) for c in chunks for i in c if i.repeat == 0)
+    assert firsts == Counter({(p, s): 1 for p in ("smoke", "swarm") for s in range(50)})
+    twins = [(n, i) for n, c in enumerate(chunks) for i in c if i.repeat == 1]
+    assert len(twins) == 10
+    home = {(i.profile, i.seed): n for n, c in enumerate(chunks) for i in c if i.repeat == 0}
+    for chunk_index, item in twins:
+        assert home[(item.profile, item.seed)] != chunk_index
+    # The plan is a function of its inputs.
+    assert chunks == plan_chunks(("smoke", "swarm"), range(0, 50), parallelism=2, sample=0.1)
+
+
+def test_determinism_sample_as_fraction_or_count() -> None:
+    pairs = [("smoke", s) for s in range(100)]
+    assert len(determinism_sample(pairs, 0.05)) == 5
+    assert len(determinism_sample(pairs, 7)) == 7
+    assert len(determinism_sample(pairs, 0.0001)) == 1  # a sweep always checks something
+    assert determinism_sample(pairs, 0) == []
+    assert len(determinism_sample(pairs[:3], 50)) == 3
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "local",
+        "local[*]",
+        "local[2]",
+        "local[4,2]",
+        "yarn",
+        "spark://host:7077",
+        "spark://a:7077,b:7077",
+        "k8s://https://x:6443",
+    ],
+)
+def test_master_urls_spark_accepts(url: str) -> None:
+    assert check_master(url) == url
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "",
+        "local[0]",
+        "local[x]",
+        "spark://host",
+        "http://x:7077",
+        "locale",
+        "spark://host:7077/extra",
+    ],
+)
+def test_bad_master_urls_are_usage_errors(url: str) -> None:
+    with pytest.raises(UsageError, match="not a Spark master URL"):
+        check_master(url)
+
+
+def test_spark_schema_is_the_arrow_schema() -> None:
+    assert tuple(f.name for f in spark_schema().fields) == COLUMNS == tuple(ARROW_SCHEMA.names)
+    assert ARROW_SCHEMA.metadata[b"rmqsim.schema_version"] == str(SCHEMA_VERSION).encode()
+    with pytest.raises(SchemaMismatchError, match="'seed' is missing"):
+        check_columns({"profile": "string"}, {"profile": "string", "seed": "bigint"})
+    with pytest.raises(SchemaMismatchError, match="'seed' is string, expected bigint"):
+        check_columns({"seed": "string"}, {"seed": "bigint"})
+
+
+def test_a_task_yields_rows_and_saves_the_shrunk_reproducer(tmp_path: Path) -> None:
+    spec = TaskSpec(
+        impl=make_model_factory(LostWrite),
+        out_dir=str(tmp_path),
+        sweep_id="t",
+        steps=80,
+        shrink_budget_s=10,
+    )
+    items = [WorkItem("smoke", 0), WorkItem("smoke", 1), WorkItem("smoke", 0, repeat=1)]
+    out = list(run_chunk(items, spec))
+    rows = [dict(zip(COLUMNS, row, strict=True)) for _item, _result, row in out]
+    assert [r["status"] for r in rows] == ["divergence"] * 3
+    first, second, twin = rows
+    assert first["signature"] == second["signature"] == "lost-write @ produce"
+    # The task's first failure of a signature is shrunk; the trace it points to replays.
+    assert first["trace_shrunk"] and first["trace_path"].endswith(".shrunk.jsonl")
+    shrunk = read_trace(tmp_path / first["trace_path"])
+    assert len(shrunk.steps) == first["repro_steps"] < first["steps"]
+    assert shrunk.end is not None and shrunk.end["anomaly"] == "lost-write"
+    # Later failures of the same signature keep their whole trace; the twin saves none.
+    assert not second["trace_shrunk"] and second["repro_steps"] == second["steps"]
+    assert (tmp_path / second["trace_path"]).is_file()
+    assert twin["trace_path"] is None and twin["trace_digest"] == first["trace_digest"]
+    assert sum(first["op_counts"].values()) == first["steps"]
+
+
+def test_a_conforming_row_carries_counts_and_no_trace(tmp_path: Path) -> None:
+    spec = TaskSpec(impl=model_factory, out_dir=str(tmp_path), sweep_id="t", steps=50)
+    [(_item, result, row)] = list(run_chunk([WorkItem("swarm", 3)], spec))
+    record = dict(zip(COLUMNS, row, strict=True))
+    assert record["status"] == "ok" and result.trace_lines == []
+    assert record["trace_path"] is None and not (tmp_path / "traces").exists()
+    assert record["steps"] == 50 == sum(record["op_counts"].values())
+    # Swarm draws a config per seed: the row carries the drawn one.
+    from scenarios.profiles import get_profile, resolve
+
+    drawn = resolve(get_profile("swarm"), 3)
+    assert record["page_size_bytes"] == drawn.config["page_size_bytes"]
+    assert record["kinds_off"] == [k for k, w in drawn.weights.items() if not w]
+
+
+def test_sweep_dir_checks_before_spark(tmp_path: Path) -> None:
+    with pytest.raises(SweepDirError, match="no such directory"):
+        check_sweep_dir(tmp_path / "absent")
+    with pytest.raises(SweepDirError, match=r"no sweep\.json"):
+        check_sweep_dir(tmp_path)
+    (tmp_path / MANIFEST).write_text(json.dumps({"schema_version": 999, "sweeps": []}))
+    with pytest.raises(SweepDirError, match="schema version 999"):
+        check_sweep_dir(tmp_path)
+    (tmp_path / MANIFEST).write_text(json.dumps({"schema_version": SCHEMA_VERSION}))
+    with pytest.raises(SweepDirError, match="holds no rows"):
+        check_sweep_dir(tmp_path)
+
+
+def _summary_with(text: str) -> dict:
+    tally = {
+        "value": text,
+        "runs": 2,
+        "divergences": 1,
+        "errors": 0,
+        "failed": 1,
+        "failure_rate": 0.5,
+        "steps": 10,
+        "wall_s": 0.1,
+    }
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "sweep_dir": text,
+        "sweeps": 1,
+        "implementations": [text],
+        "code_versions": ["abc"],
+        "seeds": [0, 1],
+        "totals": {
+            "runs": 2,
+            "failed": 1,
+            "divergences": 1,
+            "errors": 0,
+            "steps": 10,
+            "failure_rate": 0.5,
+            "repeats": 0,
+        },
+        "by_profile": [tally],
+        "by_config": {"page_size_bytes": [tally], "kinds_off": []},
+        "failures": [
+            {
+                "signature": text,
+                "anomaly": "lost-write",
+                "count": 1,
+                "profiles": [text],
+                "first_seen": {"seed": 0, "profile": text},
+                "smallest": {
+                    "repro_steps": 3,
+                    "divergence_step": 3,
+                    "seed": 0,
+                    "profile": text,
+                    "trace_path": text,
+                    "trace_shrunk": True,
+                    "repro": text,
+                    "detail": text,
+                    "implementation": text,
+                },
+            }
+        ],
+        "coverage": {
+            "op_kinds": [{"kind": "produce", "count": 1}],
+            "op_kinds_never": [text],
+            "fault_points": [{"point": text, "hits": 1}],
+            "fault_points_never": [text],
+        },
+        "determinism": {
+            "pairs_checked": 1,
+            "mismatches": [
+                {"profile": text, "seed": 0, "implementation": text, "digests": [text, "b"]}
+            ],
+        },
+        "wall_time_s": {
+            "all": {"p50": 0.1, "p90": 0.1, "p99": 0.1, "max": 0.1},
+            "by_profile": {text: {"p50": 0.1, "p90": 0.1, "p99": 0.1, "max": 0.1}},
+        },
+    }
+
+
+def test_page_escapes_every_string_from_the_rows() -> None:
+    page = render_html(_summary_with(XSS))
+    assert XSS not in page
+    assert page.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 10
+    assert "<script" not in page.lower()
+    assert "Total runs: <strong>2</strong>" in page

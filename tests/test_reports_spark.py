@@ -1,0 +1,315 @@
+"""Sweeps and reports on a real local Spark, and the report page in a real headless
+Chromium. One SparkSession serves the whole module (the commands reuse the active one).
+
+Budget: about two minutes here, most of it Spark's own job overhead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from conformance.cli import cli
+from reports.schema import ARROW_SCHEMA, MANIFEST, RUNS_DIR
+from scenarios.ops import OP_KINDS
+
+ROOT = Path(__file__).resolve().parent.parent
+XSS = "<script>alert(1)</script>"
+WRONG_IMPL = "tests.spark_impls:lost_write"
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    """The module's one local Spark session (two cores: tasks really run in parallel).
+
+    The repository root goes on PYTHONPATH first, so Spark's Python workers can import
+    the deliberately wrong implementations of ``tests.spark_impls`` by name.
+    """
+    path = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = f"{ROOT}{os.pathsep}{path}" if path else str(ROOT)
+    from reports.spark import spark_session
+
+    with spark_session("local[2]", "rmqsim tests") as session:
+        yield session
+    if path is None:
+        os.environ.pop("PYTHONPATH", None)
+    else:
+        os.environ["PYTHONPATH"] = path
+
+
+def rmqsim(*args: str) -> Any:
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def rows(sweep_dir: Path) -> pa.Table:
+    """Every row of a sweep directory, read by pyarrow alone (the independent recount)."""
+    dataset = ds.dataset(sweep_dir / RUNS_DIR, format="parquet", partitioning="hive")
+    return dataset.to_table()
+
+
+def first_runs(table: pa.Table) -> pa.Table:
+    return table.filter(pc.equal(table["determinism_repeat"], 0))
+
+
+@pytest.fixture(scope="module")
+def good_sweep(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    out = tmp_path_factory.mktemp("good")
+    result = rmqsim(
+        "sweep", "--seeds", "0:60", "--profiles", "smoke,swarm", "--steps", "20",
+        "--determinism-sample", "4", "--out", out,
+    )  # fmt: skip
+    return out, result
+
+
+@pytest.fixture(scope="module")
+def wrong_sweep(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    """A sweep of a queue that loses writes, plus two injected rows: a failure whose
+    topic is named like a script, and a determinism twin with another digest."""
+    out = tmp_path_factory.mktemp("wrong")
+    result = rmqsim(
+        "sweep", "--seeds", "0:30", "--profiles", "smoke", "--steps", "60", "--impl",
+        WRONG_IMPL, "--shrink-budget-s", "5", "--determinism-sample", "0", "--out", out,
+    )  # fmt: skip
+    table = rows(out)
+    real = table.slice(0, 1).to_pylist()[0]
+    hostile = dict(
+        real,
+        seed=10_000,
+        signature=f"payload-mismatch @ {XSS}",
+        anomaly="payload-mismatch",
+        detail=f"messages   {XSS}: model='4' sut='-'",
+    )
+    twin = dict(real, determinism_repeat=1, trace_digest="sha256:" + "0" * 64)
+    for row in (hostile, twin):
+        row["fault_points"] = list(row["fault_points"])
+        del row["profile"]
+    schema = pa.schema([f for f in ARROW_SCHEMA if f.name != "profile"])
+    injected = pa.Table.from_pylist([hostile, twin], schema=schema)
+    pq.write_table(injected, out / RUNS_DIR / "profile=smoke" / "injected.parquet")
+    return out, result
+
+
+def test_sweep_writes_one_row_per_run_and_exits_0(good_sweep: tuple[Path, Any]) -> None:
+    out, result = good_sweep
+    assert result.exit_code == 0, result.output
+    assert "120 runs (2 profiles x 60 seeds) + 4 determinism re-runs" in result.output
+    table = rows(out)
+    assert table.num_rows == 124
+    assert sorted(p.name for p in (out / RUNS_DIR).glob("profile=*")) == [
+        "profile=smoke",
+        "profile=swarm",
+    ]
+    firsts = first_runs(table)
+    pairs = Counter(zip(firsts["profile"].to_pylist(), firsts["seed"].to_pylist(), strict=True))
+    assert pairs == Counter({(p, s): 1 for p in ("smoke", "swarm") for s in range(60)})
+    assert set(table["status"].to_pylist()) == {"ok"}
+    assert set(table["code_version"].to_pylist()) != {""}
+    manifest = json.loads((out / MANIFEST).read_text())
+    assert manifest["sweeps"][0]["seeds"] == [0, 60]
+
+
+def test_report_totals_match_an_independent_pyarrow_recount(
+    good_sweep: tuple[Path, Any],
+) -> None:
+    out, _ = good_sweep
+    result = rmqsim("report", out)
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "report.json").read_text())
+    table = rows(out)
+    firsts = first_runs(table)
+    assert summary["totals"]["runs"] == firsts.num_rows == 120
+    assert summary["totals"]["repeats"] == table.num_rows - firsts.num_rows == 4
+    assert summary["totals"]["steps"] == pc.sum(firsts["steps"]).as_py()
+    by_profile = {r["value"]: r for r in summary["by_profile"]}
+    for profile in ("smoke", "swarm"):
+        mine = firsts.filter(pc.equal(firsts["profile"], profile))
+        assert by_profile[profile]["runs"] == mine.num_rows
+        assert by_profile[profile]["failed"] == 0
+    # Config dimensions: swarm draws a page size per seed.
+    pages = Counter(firsts["page_size_bytes"].to_pylist())
+    assert {r["value"]: r["runs"] for r in summary["by_config"]["page_size_bytes"]} == pages
+    # Coverage: operation totals per kind and the crash points passed.
+    ops = pc.struct_field
+    for entry in summary["coverage"]["op_kinds"]:
+        column = ops(firsts["op_counts"], entry["kind"])
+        assert entry["count"] == pc.sum(column).as_py()
+    assert [e["kind"] for e in summary["coverage"]["op_kinds"]] == list(OP_KINDS)
+    keys = [key for entries in firsts["fault_points"].to_pylist() for key, _hits in entries]
+    points = Counter(k.split(":", 1)[1] for k in keys)
+    assert {p["point"] for p in summary["coverage"]["fault_points"]} == set(points)
+    from impl import FAULT_POINTS
+
+    assert summary["coverage"]["fault_points_never"] == [p for p in FAULT_POINTS if p not in points]
+    # Determinism: the four twins match theirs.
+    assert summary["determinism"] == {"pairs_checked": 4, "mismatches": []}
+    assert set(summary["wall_time_s"]["by_profile"]) == {"smoke", "swarm"}
+    page = (out / "report.html").read_text()
+    assert "Total runs: <strong>120</strong>" in page
+
+
+def test_wrong_implementation_is_grouped_with_a_shrunk_reproducer(
+    wrong_sweep: tuple[Path, Any],
+) -> None:
+    out, result = wrong_sweep
+    assert result.exit_code == 1, result.output
+    assert "30 divergence(s)" in result.output
+    report = rmqsim("report", out)
+    assert report.exit_code == 1, report.output
+    summary = json.loads((out / "report.json").read_text())
+    assert summary["totals"]["runs"] == 31  # 30 runs + the injected hostile row
+    groups = {f["signature"]: f for f in summary["failures"]}
+    lost = groups["lost-write @ produce"]
+    assert lost["count"] == 30 and lost["profiles"] == ["smoke"]
+    assert lost["first_seen"] == {"seed": 0, "profile": "smoke"}
+    smallest = lost["smallest"]
+    assert smallest["trace_shrunk"] and smallest["repro_steps"] <= 5
+    replay = rmqsim("replay", smallest["trace_path"], "--impl", WRONG_IMPL)
+    assert replay.exit_code == 1 and "DIVERGENCE lost-write" in replay.output
+    assert groups[f"payload-mismatch @ {XSS}"]["count"] == 1
+    # The injected twin with another digest is listed as a determinism mismatch.
+    [mismatch] = summary["determinism"]["mismatches"]
+    assert mismatch["profile"] == "smoke" and len(set(mismatch["digests"])) == 2
+
+
+def test_gate_spark_reports_like_the_plain_gate(spark: Any, tmp_path: Path) -> None:
+    # Shrinking and the crash sweep are the driver's, the same after either runner; off here
+    # so that the two summaries are of the profile runs alone.
+    args = ["gate", "--seeds", "0:4", "--profiles", "smoke,churn", "--steps", "40"]
+    args += ["--no-shrink", "--no-crash-sweep"]
+    plain = rmqsim(*args, "--impl", WRONG_IMPL, "--out", tmp_path / "plain")
+    on_spark = rmqsim(*args, "--impl", WRONG_IMPL, "--spark", "--out", tmp_path / "spark")
+    assert plain.exit_code == on_spark.exit_code == 1, on_spark.output
+
+    def summary(name: str) -> dict:
+        data = json.loads((tmp_path / name / "summary.json").read_text())
+        for failure in data["failures"]:
+            failure["trace"] = Path(failure["trace"]).name
+        for profile in data["profiles"].values():
+            profile.pop("wall_s")
+        return data
+
+    assert summary("spark") == summary("plain")
+    assert summary("spark")["failures"]
+    junit = (tmp_path / "spark" / "junit.xml").read_text()
+    assert junit.count("<failure ") == len(summary("spark")["failures"])
+    good = rmqsim(*args, "--spark", "--out", tmp_path / "good")
+    assert good.exit_code == 0, good.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["sweep", "--seeds", "0:2", "--profiles", "nope", "--out", "{tmp}"], "unknown profile"),
+        (["sweep", "--seeds", "0:2", "--master", "local[x]", "--out", "{tmp}"], "master"),
+        (["sweep", "--seeds", "0:2", "--out", "/proc/rmqsim"], "not a writable directory"),
+        (["sweep", "--seeds", "2:1", "--out", "{tmp}"], "need 0 <= A < B"),
+        (["sweep", "--seeds", "0:2", "--impl", "nope:f", "--out", "{tmp}"], "cannot import"),
+        (["report", "{tmp}/absent"], "no such directory"),
+        (["report", "{tmp}"], "no sweep.json"),
+        (["gate", "--master", "local[2]"], "--master needs --spark"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str, tmp_path: Path) -> None:
+    result = rmqsim(*(a.replace("{tmp}", str(tmp_path)) for a in args))
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_report_refuses_another_schema_version(good_sweep: tuple[Path, Any], tmp_path: Path):
+    out, _ = good_sweep
+    copy = tmp_path / "old"
+    shutil.copytree(out, copy)
+    manifest = json.loads((copy / MANIFEST).read_text())
+    (copy / MANIFEST).write_text(json.dumps(dict(manifest, schema_version=0)))
+    result = rmqsim("report", copy)
+    assert result.exit_code == 2
+    assert "schema version 0" in result.output and "Traceback" not in result.output
+    appended = rmqsim("sweep", "--seeds", "0:1", "--profiles", "smoke", "--append", "--out", copy)
+    assert appended.exit_code == 2 and "schema version 0" in appended.output
+
+
+# ------------------------------------------------------------------ the page in a browser
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+
+def _browser_or_skip() -> Any:
+    """Headless Chromium through Selenium; installs the Debian packages when missing.
+    Skips only when they cannot be installed, and never in CI (RMQSIM_REQUIRE_BROWSER)."""
+    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
+        script = ROOT / "scripts" / "install-chromium.sh"
+        done = subprocess.run([str(script)], capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            reason = f"Chromium cannot be installed here: {done.stderr.strip()[-300:]}"
+            if os.environ.get("RMQSIM_REQUIRE_BROWSER"):
+                pytest.fail(reason)
+            pytest.skip(reason)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+    ):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver, options, Service(executable_path=CHROMEDRIVER)
+
+
+def test_report_page_renders_in_headless_chromium(
+    wrong_sweep: tuple[Path, Any], tmp_path: Path
+) -> None:
+    out, _ = wrong_sweep
+    page = tmp_path / "page.html"
+    result = rmqsim("report", out, "--html", page)
+    assert result.exit_code == 1 and page.is_file()
+    webdriver, options, service = _browser_or_skip()
+    options.add_argument(f"--user-data-dir={tmp_path / 'profile'}")
+    driver = webdriver.Chrome(options=options, service=service)
+    try:
+        driver.get(page.as_uri())
+        assert "31 runs" in driver.title
+        assert "Total runs: 31" in driver.find_element("id", "total-runs").text
+        images = driver.execute_script(
+            "return [...document.images].map(i => [i.complete, i.naturalWidth, i.naturalHeight,"
+            " i.getBoundingClientRect().width])"
+        )
+        assert len(images) >= 4
+        for complete, width, height, shown in images:
+            assert complete and width > 0 and height > 0 and shown > 0
+        # The hostile topic name is text on the page, and nothing ran.
+        rows = driver.find_elements("css selector", "tr.failure")
+        assert any(XSS in row.text for row in rows)
+        assert driver.execute_script("return document.scripts.length") == 0
+        assert XSS in driver.find_element("tag name", "body").text
+        from selenium.common.exceptions import NoAlertPresentException
+
+        with pytest.raises(NoAlertPresentException):
+            driver.switch_to.alert.text  # noqa: B018  (raises when no alert was opened)
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert errors == []
+    finally:
+        driver.quit()
