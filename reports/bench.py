@@ -158,10 +158,10 @@ def report_times(rows: int) -> dict[str, Any]:
 
 
 @click.command("sweep-bench")
-@click.option("--seeds", "seed_count", type=click.IntRange(min=8), default=120, show_default=True,
+@click.option("--seeds", "seed_count", type=click.IntRange(min=8), default=600, show_default=True,
               help="Seeds per sweep throughput measurement.")  # fmt: skip
 @click.option("--profile", default="smoke", show_default=True, help="Profile of the sweeps.")
-@click.option("--steps", type=click.IntRange(min=1), default=60, show_default=True,
+@click.option("--steps", type=click.IntRange(min=1), default=150, show_default=True,
               help="Operations per run in the sweeps.")  # fmt: skip
 @click.option("--rows", type=click.IntRange(min=1000), default=10_000_000, show_default=True,
               help="Synthetic rows for the report benchmark.")  # fmt: skip

@@ -19,6 +19,7 @@ from typing import Any
 from conformance.adapter import Factory
 from conformance.gate import save_failure
 from conformance.run import RunResult, git_commit, run_seed
+from conformance.scratch import scratch_root
 from conformance.shrink import DEFAULT_SHRINK_BUDGET_S, shrink_and_save
 from conformance.statediff import clip
 from reports.schema import (
@@ -210,7 +211,7 @@ def run_chunk(
     sink a sweep of a million.
     """
     shrunk_signatures: set[str] = set()
-    with tempfile.TemporaryDirectory(prefix="rmqsim-task-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="rmqsim-task-", dir=scratch_root()) as tmp:
         for item in items:
             started = time.perf_counter()
             try:
