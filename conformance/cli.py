@@ -25,6 +25,7 @@ from conformance.cli_common import (
     crash_rate_option,
     friendly_errors,
     impl_option,
+    out_option,
     progress,
     save_regression_option,
     save_regressions,
@@ -114,13 +115,7 @@ def cli() -> None:
     default=None,
     help="With --seed: write this run's trace here.",
 )
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("rmqsim-out"),
-    show_default=True,
-    help="Where failing traces go.",
-)
+@out_option("failing traces")
 @steps_option
 @click.option(
     "--check-every",
@@ -226,13 +221,7 @@ def replay_command(trace_file: Path, impl: str | None) -> None:
     "--seeds", type=SEEDS, default=None, help="Seed range A:B per profile (default 0:20)."
 )
 @click.option("--profiles", default=None, help="Comma-separated profiles (default: all standard).")
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("rmqsim-out"),
-    show_default=True,
-    help="Where junit.xml, summary.json and failing traces go.",
-)
+@out_option("junit.xml, summary.json and failing traces")
 @steps_option
 @shrink_options
 @click.option(

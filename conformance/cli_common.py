@@ -184,3 +184,19 @@ def save_regressions(results: list[Any], directory: Path | None) -> None:
         if not result.ok:
             path = save_regression(result, directory)
             click.echo(f"rmqsim: regression saved: {path}", err=True)
+
+
+#: Where ``run``, ``gate``, ``fuzz`` and ``crash-sweep`` put what they write by default.
+DEFAULT_OUT = Path("rmqsim-out")
+
+
+def out_option(what: str, default: Path = DEFAULT_OUT) -> Callable[[F], F]:
+    """``--out DIR``: the directory ``what`` goes to (checked with ``writable_dir``)."""
+    return click.option(
+        "--out",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=default,
+        show_default=True,
+        help=f"Directory for {what}.",
+    )
+

@@ -13,6 +13,7 @@ from conformance.cli_common import (
     UsageError,
     friendly_errors,
     impl_option,
+    out_option,
     progress,
     writable_dir,
 )
@@ -62,13 +63,7 @@ MAX_REPORTED_CASES = 3
     default=None,
     help="Steps of the scenario to crash in (default: crash_sweep.DEFAULT_SWEEP_STEPS).",
 )
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("rmqsim-out"),
-    show_default=True,
-    help="Where the traces of failing cases go.",
-)
+@out_option("the traces of failing cases")
 @friendly_errors
 def crash_sweep_command(
     profile_name: str, seed: int, impl: str | None, steps: int | None, out: Path

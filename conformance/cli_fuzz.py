@@ -16,6 +16,7 @@ from conformance.cli_common import (
     EXIT_OK,
     friendly_errors,
     impl_option,
+    out_option,
     save_regression_option,
     save_regressions,
     writable_dir,
@@ -53,13 +54,7 @@ PROFILE_NAMES = ("dev", "ci", "nightly")
     default=None,
     help="Seed of the campaign (default: 0 for ci, a fresh one, printed, otherwise).",
 )
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("rmqsim-out"),
-    show_default=True,
-    help="Where the trace of a failure goes.",
-)
+@out_option("the trace of a failure")
 @save_regression_option
 @friendly_errors
 def fuzz_command(

@@ -17,6 +17,7 @@ from conformance.cli_common import (
     SEEDS,
     UsageError,
     friendly_errors,
+    out_option,
     progress,
     steps_option,
     writable_dir,
@@ -31,12 +32,8 @@ _LOG_WIDTH = 160
     "--seeds", type=SEEDS, default=None, help="Seed range A:B per profile (default: the gate's)."
 )
 @click.option("--only", default=None, metavar="NAME[,NAME]", help="Run only these mutants.")
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("rmqsim-out/mutants"),
-    show_default=True,
-    help="Where kill-matrix.json, kill-matrix.junit.xml and the killing traces go.",
+@out_option(
+    "kill-matrix.json, kill-matrix.junit.xml and the killing traces", Path("rmqsim-out/mutants")
 )
 @steps_option
 @click.option(
