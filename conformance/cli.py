@@ -22,6 +22,7 @@ from conformance.cli_common import (
     EXIT_OK,
     SEEDS,
     UsageError,
+    crash_mode_option,
     crash_rate_option,
     friendly_errors,
     impl_option,
@@ -131,6 +132,7 @@ def cli() -> None:
 )
 @shrink_options
 @crash_rate_option
+@crash_mode_option
 @save_regression_option
 @friendly_errors
 def run_command(
@@ -145,6 +147,7 @@ def run_command(
     shrink_budget_s: float,
     no_shrink: bool,
     crash_rate: float,
+    crash_mode: str,
     save_regression: Path | None,
 ) -> None:
     """Run a profile over seeds in lockstep against the model; report divergences.
@@ -178,6 +181,7 @@ def run_command(
                 steps=steps,
                 check_every=check_every,
                 crash_rate=crash_rate,
+                crash_mode=crash_mode,
             )
             total_steps += result.steps
             if trace_file is not None:
