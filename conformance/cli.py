@@ -252,6 +252,14 @@ def replay_command(trace_file: Path, impl: str | None) -> None:
     default=None,
     help="Steps per crash sweep (default: crash_sweep.DEFAULT_SWEEP_STEPS).",
 )
+@click.option(
+    "--sweep-crash-mode",
+    type=click.Choice(["inprocess", "process"]),
+    default="inprocess",
+    show_default=True,
+    help="process: the crash sweep SIGKILLs the implementation in a child process "
+    "(rmqsim crash-sweep --crash-mode); the profile runs stay in process.",
+)
 @crash_rate_option
 @click.option(
     "--corpus",
@@ -273,6 +281,7 @@ def gate_command(
     no_shrink: bool,
     sweep: bool,
     sweep_steps: int | None,
+    sweep_crash_mode: str,
     crash_rate: float,
     corpus: Path | None,
     save_regression: Path | None,
@@ -336,6 +345,7 @@ def gate_command(
                 out=out,
                 steps=sweep_steps or DEFAULT_SWEEP_STEPS,
                 on_sweep=lambda _s: bar.advance(bar.task_ids[0]),
+                crash_mode=sweep_crash_mode,
             )
     run_corpus(gate, corpus, impl=impl)
     save_regressions(gate.results, save_regression)

@@ -4,6 +4,7 @@ kill, to leave no child behind, and to report a child that dies on its own."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import signal
 import textwrap
@@ -170,3 +171,16 @@ def test_cli_crash_sweep_in_process_mode(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     assert "0 failing case(s)" in result.output
+
+
+def test_gate_sweeps_in_process_mode(
+    tmp_path: Path, proxies: list[process_sut.ProcessQueue]
+) -> None:
+    (tmp_path / "corpus").mkdir()
+    args = ["gate", "--profiles", "smoke", "--seeds", "0:1", "--steps", "10", "--sweep-steps", "5"]
+    args += ["--sweep-crash-mode", "process", "--out", str(tmp_path / "out")]
+    result = CliRunner().invoke(cli, [*args, "--corpus", str(tmp_path / "corpus")])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["crash_sweep"]["smoke"]["cases"] > 0
+    _no_child_left(proxies)  # only the sweep ran in children
