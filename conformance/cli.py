@@ -22,6 +22,7 @@ from conformance.cli_common import (
     EXIT_OK,
     SEEDS,
     UsageError,
+    crash_mode_option,
     crash_rate_option,
     friendly_errors,
     impl_option,
@@ -126,6 +127,7 @@ def cli() -> None:
 )
 @shrink_options
 @crash_rate_option
+@crash_mode_option
 @save_regression_option
 @friendly_errors
 def run_command(
@@ -140,6 +142,7 @@ def run_command(
     shrink_budget_s: float,
     no_shrink: bool,
     crash_rate: float,
+    crash_mode: str,
     save_regression: Path | None,
 ) -> None:
     """Run a profile over seeds in lockstep against the model; report divergences.
@@ -173,6 +176,7 @@ def run_command(
                 steps=steps,
                 check_every=check_every,
                 crash_rate=crash_rate,
+                crash_mode=crash_mode,
             )
             total_steps += result.steps
             if trace_file is not None:
@@ -237,6 +241,14 @@ def replay_command(trace_file: Path, impl: str | None) -> None:
     default=None,
     help="Steps per crash sweep (default: crash_sweep.DEFAULT_SWEEP_STEPS).",
 )
+@click.option(
+    "--sweep-crash-mode",
+    type=click.Choice(["inprocess", "process"]),
+    default="inprocess",
+    show_default=True,
+    help="process: the crash sweep SIGKILLs the implementation in a child process "
+    "(rmqsim crash-sweep --crash-mode); the profile runs stay in process.",
+)
 @crash_rate_option
 @click.option(
     "--corpus",
@@ -258,6 +270,7 @@ def gate_command(
     no_shrink: bool,
     sweep: bool,
     sweep_steps: int | None,
+    sweep_crash_mode: str,
     crash_rate: float,
     corpus: Path | None,
     save_regression: Path | None,
@@ -321,6 +334,7 @@ def gate_command(
                 out=out,
                 steps=sweep_steps or DEFAULT_SWEEP_STEPS,
                 on_sweep=lambda _s: bar.advance(bar.task_ids[0]),
+                crash_mode=sweep_crash_mode,
             )
     run_corpus(gate, corpus, impl=impl)
     save_regressions(gate.results, save_regression)

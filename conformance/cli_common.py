@@ -160,6 +160,14 @@ crash_rate_option = click.option(
     help="Probability, per state-changing operation, of crashing inside it (seeded: "
     "the crashes are ArmCrash steps of the trace).",
 )
+crash_mode_option = click.option(
+    "--crash-mode",
+    type=click.Choice(["inprocess", "process"]),
+    default="inprocess",
+    show_default=True,
+    help="process: the implementation runs in a child process and a crash is a real "
+    "SIGKILL of it (needs --impl as MOD:FACTORY).",
+)
 save_regression_option = click.option(
     "--save-regression",
     "save_regression",

@@ -11,6 +11,7 @@ from conformance.cli_common import (
     EXIT_DIVERGENCE,
     EXIT_OK,
     UsageError,
+    crash_mode_option,
     friendly_errors,
     impl_option,
     out_option,
@@ -64,9 +65,10 @@ MAX_REPORTED_CASES = 3
     help="Steps of the scenario to crash in (default: crash_sweep.DEFAULT_SWEEP_STEPS).",
 )
 @out_option("the traces of failing cases")
+@crash_mode_option
 @friendly_errors
 def crash_sweep_command(
-    profile_name: str, seed: int, impl: str | None, steps: int | None, out: Path
+    profile_name: str, seed: int, impl: str | None, steps: int | None, out: Path, crash_mode: str
 ) -> None:
     """Crash once at every crash point a scenario passes; check each recovery.
 
@@ -98,6 +100,7 @@ def crash_sweep_command(
             steps=steps or DEFAULT_SWEEP_STEPS,
             out=out,
             on_case=on_case,
+            crash_mode=crash_mode,
         )
     if not result.base.ok:
         save_failure(result.base, out)

@@ -143,12 +143,14 @@ def crash_sweep(
     out: Path | None = None,
     on_case: Callable[[int, int], None] | None = None,
     max_failures: int | None = None,
+    crash_mode: str = "inprocess",
 ) -> SweepResult:
     """Run the scenario once, then every crash case of it; save failing cases under
     ``out`` (when given). ``on_case(done, total)`` reports progress. With
-    ``max_failures``, stop after that many failing cases."""
+    ``max_failures``, stop after that many failing cases. ``crash_mode`` ``process``:
+    every case SIGKILLs a child process (it is in the header, so the cases replay so)."""
     started = time.perf_counter()
-    base = run_seed(profile, seed, impl=impl, steps=steps, log_faults=True)
+    base = run_seed(profile, seed, impl=impl, steps=steps, log_faults=True, crash_mode=crash_mode)
     result = SweepResult(profile, seed, base.impl, base.steps, base)
     if not base.ok:
         result.wall_s = time.perf_counter() - started

@@ -136,11 +136,13 @@ def run_sweeps(
     out: Path,
     steps: int,
     on_sweep: Callable[[SweepResult], None] | None = None,
+    crash_mode: str = "inprocess",
 ) -> list[SweepResult]:
-    """The crash sweep of ``seed`` of every profile; failing cases saved under ``out``."""
+    """The crash sweep of ``seed`` of every profile (crashes of ``crash_mode``); failing
+    cases saved under ``out``."""
     sweeps = []
     for profile in profiles:
-        sweep = crash_sweep(profile, seed, impl=impl, steps=steps, out=out)
+        sweep = crash_sweep(profile, seed, impl=impl, steps=steps, out=out, crash_mode=crash_mode)
         if not sweep.base.ok:
             save_failure(sweep.base, out)
         sweeps.append(sweep)

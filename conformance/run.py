@@ -19,7 +19,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from conformance.adapter import DEFAULT_IMPL, Factory, is_consumer_factory, resolve_impl
+from conformance.adapter import (
+    DEFAULT_IMPL,
+    BadImplError,
+    Factory,
+    is_consumer_factory,
+    resolve_impl,
+)
 from conformance.lockstep import Divergence, Lockstep, PointPass, Stats
 from conformance.scratch import scratch_root
 from conformance.statediff import state_digest
@@ -82,6 +88,7 @@ class RunResult:
     sim_time_s: int = 0
     step_budget: int | None = None
     crash_rate: float = 0.0
+    crash_mode: str = "inprocess"
     trace_path: Path | None = None
     #: Every crash point the SUT passed, in order (only when run with ``log_faults``).
     fault_log: list[PointPass] = field(default_factory=list)
@@ -114,6 +121,8 @@ class RunResult:
             parts.append(f"--steps {self.step_budget}")
         if self.crash_rate:
             parts.append(f"--crash-rate {self.crash_rate}")
+        if self.crash_mode != "inprocess":
+            parts.append(f"--crash-mode {self.crash_mode}")
         return " ".join(parts)
 
 
@@ -217,6 +226,7 @@ def lockstep_result(
         step_budget=header.get("steps"),
         fault_log=lockstep.faults.log or [],
         crash_rate=header.get("crash_rate") or 0.0,
+        crash_mode=header.get("crash_mode") or "inprocess",
         repro=header.get("repro"),
     )
 
@@ -268,10 +278,13 @@ def run_seed(
     workdir: Path | None = None,
     log_faults: bool = False,
     crash_rate: float = 0.0,
+    crash_mode: str = "inprocess",
 ) -> RunResult:
     """Run one scenario in lockstep against ``impl`` (``MOD:FACTORY`` or a factory) and
     return its result (with every crash point passed, if ``log_faults``). ``crash_rate``:
-    probability of arming a crash before each state-changing operation. A consumer profile
+    probability of arming a crash before each state-changing operation. ``crash_mode``
+    ``process``: the SUT runs in a child process, SIGKILLed at crashes
+    (``conformance.process_sut``). A consumer profile
     runs in ``consumer_run``; a push consumer factory on a queue profile checks our queue
     (``--impl`` names either layer)."""
     from conformance.consumer_run import run_consumer_seed  # it imports this module
@@ -279,14 +292,18 @@ def run_seed(
     from scenarios.consumer_profiles import CONSUMER_PROFILES
 
     if profile_name in CONSUMER_PROFILES:
+        if crash_mode != "inprocess":
+            raise BadImplError("--crash-mode process applies to queue profiles only")
         return run_consumer_seed(profile_name, seed, impl=impl, steps=steps, workdir=workdir)
     profile = resolve(get_profile(profile_name), seed)
+    spec: str | Factory = impl
     impl, factory = resolve_impl(impl)
     if is_consumer_factory(factory):
-        factory = resolve_impl(DEFAULT_IMPL)[1]
+        spec, factory = DEFAULT_IMPL, resolve_impl(DEFAULT_IMPL)[1]
     header = _header(profile, seed, impl, steps)
     if check_rate(crash_rate):
         header["crash_rate"] = crash_rate
+    factory = _with_crash_mode(header, crash_mode, spec, factory)
 
     def body(lockstep: Lockstep) -> None:
         execute = with_crash_rate(lockstep, seed, crash_rate) if crash_rate else lockstep.execute
@@ -314,7 +331,8 @@ def replay_trace(
 
     ``impl`` overrides the implementation named in the header.
     """
-    impl, factory = resolve_impl(impl or trace.header.get("impl") or DEFAULT_IMPL)
+    spec = impl or trace.header.get("impl") or DEFAULT_IMPL
+    impl, factory = resolve_impl(spec)
     try:
         config = MQConfig(**trace.header["config"])
     except (TypeError, InvalidArgumentError) as exc:
@@ -327,10 +345,27 @@ def replay_trace(
     ):
         raise TraceFormatError(trace.path, 1, "header open_crash must be {point, hit}")
 
+    header = dict(trace.header, impl=impl)
+    factory = _with_crash_mode(header, header.pop("crash_mode", "inprocess"), spec, factory)
+
     def body(lockstep: Lockstep) -> None:
         execute_recorded(trace, lockstep.execute)
 
-    return _lockstep_run(factory, config, dict(trace.header, impl=impl), check_every, body, workdir)
+    return _lockstep_run(factory, config, header, check_every, body, workdir)
+
+
+def _with_crash_mode(
+    header: dict[str, Any], mode: Any, spec: str | Factory, factory: Factory
+) -> Factory:
+    """The factory for ``mode`` (``inprocess`` or ``process``: ``spec`` must then be
+    ``MOD:FACTORY``), noted in ``header`` only when not the default, so that in-process
+    traces stay as they were."""
+    from conformance.process_sut import check_crash_mode, process_factory
+
+    if check_crash_mode(mode) == "inprocess":
+        return factory
+    header["crash_mode"] = mode
+    return process_factory(spec)
 
 
 def execute_recorded(trace: Trace, execute: Callable[[Step], Outcome]) -> None:
