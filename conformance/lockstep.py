@@ -346,12 +346,9 @@ class Lockstep:
         topic = getattr(op, "topic", None)
         if not isinstance(topic, str):
             return Before(0, None, None)
-        view = self.model.snapshot(topics=[topic])
-        state = view.topics.get(topic)
-        if state is None:
-            return Before(0, None, None)
-        first = state.messages[0].msg_id if state.messages else None
-        return Before(state.last_id, first, view.groups.get((topic, getattr(op, "group", ""))))
+        group = getattr(op, "group", "")
+        peeked = self.model.peek(topic, group if isinstance(group, str) else "")
+        return Before(0, None, None) if peeked is None else Before(*peeked)
 
     # ------------------------------------------------------------------ execution
 

@@ -398,6 +398,16 @@ class ReferenceMQ:
 
     # ------------------------------------------------------------------ introspection
 
+    def peek(self, topic: str, group: str) -> tuple[int, int | None, int | None] | None:
+        """``(last_id, first retained id or None, group position or None)`` of a live
+        topic, or None: what a checker needs before an operation to name an anomaly,
+        without building a ``State`` (the runner asks before every operation)."""
+        state = self._topics.get(topic)
+        if state is None:
+            return None
+        first = state.first_id if state.messages else None
+        return self._last_ids.get(topic, 0), first, state.groups.get(group)
+
     def check_invariants(self) -> None:
         """Assert every internal invariant (used by tests and the lockstep runner)."""
         for name, state in self._topics.items():

@@ -93,3 +93,37 @@ def test_gate_keeps_traces_of_failing_runs_only(tmp_path) -> None:
     failing = run_profiles(["smoke"], range(6), impl=make_model_factory(LostWrite), out=tmp_path)
     assert failing.failures and all(r.trace_lines for r in failing.failures)
     assert all(r.trace_path is not None and r.trace_path.exists() for r in failing.failures)
+
+
+def test_model_peek_agrees_with_its_snapshot() -> None:
+    """``ReferenceMQ.peek`` (what the runner reads before each operation to name an
+    anomaly) says what a full snapshot says, through produce, retention and churn."""
+    from conformance.apply import RUNNER_KINDS, apply_op
+    from conformance.lockstep import SimClock
+    from model import ReferenceMQ
+    from model.api import MQConfig
+    from scenarios import Outcome, Simulation, get_profile
+
+    profile = get_profile("retention")
+    clock = SimClock()
+    model = ReferenceMQ(MQConfig(**profile.config), clock=clock)
+    checked = 0
+
+    def execute(step):  # type: ignore[no-untyped-def]
+        nonlocal checked
+        clock.now_s = step.time_s
+        outcome = Outcome() if step.op.kind in RUNNER_KINDS else apply_op(model, step.op)
+        state = model.snapshot()
+        for (topic, group), position in state.groups.items():
+            retained = state.topics[topic].messages
+            first = retained[0].msg_id if retained else None
+            assert model.peek(topic, group) == (state.topics[topic].last_id, first, position)
+            checked += 1
+        for topic, topic_state in state.topics.items():
+            first = topic_state.messages[0].msg_id if topic_state.messages else None
+            assert model.peek(topic, "no such group") == (topic_state.last_id, first, None)
+        assert model.peek("never-created", "g") is None
+        return outcome
+
+    Simulation(profile, 4, steps=400).run(execute)
+    assert checked > 400
