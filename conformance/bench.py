@@ -8,7 +8,7 @@ are not. Add a measurement by writing one more ``measure_*`` function and listin
 ``MEASUREMENTS`` (a lockstep measurement can join the same table).
 
 - produce: batches of 100 messages of 1 KiB. Raw: one ``WriteBatch`` of 100 puts of the
-  same keys (incarnation + big-endian id) and payloads into a column family, per batch.
+  same keys (tag + incarnation + big-endian id) and payloads, per batch.
 - consume: ``consume(n=100)`` until the topic is read. Raw: a bounded iterator scan over
   the next 100 keys of the same data, values only (the least a consumer must read).
 
@@ -64,23 +64,19 @@ def _best_rate(messages: int, runs: list[float]) -> float:
 
 
 class _RawDb:
-    """A rocksdict database with one raw-mode column family, like the queue's messages."""
+    """A raw-mode rocksdict database with the queue's options (one column family)."""
 
     def __init__(self, path: Path) -> None:
         from rocksdict import Options, Rdict, WriteOptions
 
         options = Options(raw_mode=True)
         options.create_if_missing(True)
-        options.create_missing_column_families(True)
-        self.db = Rdict(str(path), options, column_families={"default": options, "m": options})
-        self.cf = self.db.get_column_family_handle("m")
-        self.reader = self.db.get_column_family("m")
+        self.db = Rdict(str(path), options)
         self.write_options = WriteOptions()
 
     def close(self) -> None:
-        self.reader.close()
         self.db.close()
-        del self.cf, self.reader, self.db
+        del self.db
 
 
 def _payloads(count: int) -> list[bytes]:
@@ -90,12 +86,13 @@ def _payloads(count: int) -> list[bytes]:
 
 
 def _raw_produce(path: Path, payloads: list[bytes]) -> float:
+    import functools
     import struct
 
     from rocksdict import WriteBatch
 
     raw = _RawDb(path)
-    key = struct.Struct(">QQ").pack
+    key = functools.partial(struct.Struct(">cQQ").pack, b"m")  # the queue's message keys
     try:
         start = time.perf_counter()
         msg_id = 0
@@ -103,7 +100,7 @@ def _raw_produce(path: Path, payloads: list[bytes]) -> float:
             batch = WriteBatch(raw_mode=True)
             for payload in payloads[offset : offset + BATCH_MESSAGES]:
                 msg_id += 1
-                batch.put(key(_RAW_INCARNATION, msg_id), payload, raw.cf)
+                batch.put(key(_RAW_INCARNATION, msg_id), payload)
             raw.db.write(batch, raw.write_options)
         return time.perf_counter() - start
     finally:
@@ -146,19 +143,20 @@ def measure_produce(workdir: Path, messages: int, repeats: int) -> Measurement:
 
 
 def _raw_consume(path: Path, messages: int) -> float:
+    import functools
     import struct
 
     from rocksdict import ReadOptions
 
     raw = _RawDb(path)
-    key = struct.Struct(">QQ").pack
+    key = functools.partial(struct.Struct(">cQQ").pack, b"m")  # the queue's message keys
     try:
         start = time.perf_counter()
         seen = 0
         for first in range(1, messages + 1, CONSUME_N):
             bound = ReadOptions()
             bound.set_iterate_upper_bound(key(_RAW_INCARNATION, first + CONSUME_N))
-            values = list(raw.reader.values(from_key=key(_RAW_INCARNATION, first), read_opt=bound))
+            values = list(raw.db.values(from_key=key(_RAW_INCARNATION, first), read_opt=bound))
             seen += len(values)
         elapsed = time.perf_counter() - start
         assert seen == messages, (seen, messages)

@@ -6,7 +6,7 @@ sync_writes=False)`` meets ``model.api.MessageQueue`` as SPEC.md says, plus ``cl
 
 Modules, each holding one thing:
 
-- ``keys``      key layout: column families, tag bytes, big-endian ids, incarnations;
+- ``keys``      key layout: tag bytes, big-endian ids, incarnations;
 - ``codec``     value encodings (versioned, no pickle): messages with properties, records;
 - ``storage``   the RocksDB database: directory checks, lock file, atomic batches, reads,
                 close and crash, RocksDB error mapping;
@@ -16,13 +16,14 @@ Modules, each holding one thing:
 - ``errors``    the storage error types;
 - ``rocksmq``   ``RocksMQ``: operations, caches, locks, the background retention thread.
 
-Layout (details in ``keys`` and ``codec``). Column family ``rmqsim_msgs`` maps
-``incarnation u64 BE | id u64 BE`` to ``tag | [properties] | payload``; ``rmqsim_meta`` holds
-the format record, the incarnation counter, per topic a record (incarnation, open page
-bytes, trim id), per *name* the id high-water mark (kept across destroy), group positions
-and closed pages keyed by incarnation. Each topic gets a fresh incarnation when created, so
-destroy is a ``delete_range`` per family over ``[inc, inc+1)`` and never touches another
-topic, and ids continue from the name's high-water mark.
+Layout 2 (details in ``keys`` and ``codec``): one column family, keys tagged by their
+first byte. ``m | incarnation u64 BE | id u64 BE`` maps to ``tag | [properties] |
+payload``; below the messages sit the format record, the incarnation counter, per topic a
+record (incarnation, open page bytes, trim id), per *name* the id high-water mark (kept
+across destroy), group positions and closed pages keyed by incarnation. Each topic gets a
+fresh incarnation when created, so destroy is a ``delete_range`` per record kind over
+``[inc, inc+1)`` and never touches another topic, and ids continue from the name's
+high-water mark.
 
 Atomicity and durability. Every operation computes its whole effect first and writes it
 as one ``WriteBatch`` through the WAL: produce (messages, page records, topic record, high

@@ -54,7 +54,8 @@ __all__ = [
 
 FORMAT_MAGIC = b"RMQSIM-ROCKSMQ\x00"
 #: Layout version written by this code; ``open`` refuses a database with any other.
-FORMAT_VERSION = 1
+#: 1: two column families (metadata, messages); 2: one keyspace (``keys``).
+FORMAT_VERSION = 2
 
 MSG_BARE = 0x01
 MSG_WITH_PROPERTIES = 0x02

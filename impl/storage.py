@@ -4,24 +4,25 @@ families, atomic write batches, bounded reads, clean close and crash.
 Everything that touches ``rocksdict`` lives here, so the traps of the binding are handled
 in one place (see ``shared/NOTES-dependencies.md``):
 
-- raw mode everywhere (bytes keys and values, nothing pickled), options and every column
-  family passed explicitly on open;
+- raw mode everywhere (bytes keys and values, nothing pickled), options passed explicitly
+  on open; one column family (``default``, see ``keys``);
 - ``set_iterate_lower_bound`` is never called (it sets the upper bound in 0.3.29); scans
   start with ``from_key`` and stop at ``set_iterate_upper_bound``;
-- RocksDB keeps its LOCK while *any* iterator, column family handle or CF-bound batch is
-  alive. So no rocksdict object ever leaves this module: write batches are built from a
-  plain-Python ``Plan`` inside ``write`` and die with it, iterators die inside the read
-  methods, and ``close``/``crash`` drop every handle this object holds;
+- RocksDB keeps its LOCK while *any* iterator or handle is alive. So no rocksdict object
+  ever leaves this module: write batches are built from a plain-Python ``Plan`` inside
+  ``write`` and die with it, iterators die inside the read methods (``list`` drains them
+  there), and ``close``/``crash`` drop every handle this object holds;
 - RocksDB's errors are plain ``Exception``: they are mapped to ``impl.errors`` types.
 
 Directory identity. A directory is *ours* when it holds ``rmqsim.lock`` (created before any
-RocksDB file), exactly rmqsim's column families and, in ``rmqsim_meta``, the format record.
+RocksDB file), only the ``default`` column family and the format record.
 ``open`` refuses anything else *before* RocksDB can write to it:
 
 - a path that is a file: ``NotADatabaseError``;
 - a non-empty directory without a RocksDB ``CURRENT`` file: ``NotADatabaseError``;
 - a RocksDB directory without ``rmqsim.lock``, in pickled rocksdict mode, or with other
-  column families: ``ForeignDatabaseError``;
+  column families: ``ForeignDatabaseError`` (``FormatVersionError`` for exactly layout 1's
+  families: an rmqsim database of the old layout);
 - an unreadable ``CURRENT``/``MANIFEST``: ``CorruptDatabaseError``;
 - a directory another instance holds: ``DatabaseLockedError``.
 
@@ -43,7 +44,6 @@ import fcntl
 import json
 import os
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -64,6 +64,11 @@ __all__ = ["LOCK_FILE_NAME", "Plan", "Store"]
 LOCK_FILE_NAME = "rmqsim.lock"
 #: Info-log files RocksDB keeps per database (each open rotates one): bounded.
 KEEP_LOG_FILES = 5
+#: Level-0 table files that start a compaction (RocksDB's default is 4). Every reopen
+#: after a crash flushes the recovered WAL into a new level-0 file, and each one costs
+#: every later read a seek (≈1–2 µs per file per scan, measured): crash testing reopens
+#: every few dozen operations, so they are merged early. The files are tiny.
+L0_COMPACTION_TRIGGER_FILES = 2
 #: Threads RocksDB starts at each open to open table files in parallel (its default is 16).
 #: A queue's database holds few table files, and starting 16 threads cost ~4 ms of a ~8 ms
 #: open when measured here (tmpfs, 2 cores); crash testing reopens often.
@@ -119,8 +124,8 @@ def map_rocksdb_error(exc: Exception, path: str, doing: str) -> StorageError:
         )
     if "column famil" in lowered:
         return ForeignDatabaseError(
-            f"cannot {doing}: the database at {path} does not have rmqsim's column families "
-            f"{list(keys.COLUMN_FAMILIES)} (RocksDB: {text})"
+            f"cannot {doing}: the database at {path} has column families other than "
+            f"rmqsim's {list(keys.COLUMN_FAMILIES)} (RocksDB: {text})"
         )
     return StorageError(f"cannot {doing} the database at {path} (RocksDB: {text})")
 
@@ -128,9 +133,9 @@ def map_rocksdb_error(exc: Exception, path: str, doing: str) -> StorageError:
 def _options(*, create: bool) -> Options:
     options = Options(raw_mode=True)
     options.create_if_missing(create)
-    options.create_missing_column_families(create)
     options.set_keep_log_file_num(KEEP_LOG_FILES)
     options.set_max_file_opening_threads(FILE_OPENING_THREADS)
+    options.set_level_zero_file_num_compaction_trigger(L0_COMPACTION_TRIGGER_FILES)
     return options
 
 
@@ -175,6 +180,11 @@ def _classify(path: str) -> str:
             f"{path} looks like a database but its CURRENT/MANIFEST cannot be read; it is "
             f"corrupt or incomplete (RocksDB: {text})"
         ) from exc
+    if sorted(families) == sorted(keys.LAYOUT_V1_COLUMN_FAMILIES):
+        raise FormatVersionError(
+            f"{path} uses rmqsim layout version 1 (column families {families}); this code "
+            f"reads only version {codec.FORMAT_VERSION}: recreate the database"
+        )
     unknown = set(families) - set(keys.COLUMN_FAMILIES)
     if unknown:
         raise ForeignDatabaseError(
@@ -232,10 +242,6 @@ class Store:
         self.path = path
         self._db: Rdict | None = db
         self._lock_fd: int | None = lock_fd
-        self._meta: Rdict | None = db.get_column_family(keys.CF_META)
-        self._msgs: Rdict | None = db.get_column_family(keys.CF_MSGS)
-        self._meta_cf = db.get_column_family_handle(keys.CF_META)
-        self._msgs_cf = db.get_column_family_handle(keys.CF_MSGS)
         self._write_options = WriteOptions()
         self._write_options.sync = sync_writes
         #: Set when ``open`` found no format record in an empty database of ours.
@@ -261,12 +267,9 @@ class Store:
         try:
             kind = _classify(path)  # again, now that no other instance can change it
             fresh = kind == _DirectoryKind.FRESH
-            options = _options(create=True)
-            families = {name: _options(create=True) for name in keys.COLUMN_FAMILIES}
-            if not fresh:
-                options.create_if_missing(False)
+            options = _options(create=fresh)
             try:
-                db = Rdict(path, options, column_families=families)
+                db = Rdict(path, options)
             except Exception as exc:
                 raise map_rocksdb_error(exc, path, "open") from exc
             store = cls(path, db, fd, sync_writes=sync_writes)
@@ -304,11 +307,11 @@ class Store:
             )
 
     def _is_empty(self) -> bool:
-        for family in (self._db, self._meta, self._msgs):
-            assert family is not None
-            for _ in self._guard(lambda f=family: f.keys(), "read"):
-                return False
-        return True
+        db = self._live()
+        try:
+            return next(iter(db.keys()), None) is None
+        except Exception as exc:
+            raise map_rocksdb_error(exc, self.path, "read") from exc
 
     # ----------------------------------------------------------------------- writes
 
@@ -316,18 +319,17 @@ class Store:
         """Apply ``plan`` as one atomic ``WriteBatch`` (all or nothing, also on crash)."""
         db = self._live()
         batch = WriteBatch(raw_mode=True)
-        meta, msgs = self._meta_cf, self._msgs_cf
         put = batch.put
         for key, value in plan.msg_puts:
-            put(key, value, msgs)
+            put(key, value)
         for key, value in plan.meta_puts:
-            put(key, value, meta)
+            put(key, value)
         for key in plan.meta_deletes:
-            batch.delete(key, meta)
+            batch.delete(key)
         for begin, end in plan.msg_range_deletes:
-            batch.delete_range(begin, end, msgs)
+            batch.delete_range(begin, end)
         for begin, end in plan.meta_range_deletes:
-            batch.delete_range(begin, end, meta)
+            batch.delete_range(begin, end)
         try:
             db.write(batch, self._write_options)
         except Exception as exc:
@@ -336,94 +338,72 @@ class Store:
     # ----------------------------------------------------------------------- reads
 
     def get_meta(self, key: bytes) -> bytes | None:
-        meta = self._meta
-        if meta is None:
-            raise StorageError(f"the database at {self.path} is closed")
+        db = self._live()
         try:
-            return meta.get(key)
+            return db.get(key)
         except Exception as exc:
             raise map_rocksdb_error(exc, self.path, "read") from exc
 
     def scan_meta(self) -> list[tuple[bytes, bytes]]:
         """Every metadata record, in key order (open and snapshot only)."""
-        meta = self._meta
-        if meta is None:
-            raise StorageError(f"the database at {self.path} is closed")
-        return list(self._guard(lambda: meta.items(), "read"))
+        return self._scan(*keys.META_RANGE)
 
     def scan_messages(self) -> list[tuple[bytes, bytes]]:
         """Every message record, in key order (snapshot only: it reads everything)."""
-        msgs = self._msgs
-        if msgs is None:
-            raise StorageError(f"the database at {self.path} is closed")
-        return list(self._guard(lambda: msgs.items(), "read"))
+        return self._scan(*keys.MSGS_RANGE)
 
     def scan_meta_range(self, begin: bytes, end: bytes) -> list[tuple[bytes, bytes]]:
         """Metadata records with ``begin <= key < end``, in key order (one bounded scan)."""
-        meta = self._meta
-        if meta is None:
-            raise StorageError(f"the database at {self.path} is closed")
-        bounded = ReadOptions()
-        bounded.set_iterate_upper_bound(end)
-        return list(self._guard(lambda: meta.items(from_key=begin, read_opt=bounded), "read"))
+        assert keys.META_RANGE[0] <= begin <= end <= keys.META_RANGE[1], (begin, end)
+        return self._scan(begin, end)
 
     def scan_message_range(self, incarnation: int, first_id: int) -> list[tuple[bytes, bytes]]:
         """Message records of one incarnation with id >= ``first_id``, in id order."""
-        msgs = self._msgs
-        if msgs is None:
-            raise StorageError(f"the database at {self.path} is closed")
-        begin, end = self.message_keys.msg_range(incarnation, first_id)
-        bounded = ReadOptions()
-        bounded.set_iterate_upper_bound(end)
-        return list(self._guard(lambda: msgs.items(from_key=begin, read_opt=bounded), "read"))
+        return self._scan(*self.message_keys.msg_range(incarnation, first_id))
 
     def read_message_values(self, incarnation: int, first_id: int, last_id: int) -> list[bytes]:
         """Values of messages ``first_id..last_id`` (inclusive) of one incarnation: one
         bounded iterator, never past ``last_id``."""
-        msgs = self._msgs
-        if msgs is None:
-            raise StorageError(f"the database at {self.path} is closed")
-        read_options = ReadOptions()
+        db = self._live()
         message_keys = self.message_keys
+        read_options = ReadOptions()
         read_options.set_iterate_upper_bound(message_keys.msg_key(incarnation, last_id + 1))
         start = message_keys.msg_key(incarnation, first_id)
         try:
-            return list(msgs.values(from_key=start, read_opt=read_options))
+            return list(db.values(from_key=start, read_opt=read_options))
         except Exception as exc:
             raise map_rocksdb_error(exc, self.path, "read") from exc
 
     def message_id_bounds(self, incarnation: int) -> tuple[int, int] | None:
         """``(first, last)`` stored message ids of an incarnation, or ``None``: two seeks."""
-        msgs = self._msgs
-        if msgs is None:
-            raise StorageError(f"the database at {self.path} is closed")
+        db = self._live()
         message_keys = self.message_keys
         begin, end = message_keys.msg_range(incarnation)
-        first = last = None
         forward = ReadOptions()
         forward.set_iterate_upper_bound(end)
-        for key in self._guard(lambda: msgs.keys(from_key=begin, read_opt=forward), "read"):
-            first = message_keys.parse_msg_key(key)[1]
-            break
-        for key in self._guard(lambda: msgs.keys(backwards=True, from_key=end), "read"):
-            inc, msg_id = message_keys.parse_msg_key(key)
-            if inc == incarnation:
-                last = msg_id
-            break
-        if first is None or last is None:
-            assert first is None and last is None, (first, last)
-            return None
-        return first, last
-
-    def _guard(self, make_iterator, doing: str) -> Iterator:
-        """Iterate a rocksdict iterator, mapping its errors; the iterator dies here."""
         try:
-            iterator = make_iterator()
-            yield from iterator
+            first_key = next(iter(db.keys(from_key=begin, read_opt=forward)), None)
+            # Backwards from ``end``: the first key below it. It is this incarnation's last
+            # message only if it is not below ``begin`` (a lower bound cannot be set: the
+            # binding sets the upper one instead, see the module docstring).
+            last_key = next(iter(db.keys(backwards=True, from_key=end)), None)
         except Exception as exc:
-            raise map_rocksdb_error(exc, self.path, doing) from exc
-        finally:
-            iterator = None  # drop the handle before the caller goes on
+            raise map_rocksdb_error(exc, self.path, "read") from exc
+        if first_key is None:
+            return None
+        assert last_key is not None and begin <= last_key < end, (first_key, last_key)
+        return message_keys.parse_msg_key(first_key)[1], message_keys.parse_msg_key(last_key)[1]
+
+    def _scan(self, begin: bytes, end: bytes) -> list[tuple[bytes, bytes]]:
+        """Records with ``begin <= key < end`` in key order: one bounded iterator, drained
+        (and so dropped) here, its errors mapped."""
+        db = self._live()
+        bounded = ReadOptions()
+        bounded.set_iterate_upper_bound(end)
+        try:
+            return list(db.items(from_key=begin, read_opt=bounded))
+        except Exception as exc:
+            raise map_rocksdb_error(exc, self.path, "read") from exc
 
     def _live(self) -> Rdict:
         db = self._db
@@ -434,14 +414,11 @@ class Store:
     # ----------------------------------------------------------------------- shutdown
 
     def close(self) -> None:
-        """Flush every column family and release everything (the LOCK included)."""
+        """Flush the memtable and release everything (the LOCK included)."""
         db = self._db
         if db is None:
             return
         try:
-            for family in (self._meta, self._msgs):
-                if family is not None:
-                    family.close()  # flushes that column family
             db.close()
         except Exception as exc:
             self._drop()
@@ -462,8 +439,6 @@ class Store:
         self._drop()
 
     def _drop(self) -> None:
-        self._meta_cf = self._msgs_cf = None
-        self._meta = self._msgs = None
         self._db = None
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # releases the flock

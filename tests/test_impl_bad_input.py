@@ -94,6 +94,20 @@ def test_foreign_database_with_our_lock_file_but_other_column_families(tmp_path:
     _refused(path, ForeignDatabaseError, "theirs")
 
 
+def test_database_of_layout_version_1_is_refused_with_its_version(tmp_path: Path) -> None:
+    """Layout 1 kept metadata and messages in two column families of their own."""
+    path = tmp_path / "layout-1"
+    options = Options(raw_mode=True)
+    options.create_if_missing(True)
+    options.create_missing_column_families(True)
+    families = {name: options for name in ("default", "rmqsim_meta", "rmqsim_msgs")}
+    db = Rdict(str(path), options, column_families=families)
+    db.close()
+    del db
+    (path / "rmqsim.lock").write_bytes(b"")
+    _refused(path, FormatVersionError, "version 1", f"only version {codec.FORMAT_VERSION}")
+
+
 def test_corrupt_current_file(tmp_path: Path) -> None:
     path = tmp_path / "db"
     mq = RocksMQ.open(path)
@@ -126,24 +140,24 @@ def test_database_already_open_in_this_process(tmp_path: Path) -> None:
 def test_database_with_a_foreign_format_record_or_newer_version(tmp_path: Path) -> None:
     path = tmp_path / "db"
     RocksMQ.open(path).close()
-    options = Options(raw_mode=True)
-    families = {name: Options(raw_mode=True) for name in keys.COLUMN_FAMILIES}
-    db = Rdict(str(path), options, column_families=families)
-    meta = db.get_column_family(keys.CF_META)
-    meta[keys.FORMAT_KEY] = codec.FORMAT_MAGIC + b"\x00\x63"  # version 99
-    meta.close()
-    db.close()
-    del meta, db
+    _poke(path, {keys.FORMAT_KEY: codec.FORMAT_MAGIC + b"\x00\x63"})  # version 99
     with pytest.raises(FormatVersionError, match="version 99"):
         RocksMQ.open(path)
-    db = Rdict(str(path), options, column_families=families)
-    meta = db.get_column_family(keys.CF_META)
-    meta[keys.FORMAT_KEY] = b"something else"
-    meta.close()
-    db.close()
-    del meta, db
+    _poke(path, {keys.FORMAT_KEY: b"something else"})
     with pytest.raises(ForeignDatabaseError, match="not rmqsim's"):
         RocksMQ.open(path)
+
+
+def _poke(path: Path, records: dict[bytes, bytes | None]) -> None:
+    """Write (or, for None, delete) raw records behind the queue's back."""
+    db = Rdict(str(path), Options(raw_mode=True))
+    for key, value in records.items():
+        if value is None:
+            del db[key]
+        else:
+            db[key] = value
+    db.close()
+    del db
 
 
 def test_damaged_record_is_reported_as_corrupt(tmp_path: Path) -> None:
@@ -152,14 +166,7 @@ def test_damaged_record_is_reported_as_corrupt(tmp_path: Path) -> None:
     mq.create_topic("t")
     mq.produce("t", [ProducerMessage(b"x")])
     mq.close()
-    options = Options(raw_mode=True)
-    families = {name: Options(raw_mode=True) for name in keys.COLUMN_FAMILIES}
-    db = Rdict(str(path), options, column_families=families)
-    msgs = db.get_column_family(keys.CF_MSGS)
-    del msgs[keys.msg_key(1, 1)]  # a message the topic's records say is retained
-    msgs.close()
-    db.close()
-    del msgs, db
+    _poke(path, {keys.msg_key(1, 1): None})  # a message the topic's records say is retained
     with pytest.raises(CorruptDatabaseError, match="stores message ids"):
         RocksMQ.open(path)
 

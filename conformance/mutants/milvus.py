@@ -18,15 +18,16 @@ from impl import RocksMQ, keys
 from impl.storage import Plan, Store
 from model.api import ConsumerMessage, validate_name
 
-_INCARNATION = struct.Struct(">Q")
+_TAG_INCARNATION = struct.Struct(">cQ")
 
 
 class _DecimalMessageKeys:
-    """Message keys as Milvus writes them: the id as an unpadded decimal string."""
+    """Message keys as Milvus writes them: the id as an unpadded decimal string (after the
+    layout's tag and incarnation)."""
 
     @staticmethod
     def msg_key(incarnation: int, msg_id: int) -> bytes:
-        return _INCARNATION.pack(incarnation) + str(msg_id).encode("ascii")
+        return _TAG_INCARNATION.pack(keys.TAG_MSG, incarnation) + str(msg_id).encode("ascii")
 
     @staticmethod
     def msg_range(
@@ -34,12 +35,12 @@ class _DecimalMessageKeys:
     ) -> tuple[bytes, bytes]:
         begin = _DecimalMessageKeys.msg_key(incarnation, first_id)
         if end_id_exclusive is None:
-            return begin, _INCARNATION.pack(incarnation + 1)
+            return begin, _TAG_INCARNATION.pack(keys.TAG_MSG, incarnation + 1)
         return begin, _DecimalMessageKeys.msg_key(incarnation, end_id_exclusive)
 
     @staticmethod
     def parse_msg_key(key: bytes) -> tuple[int, int]:
-        return _INCARNATION.unpack_from(key)[0], int(key[_INCARNATION.size :])
+        return _TAG_INCARNATION.unpack_from(key)[1], int(key[_TAG_INCARNATION.size :])
 
 
 class _DecimalKeyStore(Store):
