@@ -432,10 +432,28 @@ class RetentionTicker(Actor):
 
 
 class Crasher(Actor):
-    """Crashes (between operations or armed inside the next one) and cleanly reopens."""
+    """Crashes (between operations or armed inside the next one) and cleanly reopens.
+
+    Its kinds come from a shuffled bag holding each enabled kind as many times as its
+    weight, refilled when empty: the weights hold exactly over each bag, and every kind
+    shows up within the first bag. Crashes are the costliest operations of a run (a reopen
+    of the database and a full comparison each), so a profile can keep them rare without
+    leaving a kind out.
+    """
 
     role = "crasher"
-    __slots__ = ()
+    __slots__ = ("bag",)
+
+    def __init__(self, name: str, ctx: Context) -> None:
+        super().__init__(name, ctx)
+        self.bag: list[str] = []
+
+    def choose_kind(self) -> str:
+        if not self.bag:
+            weights = self.ctx.profile.weights
+            self.bag = [kind for kind in self.kinds for _ in range(weights[kind])]
+            self.ctx.rng.shuffle(self.bag)
+        return self.bag.pop()
 
     def next_op(self) -> Op:
         ctx = self.ctx

@@ -22,17 +22,17 @@ MUTANT_IMPL = {m.name: m.impl for m in MUTANTS}
 #: (profile, seed, steps) whose sweep reaches each mutant's bug (found by sweeping seeds).
 SWEEP_CATCHES = {
     "two-step-produce": ("crashy", 0, 15),
-    "positions-in-memory": ("crashy", 0, 15),
+    "positions-in-memory": ("crashy", 1, 15),
     "acks-before-messages": ("retention", 1, 25),
-    "hwm-not-persisted": ("smoke", 2, 60),
+    "hwm-not-persisted": ("smoke", 0, 60),
 }
 
 #: Runs failing after hundreds of operations: (profile, seed, crash rate), steps 500.
 LONG_FAILURES = {
-    "two-step-produce": ("smoke", 1, 0.02),
-    "positions-in-memory": ("retention", 1, 0.005),
-    "acks-before-messages": ("smoke", 0, 0.02),
-    "hwm-not-persisted": ("smoke", 0, 0.0),
+    "two-step-produce": ("smoke", 4, 0.01),
+    "positions-in-memory": ("retention", 2, 0.005),
+    "acks-before-messages": ("retention", 3, 0.01),
+    "hwm-not-persisted": ("smoke", 4, 0.0),
 }
 #: Measured: every one shrinks to 3-6 operations; the bound leaves room.
 SHRUNK_MAX_STEPS = 12
@@ -137,7 +137,7 @@ leaking_factory.kept = []  # type: ignore[attr-defined]
 
 
 def test_crashes_in_open_and_close_are_swept_and_a_second_reopen_checked() -> None:
-    sweep = crash_sweep("smoke", 1, impl=releasing_factory, steps=20)
+    sweep = crash_sweep("crashy", 2, impl=releasing_factory, steps=40)
     assert sweep.ok, [(c.label(), r.anomaly, r.divergence) for c, r in sweep.failures]
     during = {(c.during, c.point) for c in sweep.cases}
     assert ("open", "open.recovered") in during
@@ -212,6 +212,8 @@ def test_crash_sweep_and_shrink_commands_on_a_mutant(tmp_path: Path) -> None:
         "crash-sweep",
         "--profile",
         "crashy",
+        "--seed",
+        "1",
         "--steps",
         "15",
         "--impl",
@@ -221,7 +223,7 @@ def test_crash_sweep_and_shrink_commands_on_a_mutant(tmp_path: Path) -> None:
     )
     assert result.exit_code == 1, result.output
     assert "failing case(s)" in result.output
-    saved = sorted(tmp_path.glob("crashy-seed0-crash-step*.jsonl"))
+    saved = sorted(tmp_path.glob("crashy-seed1-crash-step*.jsonl"))
     assert saved
     result = _invoke("shrink", str(saved[0]), "--time-budget-s", "60")
     assert result.exit_code == 0, result.output

@@ -289,6 +289,22 @@ def test_smoke_covers_every_kind_within_300_steps() -> None:
     assert complete >= 9, f"only {complete}/10 seeds covered every kind and an invalid argument"
 
 
+@pytest.mark.parametrize("name", ["smoke", "crashy", "churn"])
+def test_the_crasher_draws_its_kinds_from_a_bag_of_the_weights(name: str) -> None:
+    """Each run of ``sum(weights)`` crasher operations holds every crasher kind exactly
+    its weight times, so a profile with rare crashes still shows every kind."""
+    profile = get_profile(name)
+    kinds = [k for k in ROLE_KINDS["crasher"] if profile.weights[k] > 0]
+    bag_size = sum(profile.weights[k] for k in kinds)
+    for seed in range(5):
+        _, fake = run(name, seed, steps=3000 if name == "smoke" else 800)
+        crasher = [step.op.kind for step, _ in fake.log if step.actor == "crasher"]
+        assert len(crasher) >= bag_size
+        for start in range(0, len(crasher) - bag_size + 1, bag_size):
+            counts = Counter(crasher[start : start + bag_size])
+            assert counts == {k: profile.weights[k] for k in kinds}, (seed, start, counts)
+
+
 def test_queue_ops_mostly_hit_existing_topics_and_groups() -> None:
     queue_kinds = {"produce", "consume", "seek", "seek_to_latest", "get_latest"}
     for name in ("smoke", "seek-storm", "digits", "retention", "crashy"):
