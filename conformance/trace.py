@@ -40,9 +40,13 @@ class TraceFormatError(Exception):
         self.line = line
 
 
+#: One encoder for every line: ``json.dumps`` with options builds a new one per call.
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
 def dumps(obj: Any) -> str:
     """The one canonical JSON encoding used for every trace line."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return _ENCODER.encode(obj)
 
 
 @dataclass(frozen=True, slots=True)

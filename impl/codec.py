@@ -4,15 +4,17 @@ Every value starts with a one-byte *tag* that names its encoding, so a later lay
 tags and still read old records, and an unknown tag is detected as corruption instead of
 being misread.
 
-Message values (``rmqsim_msgs``)::
+Message values (``m`` records)::
 
     0x01 | payload                                   no properties (the common case)
-    0x02 | count (u32) | count * (klen u32 | key | vlen u32 | value) | payload
+    0x02 | block bytes (u32) | block | payload       block: count (u32) |
+                                                     count * (klen u32 | key | vlen u32 | value)
 
 Keys and values of properties are UTF-8; lengths are big-endian u32. The payload is the
-rest of the value, so an empty payload is an empty tail and decodes to ``b""``.
+rest of the value, so an empty payload is an empty tail and decodes to ``b""``. (Layout 1
+had no block length: ``0x02 | count | pairs | payload``.)
 
-Metadata values (``rmqsim_meta``; see ``keys``)::
+Metadata values (see ``keys``)::
 
     format   b"RMQSIM-ROCKSMQ\\0" | layout version (u16)
     counter  u64
@@ -26,6 +28,7 @@ Decoders raise ``CorruptDatabaseError`` on anything they do not recognise.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -60,6 +63,7 @@ FORMAT_VERSION = 2
 MSG_BARE = 0x01
 MSG_WITH_PROPERTIES = 0x02
 _MSG_BARE_HEADER = bytes([MSG_BARE])
+_MSG_PROPERTIES_HEADER = bytes([MSG_WITH_PROPERTIES])
 #: Most properties one message may carry, and the longest key or value in UTF-8 bytes.
 PROPERTIES_MAX = 2**32 - 1
 PROPERTY_BYTES_MAX = 2**32 - 1
@@ -79,13 +83,19 @@ _PAGE = struct.Struct(">BQqBq")
 
 
 def encode_message(payload: bytes, properties: Mapping[str, str]) -> bytes:
-    """One message value. ``properties`` must already be validated (str -> str)."""
+    """One message value. ``properties`` must already be validated (str -> str).
+
+    Without properties: ``0x01 | payload``. With: ``0x02 | u32 block bytes | block |
+    payload``, the block being ``u32 count | (u32 bytes | UTF-8)`` per key and value. The
+    block's length comes first so that a reader finds the payload without walking the
+    block, and can decode a block it has seen before from its cache.
+    """
     if not properties:
         return _MSG_BARE_HEADER + payload
     count = len(properties)
     if count > PROPERTIES_MAX:
         raise ValueError(f"a message may carry at most {PROPERTIES_MAX} properties")
-    parts = [bytes([MSG_WITH_PROPERTIES]), _U32.pack(count)]
+    parts = [_U32.pack(count)]
     for key, value in properties.items():
         for text in (key, value):
             raw = text.encode("utf-8")
@@ -93,8 +103,10 @@ def encode_message(payload: bytes, properties: Mapping[str, str]) -> bytes:
                 raise ValueError(f"a property key or value is longer than {PROPERTY_BYTES_MAX}")
             parts.append(_U32.pack(len(raw)))
             parts.append(raw)
-    parts.append(payload)
-    return b"".join(parts)
+    block = b"".join(parts)
+    if len(block) > PROPERTY_BYTES_MAX:
+        raise ValueError(f"a message's properties take more than {PROPERTY_BYTES_MAX} bytes")
+    return b"".join((_MSG_PROPERTIES_HEADER, _U32.pack(len(block)), block, payload))
 
 
 def decode_message(value: bytes) -> tuple[bytes, dict[str, str]]:
@@ -106,25 +118,57 @@ def decode_message(value: bytes) -> tuple[bytes, dict[str, str]]:
         return value[1:], {}
     if tag != MSG_WITH_PROPERTIES:
         raise CorruptDatabaseError(f"a message record has unknown encoding tag {tag:#04x}")
+    if len(value) < 5:
+        raise CorruptDatabaseError("a message record's properties are damaged: no block length")
+    (block_bytes,) = _U32.unpack_from(value, 1)
+    end = 5 + block_bytes
+    if end > len(value):
+        raise CorruptDatabaseError(
+            f"a message record's properties are damaged: a {block_bytes}-byte block in a "
+            f"{len(value)}-byte record"
+        )
+    block = value[5:end]
+    if block_bytes <= PROPERTIES_CACHE_BLOCK_BYTES_MAX:
+        pairs = _cached_properties(block)
+    else:
+        pairs = _decode_properties(block)
+    return value[end:], dict(pairs)
+
+
+#: Decoded property blocks are cached by their bytes (messages of a workload share a few
+#: property sets; decoding is a pure function of the bytes, and each caller still gets a
+#: fresh dict). Bounded: at most this many blocks of at most this many bytes each.
+PROPERTIES_CACHE_BLOCKS = 4096
+PROPERTIES_CACHE_BLOCK_BYTES_MAX = 1024
+
+
+def _decode_properties(block: bytes) -> tuple[tuple[str, str], ...]:
+    """The ``(key, value)`` pairs of a properties block; ``CorruptDatabaseError`` if it
+    is damaged (it must hold exactly ``count`` pairs, nothing more)."""
     try:
-        (count,) = _U32.unpack_from(value, 1)
-        offset = 5
-        properties: dict[str, str] = {}
+        (count,) = _U32.unpack_from(block, 0)
+        offset = 4
+        pairs: list[tuple[str, str]] = []
         for _ in range(count):
-            (key_len,) = _U32.unpack_from(value, offset)
+            (key_len,) = _U32.unpack_from(block, offset)
             offset += 4
-            key = value[offset : offset + key_len].decode("utf-8")
+            key = block[offset : offset + key_len].decode("utf-8")
             offset += key_len
-            (value_len,) = _U32.unpack_from(value, offset)
+            (value_len,) = _U32.unpack_from(block, offset)
             offset += 4
-            text = value[offset : offset + value_len].decode("utf-8")
+            text = block[offset : offset + value_len].decode("utf-8")
             offset += value_len
-            if offset > len(value):
-                raise ValueError("property runs past the end of the record")
-            properties[key] = text
+            if offset > len(block):
+                raise ValueError("a property runs past the end of its block")
+            pairs.append((key, text))
+        if offset != len(block):
+            raise ValueError(f"{len(block) - offset} bytes after the last property")
     except (struct.error, UnicodeDecodeError, ValueError) as exc:
         raise CorruptDatabaseError(f"a message record's properties are damaged: {exc}") from None
-    return value[offset:], properties
+    return tuple(pairs)
+
+
+_cached_properties = functools.lru_cache(maxsize=PROPERTIES_CACHE_BLOCKS)(_decode_properties)
 
 
 def _consumer_message_factory():

@@ -7,6 +7,7 @@ It also checks the layout's invariants, so a damaged database is refused on open
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from impl import codec, keys
@@ -37,6 +38,28 @@ class DiskState:
     topics: dict[str, DiskTopic]
 
 
+#: Decoded page and group records, by their raw bytes. Records are immutable values and
+#: decoding is a pure function of the bytes, so a cached result is exactly what decoding
+#: again would give; the bytes are still read from the database every time. Snapshots
+#: re-read the same few records after nearly every operation. Bounded; errors (corrupt
+#: records) are never cached.
+DECODE_CACHE_RECORDS = 4096
+
+
+@functools.lru_cache(maxsize=DECODE_CACHE_RECORDS)
+def _page_record(key: bytes, value: bytes) -> tuple[int, Page]:
+    """``(incarnation, page)`` of one ``P`` record."""
+    incarnation, end_id = keys.parse_page_key(key)
+    return incarnation, codec.decode_page(end_id, value)
+
+
+@functools.lru_cache(maxsize=DECODE_CACHE_RECORDS)
+def _group_record(key: bytes, value: bytes) -> tuple[int, str, int]:
+    """``(incarnation, group, position)`` of one ``G`` record."""
+    incarnation, group = keys.parse_group_key(key)
+    return incarnation, group, codec.decode_position(value)
+
+
 def _corrupt(what: str) -> CorruptDatabaseError:
     return CorruptDatabaseError(f"the database breaks rmqsim's layout: {what}")
 
@@ -60,11 +83,11 @@ def read_database(store: Store, *, with_messages: bool) -> DiskState:
             elif tag == keys.TAG_HWM:
                 hwms[key[1:].decode("utf-8")] = codec.decode_u64(value, "high-water mark")
             elif tag == keys.TAG_GROUP:
-                incarnation, group = keys.parse_group_key(key)
-                groups.setdefault(incarnation, {})[group] = codec.decode_position(value)
+                incarnation, group, position = _group_record(key, value)
+                groups.setdefault(incarnation, {})[group] = position
             elif tag == keys.TAG_PAGE:
-                incarnation, end_id = keys.parse_page_key(key)
-                pages.setdefault(incarnation, []).append(codec.decode_page(end_id, value))
+                incarnation, page = _page_record(key, value)
+                pages.setdefault(incarnation, []).append(page)
             else:
                 raise _corrupt(f"unknown metadata key {key[:40]!r}")
     except (UnicodeDecodeError, AssertionError) as exc:
@@ -97,13 +120,20 @@ def read_database(store: Store, *, with_messages: bool) -> DiskState:
     if with_messages:
         for topic in topics.values():
             topic.messages = []
+        parse_msg_key = store.message_keys.parse_msg_key
+        decode_message = codec.decode_message
+        build = codec.consumer_message
+        owner_incarnation = -1
+        owner_messages: list[ConsumerMessage] = []
         for key, value in store.scan_messages():
-            incarnation, msg_id = store.message_keys.parse_msg_key(key)
-            owner = by_incarnation.get(incarnation)
-            if owner is None or owner.messages is None:
-                raise _corrupt(f"message {msg_id} of incarnation {incarnation} has no topic")
-            payload, properties = codec.decode_message(value)
-            owner.messages.append(ConsumerMessage(msg_id, payload, properties))
+            incarnation, msg_id = parse_msg_key(key)
+            if incarnation != owner_incarnation:  # keys run in incarnation order
+                owner = by_incarnation.get(incarnation)
+                if owner is None or owner.messages is None:
+                    raise _corrupt(f"message {msg_id} of incarnation {incarnation} has no topic")
+                owner_incarnation, owner_messages = incarnation, owner.messages
+            payload, properties = decode_message(value)
+            owner_messages.append(build(msg_id, payload, properties))
         for topic in topics.values():
             assert topic.messages is not None
             ids = [message.msg_id for message in topic.messages]
@@ -129,9 +159,10 @@ def read_topic(store: Store, name: str, messages_from: int | None) -> DiskTopic 
     last_id = codec.decode_u64(raw_hwm, "high-water mark") if raw_hwm is not None else 0
     groups: dict[str, int] = {}
     for key, value in store.scan_meta_range(*keys.group_range(record.incarnation)):
-        groups[keys.parse_group_key(key)[1]] = codec.decode_position(value)
+        _, group, position = _group_record(key, value)
+        groups[group] = position
     pages = [
-        codec.decode_page(keys.parse_page_key(key)[1], value)
+        _page_record(key, value)[1]
         for key, value in store.scan_meta_range(*keys.page_range(record.incarnation))
     ]
     _check_pages(name, pages, record.trim_id, last_id)
@@ -140,7 +171,7 @@ def read_topic(store: Store, name: str, messages_from: int | None) -> DiskTopic 
     parse_msg_key = store.message_keys.parse_msg_key
     for key, value in store.scan_message_range(record.incarnation, first_id):
         payload, properties = codec.decode_message(value)
-        messages.append(ConsumerMessage(parse_msg_key(key)[1], payload, properties))
+        messages.append(codec.consumer_message(parse_msg_key(key)[1], payload, properties))
     return DiskTopic(name, record, last_id, pages, groups, messages)
 
 

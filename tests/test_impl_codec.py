@@ -31,13 +31,37 @@ def test_empty_payload_and_properties_and_unicode() -> None:
     assert codec.encode_message(b"abc", {}) == b"\x01abc"  # one byte of overhead
 
 
+def _with_block(block: bytes, payload: bytes = b"") -> bytes:
+    return b"\x02" + len(block).to_bytes(4, "big") + block + payload
+
+
 @pytest.mark.parametrize(
     "value",
-    [b"", b"\x07abc", b"\x02\x00\x00\x00\x01\x00\x00\x00\x09ab", b"\x02\x00\x00\x00\x01\x00"],
+    [
+        b"",  # no tag
+        b"\x07abc",  # unknown tag
+        b"\x02\x00\x00",  # no block length
+        b"\x02\x00\x00\x00\x09ab",  # a block longer than the record
+        _with_block(b"\x00\x00\x00\x01\x00\x00\x00\x09ab"),  # a key past its block
+        _with_block(b"\x00\x00\x00\x01\x00"),  # a key length cut short
+        _with_block(b"\x00\x00\x00\x00junk"),  # bytes after the last property
+        _with_block(b"\x00\x00\x00\x01\x00\x00\x00\x01\xff\x00\x00\x00\x00"),  # not UTF-8
+    ],
 )
 def test_damaged_message_is_corrupt(value: bytes) -> None:
     with pytest.raises(CorruptDatabaseError):
         codec.decode_message(value)
+    with pytest.raises(CorruptDatabaseError):  # a damaged block is never cached
+        codec.decode_message(value)
+
+
+def test_cached_property_blocks_still_give_each_caller_a_fresh_dict() -> None:
+    value = codec.encode_message(b"p", {"k": "v"})
+    _, first = codec.decode_message(value)
+    first["k"] = "changed by a caller"
+    assert codec.decode_message(value) == (b"p", {"k": "v"})
+    big = {"k": "v" * (codec.PROPERTIES_CACHE_BLOCK_BYTES_MAX + 1)}  # decoded, not cached
+    assert codec.decode_message(codec.encode_message(b"", big)) == (b"", big)
 
 
 @given(inc=st.integers(min_value=0, max_value=keys.INCARNATION_MAX), a=ids, b=ids)
