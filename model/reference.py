@@ -386,7 +386,9 @@ class ReferenceMQ:
             if messages_from is not None and name in messages_from:
                 start = min(max(0, messages_from[name] - state.first_id), len(state.messages))
                 tail = tuple(state.messages.slice(start, len(state.messages)))
-                topic_state = replace(topic_state, messages=tail)
+                topic_state = TopicState(
+                    tail, topic_state.pages, topic_state.open_page_bytes, topic_state.last_id
+                )
             result[name] = topic_state
             for group, position in state.groups.items():
                 groups[(name, group)] = position
