@@ -1,5 +1,5 @@
-"""The one RocksDB database of a RocksMQ: opening and checking the directory, the column
-families, atomic write batches, bounded reads, clean close and crash.
+"""The one RocksDB database of a RocksMQ: opening and checking the directory, atomic write
+batches, bounded reads, clean close and crash.
 
 Everything that touches ``rocksdict`` lives here, so the traps of the binding are handled
 in one place (see ``shared/NOTES-dependencies.md``):
