@@ -157,21 +157,29 @@ def read_topic(store: Store, name: str, messages_from: int | None) -> DiskTopic 
     record = codec.decode_topic(raw)
     raw_hwm = store.get_meta(keys.hwm_key(name))
     last_id = codec.decode_u64(raw_hwm, "high-water mark") if raw_hwm is not None else 0
+    first_id = record.trim_id + 1 if messages_from is None else max(messages_from, 0)
+    incarnation = record.incarnation
+    message_keys = store.message_keys
+    group_records, page_records, message_records = store.scan_ranges(
+        (
+            keys.group_range(incarnation),
+            keys.page_range(incarnation),
+            message_keys.msg_range(incarnation, first_id),
+        )
+    )
     groups: dict[str, int] = {}
-    for key, value in store.scan_meta_range(*keys.group_range(record.incarnation)):
+    for key, value in group_records:
         _, group, position = _group_record(key, value)
         groups[group] = position
-    pages = [
-        _page_record(key, value)[1]
-        for key, value in store.scan_meta_range(*keys.page_range(record.incarnation))
-    ]
+    pages = [_page_record(key, value)[1] for key, value in page_records]
     _check_pages(name, pages, record.trim_id, last_id)
-    first_id = record.trim_id + 1 if messages_from is None else max(messages_from, 0)
+    parse_msg_key = message_keys.parse_msg_key
+    decode_message = codec.decode_message
+    build = codec.consumer_message
     messages: list[ConsumerMessage] = []
-    parse_msg_key = store.message_keys.parse_msg_key
-    for key, value in store.scan_message_range(record.incarnation, first_id):
-        payload, properties = codec.decode_message(value)
-        messages.append(codec.consumer_message(parse_msg_key(key)[1], payload, properties))
+    for key, value in message_records:
+        payload, properties = decode_message(value)
+        messages.append(build(parse_msg_key(key)[1], payload, properties))
     return DiskTopic(name, record, last_id, pages, groups, messages)
 
 
