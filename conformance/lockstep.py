@@ -283,12 +283,16 @@ class Lockstep:
         return info
 
     def close(self) -> None:
-        """Release the SUT (end of run). A crash still armed (the run ended on an
-        ``arm_crash``) is disarmed first: it belongs to an operation that never came."""
+        """Release the SUT (end of run) as a killed process would, with ``crash()``:
+        nothing is checked after the last step, and a clean close would only flush files
+        that the run's directory removal deletes (≈0.8 ms per run, measured). Clean
+        closes are checked where they are operations (``close_reopen``). A crash still
+        armed (the run ended on an ``arm_crash``) is disarmed first: it belongs to an
+        operation that never came."""
         self.faults.armed = None
         self.faults.step = None
         with contextlib.suppress(Exception):  # a broken SUT must not hide the run's result
-            self.sut.close()
+            self.sut.crash()  # type: ignore[attr-defined]
         forget = getattr(self.sut, "_rmqsim_forget", None)
         if forget is not None:
             forget(self.path)
