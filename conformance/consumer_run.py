@@ -427,7 +427,7 @@ def _run(
         steps=index,
         anomaly=end["anomaly"],
         divergence=divergence,
-        trace_lines=lines,
+        trace=lines,
         state_digest=final,
         wall_s=time.perf_counter() - started,
         sim_time_s=last.time_s if last else 0,
