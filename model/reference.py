@@ -375,21 +375,26 @@ class ReferenceMQ:
         result: dict[str, TopicState] = {}
         groups: dict[tuple[str, str], int] = {}
         for name, state in selected:
-            if state.cached is None:
-                state.cached = TopicState(
-                    tuple(state.messages),
-                    tuple(state.pages),
+            if messages_from is not None and name in messages_from:
+                # Just the tail: a checker asks for it after every produce, which also
+                # drops the cached whole state, so building that here would cost a copy of
+                # every retained message per operation.
+                start = min(max(0, messages_from[name] - state.first_id), len(state.messages))
+                result[name] = TopicState(
+                    tuple(state.messages.slice(start, len(state.messages))),
+                    tuple(state.pages) if state.cached is None else state.cached.pages,
                     state.open_page_bytes,
                     self._last_ids.get(name, 0),
                 )
-            topic_state = state.cached
-            if messages_from is not None and name in messages_from:
-                start = min(max(0, messages_from[name] - state.first_id), len(state.messages))
-                tail = tuple(state.messages.slice(start, len(state.messages)))
-                topic_state = TopicState(
-                    tail, topic_state.pages, topic_state.open_page_bytes, topic_state.last_id
-                )
-            result[name] = topic_state
+            else:
+                if state.cached is None:
+                    state.cached = TopicState(
+                        tuple(state.messages),
+                        tuple(state.pages),
+                        state.open_page_bytes,
+                        self._last_ids.get(name, 0),
+                    )
+                result[name] = state.cached
             for group, position in state.groups.items():
                 groups[(name, group)] = position
         return State.build(result, groups)
