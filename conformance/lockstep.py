@@ -88,7 +88,7 @@ class FaultInjector:
         self.armed: tuple[str | None, int] | None = None
         self.op_kind = "open"
         self.calls_in_op = 0
-        self.point_calls_in_op: Counter[str] = Counter()
+        self.point_calls_in_op: dict[str, int] = {}
         #: (operation kind, point) -> how many times passed, in first-seen order.
         self.seen: dict[tuple[str, str], int] = {}
         #: The step being executed (0: the first open; None: after the run, not logged).
@@ -101,24 +101,25 @@ class FaultInjector:
     def begin(self, op_kind: str) -> None:
         self.op_kind = op_kind
         self.calls_in_op = 0
-        self.point_calls_in_op.clear()
+        self.point_calls_in_op = {}
 
     def __call__(self, point: str) -> None:
-        self.calls_in_op += 1
-        self.point_calls_in_op[point] += 1
-        key = (self.op_kind, point)
-        self.seen[key] = self.seen.get(key, 0) + 1
-        if self.calls_in_op > self.max_calls.get(self.op_kind, 0):
-            self.max_calls[self.op_kind] = self.calls_in_op
+        # Called at every point the SUT passes (a few per operation): plain dicts, no
+        # Counter, since this is per-operation overhead of every run.
+        calls = self.calls_in_op = self.calls_in_op + 1
+        point_calls = self.point_calls_in_op
+        hits = point_calls[point] = point_calls.get(point, 0) + 1
+        op_kind = self.op_kind
+        key = (op_kind, point)
+        seen = self.seen
+        seen[key] = seen.get(key, 0) + 1
+        if calls > self.max_calls.get(op_kind, 0):
+            self.max_calls[op_kind] = calls
         if self.log is not None and self.step is not None:
-            self.log.append(
-                PointPass(self.step, self.op_kind, point, self.point_calls_in_op[point])
-            )
+            self.log.append(PointPass(self.step, op_kind, point, hits))
         if self.armed is not None:
             want_point, hit = self.armed
-            if (want_point is None and self.calls_in_op == hit) or (
-                want_point == point and self.point_calls_in_op[point] == hit
-            ):
+            if (want_point is None and calls == hit) or (want_point == point and hits == hit):
                 self.armed = None
                 raise InjectedCrash(point, hit)
 

@@ -213,7 +213,8 @@ class ProcessQueue:
         if armed is None:
             return None
         want, hit = armed
-        calls = self._faults.calls_in_op if want is None else self._faults.point_calls_in_op[want]  # type: ignore[union-attr]
+        faults: Any = self._faults
+        calls = faults.calls_in_op if want is None else faults.point_calls_in_op.get(want, 0)
         return (want, hit, calls)
 
     def _call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
