@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from impl import codec, keys
 from impl.errors import CorruptDatabaseError
 from impl.storage import Store
-from model.api import ConsumerMessage, Page
+from model.api import ConsumerMessage, Page, TopicState
 
 __all__ = ["DiskState", "DiskTopic", "read_database", "read_topic"]
 
@@ -146,16 +146,23 @@ def read_database(store: Store, *, with_messages: bool) -> DiskState:
     return DiskState(next_incarnation, topics)
 
 
-def read_topic(store: Store, name: str, messages_from: int | None) -> DiskTopic | None:
-    """One topic as stored, or None if it does not exist: its record, high-water mark,
-    groups, pages, and its messages with id >= ``messages_from`` (all when None). Costs
-    what that topic holds (and only the tail of its messages), not the whole database.
+def read_topic(
+    store: Store,
+    name: str,
+    messages_from: int | None,
+    topic_key: bytes | None = None,
+    hwm_key: bytes | None = None,
+) -> tuple[TopicState, dict[str, int]] | None:
+    """One topic's state as stored and its groups (group -> position), or None if it
+    does not exist; only its messages with id >= ``messages_from`` (all when None).
+    Costs what that topic holds (and only the tail of its messages), not the whole
+    database. The keys of its ``T`` and ``H`` records may be passed in, already built.
     """
-    raw = store.get_meta(keys.topic_key(name))
+    raw = store.get_meta(keys.topic_key(name) if topic_key is None else topic_key)
     if raw is None:
         return None
     record = codec.decode_topic(raw)
-    raw_hwm = store.get_meta(keys.hwm_key(name))
+    raw_hwm = store.get_meta(keys.hwm_key(name) if hwm_key is None else hwm_key)
     last_id = codec.decode_u64(raw_hwm, "high-water mark") if raw_hwm is not None else 0
     first_id = record.trim_id + 1 if messages_from is None else max(messages_from, 0)
     incarnation = record.incarnation
@@ -180,7 +187,8 @@ def read_topic(store: Store, name: str, messages_from: int | None) -> DiskTopic 
     for key, value in message_records:
         payload, properties = decode_message(value)
         messages.append(build(parse_msg_key(key)[1], payload, properties))
-    return DiskTopic(name, record, last_id, pages, groups, messages)
+    state = TopicState(tuple(messages), tuple(pages), record.open_page_bytes, last_id)
+    return state, groups
 
 
 def _check_pages(name: str, topic_pages: list[Page], trim_id: int, last_id: int) -> None:

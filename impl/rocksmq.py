@@ -573,15 +573,19 @@ class RocksMQ:
             if not isinstance(name, str):
                 continue
             try:
-                with self._locked(name):
-                    stored = read_topic(self._store, name, messages_from.get(name))
+                cached = self._acquire(name)
             except TopicNotFoundError:
                 continue
+            try:
+                stored = read_topic(
+                    self._store, name, messages_from.get(name), cached.topic_key, cached.hwm_key
+                )
+            finally:
+                cached.lock.release()
             if stored is None:
                 continue
-            assert stored.messages is not None
-            result[name] = _topic_state(stored, stored.messages)
-            for group, position in stored.groups.items():
+            result[name], topic_groups = stored
+            for group, position in topic_groups.items():
                 groups[(name, group)] = position
         return State.build(result, groups)
 
@@ -599,15 +603,25 @@ class RocksMQ:
     @contextmanager
     def _locked(self, name: str) -> Iterator[_Topic]:
         """Hold the lock of live topic ``name``; ``TopicNotFoundError`` if there is none."""
+        cached = self._acquire(name)
+        try:
+            yield cached
+        finally:
+            cached.lock.release()
+
+    def _acquire(self, name: str) -> _Topic:
+        """Take the lock of live topic ``name`` and return the topic: the caller releases
+        it. ``TopicNotFoundError`` if there is none. (``_locked`` without a generator, for
+        the one-topic snapshot that a checker takes after nearly every operation.)"""
         while True:
             cached = self._topics.get(name)
             if cached is None:
                 raise TopicNotFoundError(f"topic {name!r} does not exist")
-            with cached.lock:
-                self._check_serving()
-                if cached.alive:
-                    yield cached
-                    return
+            cached.lock.acquire()
+            if self._state == _SERVING and cached.alive:
+                return cached
+            cached.lock.release()
+            self._check_serving()
             if self._topics.get(name) is cached:  # destroyed, not yet re-created
                 raise TopicNotFoundError(f"topic {name!r} does not exist")
 
