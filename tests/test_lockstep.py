@@ -127,3 +127,57 @@ def test_model_peek_agrees_with_its_snapshot() -> None:
 
     Simulation(profile, 4, steps=400).run(execute)
     assert checked > 400
+
+
+def test_a_runs_trace_is_rendered_on_first_use_and_pickles() -> None:
+    """A run keeps its records and renders the trace lines when first asked for (a
+    passing gate run never asks); rendered late, pickled or not, the lines are the same."""
+    import pickle
+
+    from conformance.run import TraceRender
+
+    first = run_seed("smoke", 5, impl=model_factory)
+    second = run_seed("smoke", 5, impl=model_factory)
+    assert isinstance(first.trace, TraceRender)
+    revived = pickle.loads(pickle.dumps(first))
+    assert isinstance(revived.trace, TraceRender)
+    assert first.trace_lines == second.trace_lines == revived.trace_lines
+    assert first.trace_lines is first.trace_lines  # rendered once, then kept
+    assert parse_lines(first.trace_lines).end["status"] == "ok"
+
+
+def test_a_run_releases_its_sut_with_crash_at_the_end(tmp_path) -> None:
+    """The last thing a run does to the SUT is ``crash()`` (nothing is checked after the
+    last step, and a close would only flush files that are deleted); clean closes happen
+    at ``close_reopen`` steps, where they are checked."""
+    from conformance.adapter import rocksmq_factory
+
+    calls: list[str] = []
+
+    class Recording:
+        def __init__(self, inner) -> None:
+            self._inner = inner
+
+        def __getattr__(self, name: str):
+            return getattr(self._inner, name)
+
+        def snapshot(self, topics=None, messages_from=None):
+            return self._inner.snapshot(topics=topics, messages_from=messages_from)
+
+        def close(self) -> None:
+            calls.append("close")
+            self._inner.close()
+
+        def crash(self) -> None:
+            calls.append("crash")
+            self._inner.crash()
+
+    def factory(**kwargs):
+        calls.append("open")
+        return Recording(rocksmq_factory(**kwargs))
+
+    result = run_seed("smoke", 0, impl=factory, workdir=tmp_path)
+    assert result.ok, result.divergence
+    assert calls[-1] == "crash"
+    closes = sum(1 for r in parse_lines(result.trace_lines).steps if r.op.kind == "close_reopen")
+    assert calls.count("close") == closes > 0
