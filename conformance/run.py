@@ -242,7 +242,7 @@ def lockstep_result(
         steps=lockstep.stats.steps,
         anomaly=end["anomaly"],
         divergence=divergence,
-        trace=TraceRender(header, lockstep.records, end),
+        trace=TraceRender(dict(header), list(lockstep.records), end),  # copies: fixed now
         state_digest=final,
         stats=lockstep.stats,
         fault_points={f"{k}:{p}": n for (k, p), n in lockstep.faults.seen.items()},
