@@ -150,19 +150,20 @@ def read_topic(
     store: Store,
     name: str,
     messages_from: int | None,
-    topic_key: bytes | None = None,
-    hwm_key: bytes | None = None,
+    topic_key: bytes,
+    hwm_key: bytes,
 ) -> tuple[TopicState, dict[str, int]] | None:
     """One topic's state as stored and its groups (group -> position), or None if it
     does not exist; only its messages with id >= ``messages_from`` (all when None).
     Costs what that topic holds (and only the tail of its messages), not the whole
-    database. The keys of its ``T`` and ``H`` records may be passed in, already built.
+    database. ``topic_key`` and ``hwm_key`` are its ``T`` and ``H`` keys (the caller's
+    cache holds them built).
     """
-    raw = store.get_meta(keys.topic_key(name) if topic_key is None else topic_key)
+    raw = store.get_meta(topic_key)
     if raw is None:
         return None
     record = codec.decode_topic(raw)
-    raw_hwm = store.get_meta(keys.hwm_key(name) if hwm_key is None else hwm_key)
+    raw_hwm = store.get_meta(hwm_key)
     last_id = codec.decode_u64(raw_hwm, "high-water mark") if raw_hwm is not None else 0
     first_id = record.trim_id + 1 if messages_from is None else max(messages_from, 0)
     incarnation = record.incarnation
