@@ -70,7 +70,7 @@ def test_trace_replays_clean_and_detects_a_changed_outcome() -> None:
 
 def test_a_run_ending_on_arm_crash_closes_cleanly(tmp_path) -> None:
     """Regression (found by a 200-seed sweep): a crash armed by the last step must not fire
-    in the final close()."""
+    when the run releases the SUT; it is disarmed first."""
     from conformance.adapter import rocksmq_factory
     from conformance.lockstep import Lockstep
     from model.api import MQConfig
@@ -80,8 +80,9 @@ def test_a_run_ending_on_arm_crash_closes_cleanly(tmp_path) -> None:
     lockstep.execute(Step(0, "t", CreateTopic("a")))
     last = Step(1, "crasher", ArmCrash(hit=1, point="close.before_flush"))
     lockstep.execute(last)
-    lockstep.finish(2, last)
-    lockstep.close()
+    assert lockstep.faults.armed == ("close.before_flush", 1)
+    lockstep.close()  # also without ``finish`` first, which disarms too
+    assert lockstep.faults.armed is None
 
 
 def test_gate_keeps_traces_of_failing_runs_only(tmp_path) -> None:
