@@ -32,6 +32,7 @@ import functools
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NoReturn
 
 from impl.errors import CorruptDatabaseError
 from model.api import ConsumerMessage, Page
@@ -39,6 +40,7 @@ from model.api import ConsumerMessage, Page
 __all__ = [
     "FORMAT_MAGIC",
     "FORMAT_VERSION",
+    "FrozenProperties",
     "TopicRecord",
     "consumer_message",
     "decode_format",
@@ -204,6 +206,25 @@ def _consumer_message_factory():
 
 #: ``consumer_message(msg_id, payload, properties) -> ConsumerMessage``.
 consumer_message = _consumer_message_factory()
+
+
+class FrozenProperties(dict[str, str]):
+    """A message's properties that nobody can change: for a decoded message that several
+    snapshots share (``impl.loader``). A ``dict`` in every other way: it compares, prints,
+    pickles (process mode sends snapshots through a pipe) and copies like one."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: object, **kwargs: object) -> NoReturn:
+        raise TypeError("a snapshot's message properties are read-only")
+
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse
+
+    def __reduce__(self) -> tuple[type[FrozenProperties], tuple[dict[str, str]]]:
+        # The default protocol refills a dict subclass item by item through
+        # ``__setitem__``, which refuses; rebuilding from one plain dict does not.
+        return (FrozenProperties, (dict(self),))
 
 
 # --------------------------------------------------------------------------- metadata

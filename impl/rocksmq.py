@@ -559,8 +559,10 @@ class RocksMQ:
         groups: dict[tuple[str, str], int] = {}
         for name, stored in disk.topics.items():
             assert stored.messages is not None
-            first = (messages_from or {}).get(name)
-            messages = [m for m in stored.messages if first is None or m.msg_id >= first]
+            first = None if messages_from is None else messages_from.get(name)
+            messages = stored.messages
+            if first is not None:
+                messages = [m for m in messages if m.msg_id >= first]
             result[name] = _topic_state(stored, messages)
             for group, position in stored.groups.items():
                 groups[(name, group)] = position
