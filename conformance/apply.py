@@ -17,6 +17,8 @@ RUNNER_KINDS = frozenset({"advance_clock", "crash_reopen", "close_reopen", "arm_
 def _properties(properties: object) -> tuple[tuple[str, str], ...]:
     """Properties as sorted pairs; anything but a mapping (a SUT returning ``None``) stays
     visible as a marker, so the message differs in its properties, not as a crash."""
+    if type(properties) is dict:  # the common case, without the ABC check's cost
+        return tuple(sorted(properties.items()))
     if isinstance(properties, Mapping):
         return tuple(sorted(dict(properties).items()))
     return (("<not a mapping>", repr(properties)[:200]),)

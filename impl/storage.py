@@ -41,7 +41,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import itertools
 import json
 import os
 import re
@@ -370,11 +369,14 @@ class Store:
         order, through one iterator: one consistent view, and one iterator's set-up for
         all of them. A seek on a live iterator costs less than a new bounded scan, and a
         one-topic snapshot reads three small ranges after nearly every operation."""
-        assert ranges and all(begin <= end for begin, end in ranges), ranges
-        assert all(a[1] <= b[0] for a, b in itertools.pairwise(ranges)), ranges
+        assert ranges, ranges
+        previous_end = b""
+        for begin, end in ranges:  # a plain loop: generator checks cost ≈1 µs per call
+            assert previous_end <= begin <= end, ranges
+            previous_end = end
         db = self._live()
         bounded = ReadOptions()
-        bounded.set_iterate_upper_bound(ranges[-1][1])
+        bounded.set_iterate_upper_bound(previous_end)
         found: list[list[tuple[bytes, bytes]]] = []
         try:
             iterator = db.iter(bounded)
