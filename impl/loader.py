@@ -66,19 +66,33 @@ def _group_record(key: bytes, value: bytes) -> tuple[int, str, int]:
 #: after every reopen, retention pass and 64 changes: the same few hundred records again
 #: and again (≈1 µs each to decode; a full smoke snapshot went from ≈170 to ≈95 µs). The
 #: cached message is shared by every snapshot that lists it, so its properties are
-#: read-only (``codec.FrozenProperties``); ``consume`` decodes its own. Bounded: a few
-#: MiB for the largest payloads the scenarios write. Errors (corrupt records) are never
-#: cached, so a damaged record is refused on every read.
+#: read-only (``codec.FrozenProperties``); ``consume`` decodes its own. Bounded in records
+#: and in bytes: a larger record is decoded on every read, so the cache holds at most
+#: ≈17 MiB. Errors (corrupt records) are never cached, so a damaged record is refused on
+#: every read.
 MESSAGE_CACHE_RECORDS = 4096
+MESSAGE_CACHE_VALUE_BYTES_MAX = 4096
 
 
-@functools.lru_cache(maxsize=MESSAGE_CACHE_RECORDS)
 def _message_record(message_keys: Any, key: bytes, value: bytes) -> tuple[int, ConsumerMessage]:
     """``(incarnation, message)`` of one ``m`` record, as a snapshot lists it."""
+    if len(value) <= MESSAGE_CACHE_VALUE_BYTES_MAX:
+        return _cached_message_record(message_keys, key, value)
+    return _decode_message_record(message_keys, key, value)
+
+
+def _decode_message_record(
+    message_keys: Any, key: bytes, value: bytes
+) -> tuple[int, ConsumerMessage]:
     incarnation, msg_id = message_keys.parse_msg_key(key)
     payload, properties = codec.decode_message(value)
     frozen = codec.FrozenProperties(properties)
     return incarnation, codec.consumer_message(msg_id, payload, frozen)
+
+
+_cached_message_record = functools.lru_cache(maxsize=MESSAGE_CACHE_RECORDS)(
+    _decode_message_record
+)
 
 
 def _corrupt(what: str) -> CorruptDatabaseError:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from impl_helpers.script import CONFIG, pm
 
-from impl import RocksMQ, keys
+from impl import RocksMQ, keys, loader
 from impl.codec import FrozenProperties
 from impl.errors import CorruptDatabaseError
 from impl.storage import Plan
@@ -42,6 +42,15 @@ def test_snapshot_messages_are_read_only_and_equal_to_plain_ones(mq: RocksMQ) ->
     tail = mq.snapshot(topics=["t"], messages_from={"t": 2}).topics["t"].messages
     assert tail == messages[1:] and tail[0] is messages[1]
     assert mq.snapshot() == first and mq.snapshot().topics["t"].messages[0] is messages[0]
+
+
+def test_a_large_message_is_decoded_on_every_read_not_cached(mq: RocksMQ) -> None:
+    big = b"x" * (loader.MESSAGE_CACHE_VALUE_BYTES_MAX + 1)
+    assert mq.produce("t", [pm(big, k="v")]) == [3]
+    first, again = (mq.snapshot().topics["t"].messages for _ in range(2))
+    assert first == again and first[2].payload == big
+    assert first[2] is not again[2] and first[1] is again[1]  # only small ones are shared
+    assert type(first[2].properties) is FrozenProperties
 
 
 def test_consumed_messages_are_fresh_and_cannot_change_a_snapshot(mq: RocksMQ) -> None:
