@@ -77,13 +77,13 @@ def _model_alone(config: MQConfig, steps: list[Step]) -> float:
     return time.perf_counter() - started
 
 
-def _warm_up(profile: str, seeds: range, impl: str) -> None:
+def _warm_up(profile: str, seeds: range, impl: str, check_every: int) -> None:
     """Run the first seed once, unmeasured, all three ways: the first run in a process
     pays one-time costs (lazy imports, RocksDB's first open, cold caches) that a
     throughput figure of many runs should not carry (≈20 ms on smoke, measured)."""
     if not seeds:
         return
-    result = run_seed(profile, seeds[0], impl=impl)
+    result = run_seed(profile, seeds[0], impl=impl, check_every=check_every)
     config, steps = _steps_of(result.trace_lines)
     _sut_alone(impl, config, steps)
     _model_alone(config, steps)
@@ -96,14 +96,18 @@ def _steps_of(trace_lines: list[str]) -> tuple[MQConfig, list[Step]]:
     return config, [Step(s.time_s, s.actor, s.op) for s in trace.steps]
 
 
-def measure_lockstep(profile: str, seeds: range, impl: str = DEFAULT_IMPL) -> LockstepMeasurement:
+def measure_lockstep(
+    profile: str, seeds: range, impl: str = DEFAULT_IMPL, *, check_every: int = 1
+) -> LockstepMeasurement:
     """Run ``seeds`` of ``profile`` in lockstep, then the same operations on the SUT alone
-    and on the model alone; return the three rates."""
+    and on the model alone; return the three rates. ``check_every``: the lockstep runs'
+    one-topic check cadence (1, the default checks, is what the targets are about; a
+    larger one shows what the per-operation checks cost)."""
     lockstep_s = sut_s = model_s = 0.0
     operations = 0
-    _warm_up(profile, seeds, impl)
+    _warm_up(profile, seeds, impl, check_every)
     for seed in seeds:
-        result = run_seed(profile, seed, impl=impl)
+        result = run_seed(profile, seed, impl=impl, check_every=check_every)
         assert result.ok, f"{profile} seed {seed} diverges: measure a conforming SUT"
         lockstep_s += result.wall_s
         config, steps = _steps_of(result.trace_lines)
