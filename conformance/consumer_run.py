@@ -18,7 +18,7 @@ import contextlib
 import json
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from conformance.consumer_check import ConsumerViolation, GroupHistory
 from conformance.lockstep import Divergence
 from conformance.run import RunResult, _header, execute_recorded
 from conformance.statediff import state_digest
-from conformance.trace import TraceFormatError, dumps, read_trace
+from conformance.trace import Trace, TraceFormatError, dumps, parse_lines, read_trace
 from model import ReferenceMQ
 from model.api import (
     Completion,
@@ -67,8 +67,12 @@ __all__ = [
     "DEFAULT_CONSUMER_IMPL",
     "consumer_trace_header",
     "impl_consumer_factory",
+    "is_consumer_header",
+    "parse_run_lines",
     "replay_consumer_trace",
     "run_consumer_seed",
+    "run_consumer_steps",
+    "trace_decoders",
 ]
 
 DEFAULT_CONSUMER_IMPL = "conformance.consumer_run:impl_consumer_factory"
@@ -330,6 +334,32 @@ def run_consumer_seed(
     )
 
 
+def run_consumer_steps(
+    header: Mapping[str, Any], steps: Sequence[Step], *, impl: str | Factory
+) -> RunResult:
+    """Execute ``steps`` as they stand, with the profile and seed ``header`` recorded: a
+    shrinker's candidate. Unlike a replay, no recorded outcome is expected (dropping a
+    step changes what later ones return); the model decides each outcome. The result's
+    trace keeps the header's ``shrunk_from_steps``.
+
+    Only the checks made at each step count, not the final one: that one requires every
+    message to have been finished, which a cut trace (without the simulation's drain at
+    the end) fails on any implementation. So a run that fails only at its final check
+    does not fail here, and is not shrunk. The header says ``"final_check": false``, so
+    that replaying the trace skips it too (and passes once the bug is fixed)."""
+    profile = _profile_of(header, "<shrink candidate>")
+
+    def drive(execute: Callable[[Step], Outcome]) -> None:
+        for step in steps:
+            execute(step)
+
+    extra = {k: header[k] for k in ("shrunk_from_steps",) if k in header}
+    extra["final_check"] = False
+    return _run(
+        profile, header["seed"], impl, None, None, drive, extra_header=extra, final_check=False
+    )
+
+
 def _run(
     profile: ConsumerProfile,
     seed: int,
@@ -337,10 +367,15 @@ def _run(
     steps: int | None,
     workdir: Path | None,
     drive: Drive,
+    *,
+    extra_header: Mapping[str, Any] | None = None,
+    final_check: bool = True,
 ) -> RunResult:
-    """Execute what ``drive`` emits on both sides, checking the SUT's histories."""
+    """Execute what ``drive`` emits on both sides, checking the SUT's histories (at the
+    end too, unless ``final_check`` is off)."""
     name, queue_factory, consumer_factory = _factories(impl)
     header = _header(profile, seed, name, steps)  # type: ignore[arg-type]
+    header.update(extra_header or {})
     started = time.perf_counter()
     clock = _Clock()
     config = MQConfig(**profile.config)
@@ -401,7 +436,8 @@ def _run(
         try:
             drive(execute)
             try:
-                histories.finish()
+                if final_check:
+                    histories.finish()
             except ConsumerViolation as found:
                 assert last is not None
                 divergence = Divergence(found.anomaly, index, last, None, None, [], found.detail)
@@ -444,12 +480,40 @@ def consumer_trace_header(path: Path) -> dict[str, Any] | None:
             header = json.loads(file.readline())
     except (OSError, ValueError):
         return None
+    return header if is_consumer_header(header) else None
+
+
+def is_consumer_header(header: object) -> bool:
+    """Whether ``header`` is a consumer profile's trace header (its ``profile_config``
+    has clients)."""
     if type(header) is not dict or header.get("type") != "header":
-        return None
+        return False
     config = header.get("profile_config")
-    if type(config) is not dict or "clients" not in config:
-        return None
-    return header
+    return type(config) is dict and "clients" in config
+
+
+def trace_decoders(consumer: bool) -> dict[str, Any]:
+    """``parse_lines``/``read_trace`` keywords for a consumer trace's operations and
+    outcomes (none for a queue trace: the defaults)."""
+    if not consumer:
+        return {}
+    return {"decode_op": consumer_op_from_json, "decode_outcome": consumer_outcome_from_json}
+
+
+def parse_run_lines(lines: list[str]) -> Trace:
+    """A run's trace lines, of a queue or a consumer profile, parsed with its vocabulary."""
+    try:
+        consumer = bool(lines) and is_consumer_header(json.loads(lines[0]))
+    except ValueError:
+        consumer = False  # parse_lines names the bad line
+    return parse_lines(lines, **trace_decoders(consumer))
+
+
+def _profile_of(header: Mapping[str, Any], path: Path | str) -> ConsumerProfile:
+    try:
+        return ConsumerProfile.from_json(header.get("profile_config"))
+    except ProfileError as exc:
+        raise TraceFormatError(path, 1, f"header profile_config: {exc}") from None
 
 
 def replay_consumer_trace(path: Path, *, impl: str | Factory | None = None) -> RunResult:
@@ -457,16 +521,15 @@ def replay_consumer_trace(path: Path, *, impl: str | Factory | None = None) -> R
     recorded, on the model and the SUT; every recorded outcome must recur
     (``trace-mismatch`` at the first that does not: the trace was written by other code).
     The trace is self-contained: neither the seed nor the simulation is consulted, so an
-    edited or shrunk trace replays as it stands."""
-    trace = read_trace(
-        path, decode_op=consumer_op_from_json, decode_outcome=consumer_outcome_from_json
-    )
+    edited or shrunk trace replays as it stands; a shrunk one's header turns the final
+    check off (``"final_check": false``, see ``run_consumer_steps``)."""
+    trace = read_trace(path, **trace_decoders(True))
     header = trace.header
-    try:
-        profile = ConsumerProfile.from_json(header.get("profile_config"))
-    except ProfileError as exc:
-        raise TraceFormatError(path, 1, f"header profile_config: {exc}") from None
+    profile = _profile_of(header, path)
     steps = header.get("steps")
+    final_check = header.get("final_check", True)
+    if type(final_check) is not bool:
+        raise TraceFormatError(path, 1, "header final_check must be true or false")
 
     return _run(
         profile,
@@ -475,4 +538,6 @@ def replay_consumer_trace(path: Path, *, impl: str | Factory | None = None) -> R
         steps if type(steps) is int else None,
         None,
         lambda execute: execute_recorded(trace, execute),
+        extra_header={"final_check": False} if not final_check else None,
+        final_check=final_check,
     )

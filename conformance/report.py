@@ -7,9 +7,9 @@ from typing import Any
 
 from conformance.anomalies import ANOMALIES
 from conformance.consumer_check import CONSUMER_ANOMALIES
+from conformance.consumer_run import parse_run_lines
 from conformance.run import RunResult, git_commit, versions
 from conformance.statediff import clip
-from conformance.trace import parse_lines
 from scenarios.ops import Outcome
 
 #: Longest rendering of one value in a report line.
@@ -85,6 +85,6 @@ def render_failure(result: RunResult) -> str:
             lines.append(f"             rmqsim replay {shrunk.trace_path}")
         lines.extend(
             f"    {step.index:>3} t={step.time_s}s {step.actor}: {render_op(step.op)}"
-            for step in parse_lines(shrunk.trace_lines).steps[:MAX_SHRUNK_LINES]
+            for step in parse_run_lines(shrunk.trace_lines).steps[:MAX_SHRUNK_LINES]
         )
     return "\n".join(lines)

@@ -25,14 +25,31 @@ gets (``max_runs`` bounds it by work instead of time, for tests).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from conformance.adapter import Factory
+from conformance.consumer_run import (
+    consumer_trace_header,
+    is_consumer_header,
+    parse_run_lines,
+    replay_consumer_trace,
+    run_consumer_steps,
+    trace_decoders,
+)
 from conformance.run import RunResult, replay_trace
-from conformance.trace import Trace, TraceFormatError, TraceStep, parse_lines, read_trace
+from conformance.trace import Trace, TraceFormatError, TraceStep, read_trace
+from scenarios.consumer_ops import (
+    Complete,
+    CrashClient,
+    CrashQueue,
+    Deliver,
+    ProduceBatch,
+    StartClient,
+)
 from scenarios.ops import ArmCrash, Consume, Message, Produce, Step
 
 #: Default wall-clock budget of one shrink, in seconds.
@@ -45,12 +62,16 @@ class _OutOfBudget(Exception):
     """The time (or run) budget is spent: stop searching, keep the best found so far."""
 
 
+#: Executes a candidate's steps from scratch (outcomes decided by the model, none
+#: expected): a queue trace's replay, or a consumer run's.
+Runner = Callable[[tuple[Step, ...]], RunResult]
+
+
 @dataclass(slots=True)
 class _Search:
     """The state of one shrink: the target anomaly, the best failing run, the budget."""
 
-    header: dict
-    impl: str | Factory
+    run: Runner
     anomaly: str
     deadline: float
     max_runs: int | None
@@ -79,13 +100,7 @@ class _Search:
         ):
             raise _OutOfBudget
         self.runs += 1
-        trace = Trace(
-            header=self.header,
-            steps=[
-                TraceStep(i, s.time_s, s.actor, s.op, None) for i, s in enumerate(steps, start=1)
-            ],
-        )
-        result = replay_trace(trace, impl=self.impl)
+        result = self.run(steps)
         if result.anomaly != self.anomaly:
             return None
         result.replay_only = True
@@ -153,12 +168,27 @@ def _simpler_messages(messages: tuple[Message, ...]) -> Iterator[tuple[Message, 
         yield tuple(replace(m, payload=m.payload[: len(m.payload) // 2]) for m in messages)
 
 
+def _simpler_payloads(payloads: tuple[bytes, ...]) -> Iterator[tuple[bytes, ...]]:
+    if len(payloads) > 1:
+        yield payloads[:1]
+        yield payloads[: len(payloads) // 2]
+    if any(payloads):
+        yield tuple(b"" for _ in payloads)
+    if any(len(p) > 1 for p in payloads):
+        yield tuple(p[: len(p) // 2] for p in payloads)
+
+
 def _simpler_ops(step: Step) -> Iterator[Step]:
     """Simpler variants of one step, most aggressive first."""
     op = step.op
     if isinstance(op, Produce):
         for messages in _simpler_messages(op.messages):
             yield replace(step, op=replace(op, messages=messages))
+    elif isinstance(op, ProduceBatch):
+        for payloads in _simpler_payloads(op.payloads):
+            yield replace(step, op=replace(op, payloads=payloads))
+    elif isinstance(op, Complete) and op.failed_sends:
+        yield replace(step, op=replace(op, failed_sends=()))
     elif isinstance(op, Consume) and op.n > 1:
         yield replace(step, op=replace(op, n=1))
         yield replace(step, op=replace(op, n=op.n // 2))
@@ -181,9 +211,81 @@ def _simplify(search: _Search, steps: tuple[Step, ...]) -> tuple[Step, ...]:
     return steps
 
 
+def _drop_batches(search: _Search, steps: tuple[Step, ...]) -> tuple[Step, ...]:
+    """Consumer runs: drop one delivered batch at a time, its ``deliver`` and its
+    ``complete`` together, renumbering the client's later batches. A batch's ``seq`` is
+    its rank among the client's deliveries since the client (re)started, so ddmin, which
+    drops one step at a time, cannot drop a delivery without every later ``complete``
+    then naming another batch."""
+    index = 0
+    while True:
+        batches = _delivered_batches(search, steps)
+        if index >= len(batches):
+            return steps
+        found = search.fails(_without_batch(steps, *batches[index]))
+        if found is not None:
+            steps = found  # the next batch now has this index
+        else:
+            index += 1
+
+
+def _client_epochs(steps: tuple[Step, ...]) -> list[int]:
+    """For each step, how many times its client had (re)started (0 for other steps)."""
+    starts: dict[str, int] = {}
+    epochs = []
+    for step in steps:
+        op = step.op
+        if isinstance(op, StartClient | CrashClient):
+            starts[op.client] = starts.get(op.client, 0) + 1
+        elif isinstance(op, CrashQueue):
+            starts = {client: count + 1 for client, count in starts.items()}
+        client = getattr(op, "client", None)
+        epochs.append(starts.get(client, 0) if isinstance(client, str) else 0)
+    return epochs
+
+
+def _delivered_batches(
+    search: _Search, steps: tuple[Step, ...]
+) -> list[tuple[int, str, int, int, list[int]]]:
+    """``(position, client, epoch, seq, epochs)`` of each delivery in ``steps`` that
+    handed out a batch, from the outcomes of their run (the search's best run is the run
+    of ``steps``: the passes only ever move to the candidate that failed last)."""
+    if search.best is None or not any(isinstance(s.op, Deliver) for s in steps):
+        return []
+    lines = [json.loads(line) for line in search.best.trace_lines]
+    outcomes = {line["i"]: line.get("outcome") for line in lines if line.get("type") == "step"}
+    epochs = _client_epochs(steps)
+    batches = []
+    for position, step in enumerate(steps):
+        outcome = outcomes.get(position + 1)
+        if isinstance(step.op, Deliver) and outcome and outcome.get("value"):
+            seq = outcome["value"][0]
+            batches.append((position, step.op.client, epochs[position], seq, epochs))
+    return batches
+
+
+def _without_batch(
+    steps: tuple[Step, ...], position: int, client: str, epoch: int, seq: int, epochs: list[int]
+) -> tuple[Step, ...]:
+    """``steps`` without the delivery at ``position`` and the completion of its batch."""
+    kept = []
+    for index, step in enumerate(steps):
+        op = step.op
+        if index == position:
+            continue
+        if isinstance(op, Complete) and op.client == client and epochs[index] == epoch:
+            if op.seq == seq:
+                continue
+            if op.seq > seq:
+                step = replace(step, op=replace(op, seq=op.seq - 1))
+        kept.append(step)
+    return tuple(kept)
+
+
 PASSES: tuple[Callable[[_Search, tuple[Step, ...]], tuple[Step, ...]], ...] = (
     _drop_actors,
     _drop_topics,
+    _drop_batches,
     _ddmin,
     _simplify,
 )
@@ -198,20 +300,15 @@ def shrink_result(
 ) -> RunResult | None:
     """The failing run of the smallest trace found that fails like ``result`` (same
     implementation, same anomaly), or None when ``result`` does not fail again when
-    re-run, or is a consumer run (its steps depend on each other through the clients'
-    deliveries, which this queue-operation shrinker does not know how to cut). Bounded by
-    ``time_budget_s`` of wall time (and ``max_runs`` runs if given)."""
-    from scenarios.consumer_profiles import CONSUMER_PROFILES
-
+    re-run. Queue runs and consumer runs alike: a consumer run's candidates are re-run
+    through ``consumer_run``, where a step that no longer makes sense after a cut (say,
+    completing a batch that was never delivered) returns the same error on both sides;
+    as always, a candidate is kept only if it still fails with the same anomaly. Bounded
+    by ``time_budget_s`` of wall time (and ``max_runs`` runs if given)."""
     assert not result.ok and result.anomaly is not None, "only a failing run can be shrunk"
-    if result.profile in CONSUMER_PROFILES:
-        return None
-    trace = parse_lines(result.trace_lines)
-    header = dict(trace.header)
-    header.setdefault("shrunk_from_steps", len(trace.steps))
+    trace, run = _runner(result.trace_lines, impl or result.impl)
     search = _Search(
-        header=header,
-        impl=impl or result.impl,
+        run=run,
         anomaly=result.anomaly,
         deadline=time.perf_counter() + time_budget_s,
         max_runs=max_runs,
@@ -229,6 +326,22 @@ def shrink_result(
     except _OutOfBudget:
         pass
     return search.best
+
+
+def _runner(lines: list[str], impl: str | Factory) -> tuple[Trace, Runner]:
+    """The trace in ``lines`` and how to run a candidate cut from it."""
+    trace = parse_run_lines(lines)
+    consumer = is_consumer_header(trace.header)
+    header = dict(trace.header)
+    header.setdefault("shrunk_from_steps", len(trace.steps))
+    if consumer:
+        return trace, lambda steps: run_consumer_steps(header, steps, impl=impl)
+
+    def replay(steps: tuple[Step, ...]) -> RunResult:
+        numbered = [TraceStep(i, s.time_s, s.actor, s.op, None) for i, s in enumerate(steps, 1)]
+        return replay_trace(Trace(header=header, steps=numbered), impl=impl)
+
+    return trace, replay
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,12 +384,16 @@ class NotFailingError(Exception):
 def shrink_file(
     path: Path, *, impl: str | Factory | None = None, time_budget_s: float = DEFAULT_SHRINK_BUDGET_S
 ) -> ShrinkReport:
-    """Shrink the failing trace at ``path`` into ``<stem>.shrunk.jsonl`` beside it."""
+    """Shrink the failing trace at ``path`` (of a queue or a consumer profile) into
+    ``<stem>.shrunk.jsonl`` beside it."""
     started = time.perf_counter()
-    trace = read_trace(path)
+    consumer = consumer_trace_header(path) is not None
+    trace = read_trace(path, **trace_decoders(consumer))
     if not trace.steps:
         raise TraceFormatError(path, None, "the trace has no steps: nothing to shrink")
-    original = replay_trace(trace, impl=impl)
+    original = (
+        replay_consumer_trace(path, impl=impl) if consumer else replay_trace(trace, impl=impl)
+    )
     if original.ok:
         raise NotFailingError(f"{path}: the trace does not fail on {original.impl}")
     if original.anomaly == "trace-mismatch":
@@ -288,7 +405,13 @@ def shrink_file(
     remaining_s = max(time_budget_s - (time.perf_counter() - started), 0.0)
     shrunk = shrink_and_save(original, impl=impl, time_budget_s=remaining_s)
     if shrunk is None:
-        raise NotFailingError(f"{path}: the failure did not recur when re-run")
+        why = "the failure did not recur when re-run"
+        if consumer:
+            why += (
+                " (or it shows only at a consumer run's final check, which needs every "
+                "message finished: a cut trace fails that on any implementation)"
+            )
+        raise NotFailingError(f"{path}: {why}")
     assert shrunk.trace_path is not None and shrunk.anomaly is not None
     return ShrinkReport(
         original_steps=len(trace.steps),

@@ -184,13 +184,13 @@ def kill_mutant(
     kill.detail = divergence.detail
     kill.repro = failure.repro_command()
     kill.trace = str(failure.trace_path) if failure.trace_path else None
-    if shrink_budget_s is not None and failure.profile in GATE_CONSUMER_PROFILES:
-        kill.note = "consumer runs are not shrunk (the shrinker knows queue operations only)"
-    elif shrink_budget_s is not None:
+    if shrink_budget_s is not None:
         shrunk = shrink_and_save(failure, impl=mutant.impl, time_budget_s=shrink_budget_s)
         if shrunk is not None:
             kill.shrunk_steps = shrunk.steps
             kill.shrunk_trace = str(shrunk.trace_path)
+        elif failure.profile in GATE_CONSUMER_PROFILES:
+            kill.note = "not shrunk: a consumer run that fails only at its final check"
     return kill
 
 

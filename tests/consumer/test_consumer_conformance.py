@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from conformance.adapter import DEFAULT_IMPL
 from conformance.cli import cli
 from conformance.consumer_check import GroupHistory
 from conformance.consumer_run import replay_consumer_trace
@@ -87,6 +88,12 @@ def test_cli_runs_consumer_profiles_and_reports_a_mutant(tmp_path: Path) -> None
     assert bad.exit_code == 1
     assert "DIVERGENCE offset-passes-unacked" in bad.output
     assert list(tmp_path.glob("consumer-seed0-offset-passes-unacked.jsonl"))
+    # The failing consumer run is shrunk, and the report lists the shrunk operations.
+    (shrunk,) = tmp_path.glob("consumer-seed0-offset-passes-unacked.shrunk.jsonl")
+    assert "same anomaly (offset-passes-unacked)" in bad.output
+    assert f"rmqsim replay {shrunk}" in bad.output and "start_client(" in bad.output
+    assert runner.invoke(cli, ["replay", str(shrunk)]).exit_code == 1  # the header's impl
+    assert runner.invoke(cli, ["replay", str(shrunk), "--impl", DEFAULT_IMPL]).exit_code == 0
 
 
 # ---------------------------------------------------------------------- threads

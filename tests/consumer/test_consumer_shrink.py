@@ -1,0 +1,163 @@
+"""Failing consumer runs shrink like queue runs: to a short trace that fails the same way on
+the wrong consumer, replays as it stands, and passes on a correct one. A cut trace lacks the
+simulation's drain, so only the checks made at each step judge it; a run that fails only
+at its final check is not shrunk, and says why."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conformance.adapter import DEFAULT_IMPL
+from conformance.cli import cli
+from conformance.consumer_run import replay_consumer_trace, run_consumer_steps
+from conformance.run import run_seed
+from conformance.shrink import (
+    NotFailingError,
+    _client_epochs,
+    _without_batch,
+    shrink_file,
+    shrink_result,
+)
+from conformance.trace import TraceFormatError, read_trace, write_lines
+from scenarios.consumer_ops import (
+    Complete,
+    CrashClient,
+    Deliver,
+    ProduceBatch,
+    StartClient,
+    consumer_op_from_json,
+    consumer_outcome_from_json,
+)
+from scenarios.ops import Step
+
+from .test_consumer_variants import CASES
+
+#: Wrong consumers whose first failing seed shrinks in about a second or two, and how
+#: long the shrunk reproducer may be (measured: 7, 8, 6, 5, 6 and 10 operations).
+FAST = {
+    "repull-from-committed": 10,
+    "restart-from-earliest": 12,
+    "ignores-flow-control": 10,
+    "orderly-two-at-once": 10,
+    "acks-failures": 10,
+    "guard-at-latest": 14,
+}
+
+
+def _read(path: Path):
+    return read_trace(
+        path, decode_op=consumer_op_from_json, decode_outcome=consumer_outcome_from_json
+    )
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_a_wrong_consumer_shrinks_to_a_short_trace_that_replays(name: str, tmp_path: Path) -> None:
+    factory, profile, seeds, anomaly = CASES[name]
+    failing = run_seed(profile, seeds[0], impl=factory)
+    assert failing.anomaly == anomaly
+    shrunk = shrink_result(failing, impl=factory, time_budget_s=60)
+    assert shrunk is not None and shrunk.anomaly == anomaly
+    assert shrunk.steps <= FAST[name] and shrunk.steps < failing.steps
+    path = tmp_path / "shrunk.jsonl"
+    write_lines(path, shrunk.trace_lines)
+    header = _read(path).header
+    assert header["final_check"] is False and header["shrunk_from_steps"] == failing.steps
+    assert replay_consumer_trace(path, impl=factory).anomaly == anomaly
+    # Once the bug is gone the reproducer passes: it fails because of the bug, not the cut.
+    assert replay_consumer_trace(path, impl=DEFAULT_IMPL).ok
+
+
+def test_shrinking_is_deterministic() -> None:
+    factory, profile, seeds, _ = CASES["acks-failures"]
+    failing = run_seed(profile, seeds[0], impl=factory)
+    first, second = (shrink_result(failing, impl=factory, max_runs=200) for _ in range(2))
+    assert first is not None and second is not None
+    assert first.trace_lines[1:] == second.trace_lines[1:]
+
+
+def test_the_shrink_command_shrinks_a_consumer_trace(tmp_path: Path) -> None:
+    factory, profile, seeds, anomaly = CASES["orderly-two-at-once"]
+    failing = run_seed(profile, seeds[0], impl=factory)
+    path = tmp_path / "fail.jsonl"
+    write_lines(path, failing.trace_lines)
+    report = shrink_file(path, impl=factory, time_budget_s=60)
+    assert report.anomaly == anomaly and report.shrunk_steps < report.original_steps
+    assert report.path == tmp_path / "fail.shrunk.jsonl" and report.path.exists()
+
+
+def test_a_failure_only_at_the_final_check_is_not_shrunk(tmp_path: Path) -> None:
+    """A correct run cut before its drain fails the final check (messages never
+    finished); shrinking must not 'reproduce' that on a cut trace."""
+    passing = run_seed("consumer", 0)
+    assert passing.ok
+    lines = passing.trace_lines
+    cut = [lines[0], *lines[1:30]]  # no drain: produced messages are left unfinished
+    path = tmp_path / "cut.jsonl"
+    write_lines(path, cut)
+    replayed = replay_consumer_trace(path)
+    assert replayed.anomaly == "consumer-lost" and "never finished" in replayed.divergence.detail
+    assert shrink_result(replayed, impl=DEFAULT_IMPL, max_runs=50) is None
+    with pytest.raises(NotFailingError, match="final check"):
+        shrink_file(path, time_budget_s=30)
+    result = CliRunner().invoke(cli, ["shrink", str(path)])
+    assert result.exit_code == 2 and "final check" in result.output
+
+
+def test_a_candidate_with_steps_that_no_longer_make_sense_runs_to_its_end() -> None:
+    """Cutting steps leaves operations on batches never delivered: both sides refuse them
+    the same way and the run goes on (no exception escapes, no false divergence)."""
+    passing = run_seed("consumer", 0)
+    header = json.loads(passing.trace_lines[0])
+    steps = [Step(0, "producer-0", ProduceBatch("t", (b"a",)))]
+    clients = [c["group"] for c in header["profile_config"]["clients"]]
+    steps += [Step(1, "client", StartClient(group)) for group in clients]
+    steps += [Step(2, "worker", Complete(group, 99, "success")) for group in clients]
+    result = run_consumer_steps(header, steps, impl=DEFAULT_IMPL)
+    assert result.ok and result.steps == len(steps)
+    completes = [json.loads(line) for line in result.trace_lines[-1 - len(clients) : -1]]
+    assert all(line["outcome"]["error"] for line in completes), completes
+
+
+def test_replay_refuses_a_final_check_that_is_not_a_bool(tmp_path: Path) -> None:
+    passing = run_seed("consumer", 0, steps=5)
+    header = json.loads(passing.trace_lines[0])
+    header["final_check"] = "no"
+    path = tmp_path / "bad.jsonl"
+    write_lines(path, [json.dumps(header), *passing.trace_lines[1:]])
+    with pytest.raises(TraceFormatError, match="final_check"):
+        replay_consumer_trace(path)
+
+
+def test_dropping_a_batch_renumbers_only_that_clients_later_batches() -> None:
+    ops = [
+        StartClient("a"),  # 0
+        StartClient("b"),  # 1
+        Deliver("a"),  # 2: a's batch 1
+        Deliver("a"),  # 3: a's batch 2
+        Deliver("b"),  # 4: b's batch 1
+        Complete("a", 2, "success"),  # 5
+        Complete("b", 1, "success"),  # 6
+        Complete("a", 1, "success"),  # 7
+        CrashClient("a"),  # 8: a restarts, its batches count from 1 again
+        Deliver("a"),  # 9
+        Complete("a", 1, "success"),  # 10
+    ]
+    steps = tuple(Step(i, "x", op) for i, op in enumerate(ops))
+    epochs = _client_epochs(steps)
+    assert epochs == [1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2]
+    kept = [s.op for s in _without_batch(steps, 2, "a", 1, 1, epochs)]
+    assert kept == [
+        StartClient("a"),
+        StartClient("b"),
+        Deliver("a"),
+        Deliver("b"),
+        Complete("a", 1, "success"),  # was a's batch 2
+        Complete("b", 1, "success"),  # b's numbering is its own
+        CrashClient("a"),
+        Deliver("a"),
+        Complete("a", 1, "success"),  # after the restart: untouched
+    ]
