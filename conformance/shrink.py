@@ -25,7 +25,6 @@ gets (``max_runs`` bounds it by work instead of time, for tests).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -41,15 +40,9 @@ from conformance.consumer_run import (
     trace_decoders,
 )
 from conformance.run import RunResult, replay_trace
+from conformance.shrink_consumer import drop_batches
 from conformance.trace import Trace, TraceFormatError, TraceStep, read_trace
-from scenarios.consumer_ops import (
-    Complete,
-    CrashClient,
-    CrashQueue,
-    Deliver,
-    ProduceBatch,
-    StartClient,
-)
+from scenarios.consumer_ops import Complete, ProduceBatch
 from scenarios.ops import ArmCrash, Consume, Message, Produce, Step
 
 #: Default wall-clock budget of one shrink, in seconds.
@@ -211,81 +204,10 @@ def _simplify(search: _Search, steps: tuple[Step, ...]) -> tuple[Step, ...]:
     return steps
 
 
-def _drop_batches(search: _Search, steps: tuple[Step, ...]) -> tuple[Step, ...]:
-    """Consumer runs: drop one delivered batch at a time, its ``deliver`` and its
-    ``complete`` together, renumbering the client's later batches. A batch's ``seq`` is
-    its rank among the client's deliveries since the client (re)started, so ddmin, which
-    drops one step at a time, cannot drop a delivery without every later ``complete``
-    then naming another batch."""
-    index = 0
-    while True:
-        batches = _delivered_batches(search, steps)
-        if index >= len(batches):
-            return steps
-        found = search.fails(_without_batch(steps, *batches[index]))
-        if found is not None:
-            steps = found  # the next batch now has this index
-        else:
-            index += 1
-
-
-def _client_epochs(steps: tuple[Step, ...]) -> list[int]:
-    """For each step, how many times its client had (re)started (0 for other steps)."""
-    starts: dict[str, int] = {}
-    epochs = []
-    for step in steps:
-        op = step.op
-        if isinstance(op, StartClient | CrashClient):
-            starts[op.client] = starts.get(op.client, 0) + 1
-        elif isinstance(op, CrashQueue):
-            starts = {client: count + 1 for client, count in starts.items()}
-        client = getattr(op, "client", None)
-        epochs.append(starts.get(client, 0) if isinstance(client, str) else 0)
-    return epochs
-
-
-def _delivered_batches(
-    search: _Search, steps: tuple[Step, ...]
-) -> list[tuple[int, str, int, int, list[int]]]:
-    """``(position, client, epoch, seq, epochs)`` of each delivery in ``steps`` that
-    handed out a batch, from the outcomes of their run (the search's best run is the run
-    of ``steps``: the passes only ever move to the candidate that failed last)."""
-    if search.best is None or not any(isinstance(s.op, Deliver) for s in steps):
-        return []
-    lines = [json.loads(line) for line in search.best.trace_lines]
-    outcomes = {line["i"]: line.get("outcome") for line in lines if line.get("type") == "step"}
-    epochs = _client_epochs(steps)
-    batches = []
-    for position, step in enumerate(steps):
-        outcome = outcomes.get(position + 1)
-        if isinstance(step.op, Deliver) and outcome and outcome.get("value"):
-            seq = outcome["value"][0]
-            batches.append((position, step.op.client, epochs[position], seq, epochs))
-    return batches
-
-
-def _without_batch(
-    steps: tuple[Step, ...], position: int, client: str, epoch: int, seq: int, epochs: list[int]
-) -> tuple[Step, ...]:
-    """``steps`` without the delivery at ``position`` and the completion of its batch."""
-    kept = []
-    for index, step in enumerate(steps):
-        op = step.op
-        if index == position:
-            continue
-        if isinstance(op, Complete) and op.client == client and epochs[index] == epoch:
-            if op.seq == seq:
-                continue
-            if op.seq > seq:
-                step = replace(step, op=replace(op, seq=op.seq - 1))
-        kept.append(step)
-    return tuple(kept)
-
-
 PASSES: tuple[Callable[[_Search, tuple[Step, ...]], tuple[Step, ...]], ...] = (
     _drop_actors,
     _drop_topics,
-    _drop_batches,
+    drop_batches,  # consumer runs: a delivery with its completion
     _ddmin,
     _simplify,
 )

@@ -17,11 +17,10 @@ from conformance.consumer_run import replay_consumer_trace, run_consumer_steps
 from conformance.run import run_seed
 from conformance.shrink import (
     NotFailingError,
-    _client_epochs,
-    _without_batch,
     shrink_file,
     shrink_result,
 )
+from conformance.shrink_consumer import client_epochs, without_batch
 from conformance.trace import TraceFormatError, read_trace, write_lines
 from scenarios.consumer_ops import (
     Complete,
@@ -147,9 +146,9 @@ def test_dropping_a_batch_renumbers_only_that_clients_later_batches() -> None:
         Complete("a", 1, "success"),  # 10
     ]
     steps = tuple(Step(i, "x", op) for i, op in enumerate(ops))
-    epochs = _client_epochs(steps)
+    epochs = client_epochs(steps)
     assert epochs == [1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2]
-    kept = [s.op for s in _without_batch(steps, 2, "a", 1, 1, epochs)]
+    kept = [s.op for s in without_batch(steps, 2, ("a", 1, 1), epochs)]
     assert kept == [
         StartClient("a"),
         StartClient("b"),
