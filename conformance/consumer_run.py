@@ -147,6 +147,11 @@ class _Side:
         self.queue.create_topic(profile.topic)
         self.hooks = {c.group: _SendHook() for c in profile.clients}
         self.consumers: dict[str, Any] = {}
+        #: The message ids of each batch delivered and not yet completed, by (client,
+        #: seq): what a ``Complete``'s refused positions name.
+        self.batches: dict[tuple[str, int], tuple[int, ...]] = {}
+        #: The ids whose send-back the last ``Complete`` refused.
+        self.refused: tuple[int, ...] = ()
 
     def start(self, group: str) -> dict[str, int]:
         spec = next(c for c in self.profile.clients if c.group == group)
@@ -159,6 +164,8 @@ class _Side:
             send_hook=self.hooks[group],
         )
         self.consumers[group] = consumer
+        # A (re)started client numbers its batches from 1 again.
+        self.batches = {key: ids for key, ids in self.batches.items() if key[0] != group}
         return consumer.start()
 
     def apply(self, op: ConsumerOp) -> Any:
@@ -183,10 +190,17 @@ class _Side:
         if kind is Pull:
             return consumer.pull()
         if kind is Deliver:
-            return consumer.next_batch()
+            delivery = consumer.next_batch()
+            if isinstance(delivery, Delivery):
+                ids = tuple(m.msg_id for m in delivery.messages)
+                self.batches[(op.client, delivery.seq)] = ids  # type: ignore[union-attr]
+            return delivery
         if kind is Complete:
+            ids = self.batches.pop((op.client, op.seq), ())  # type: ignore[union-attr]
+            positions = op.refused_positions  # type: ignore[union-attr]
+            self.refused = tuple(ids[i] for i in positions if i < len(ids))
             hook = self.hooks[op.client]
-            hook.refuse = frozenset(op.failed_sends)
+            hook.refuse = frozenset(self.refused)
             try:
                 return consumer.complete(op.seq, ConsumeResult(op.result))
             finally:
@@ -253,7 +267,9 @@ class _Histories:
     def __init__(self, profile: ConsumerProfile) -> None:
         self.groups = {c.group: _history(c, profile.topic) for c in profile.clients}
 
-    def observe(self, op: ConsumerOp, raw: Any) -> None:
+    def observe(self, op: ConsumerOp, raw: Any, refused: tuple[int, ...] = ()) -> None:
+        """Feed one SUT report; ``refused``: the ids whose send-back a ``Complete``
+        refused (its positions, resolved against the SUT's batch)."""
         kind = type(op)
         if kind is ProduceBatch:
             sizes = [len(payload) for payload in op.payloads]  # type: ignore[union-attr]
@@ -272,7 +288,7 @@ class _Histories:
             self.groups[op.client].completed(  # type: ignore[union-attr]
                 raw,
                 ConsumeResult(op.result),  # type: ignore[union-attr]
-                op.failed_sends,  # type: ignore[union-attr]
+                refused,
             )
         elif kind is Persist:
             self.groups[op.client].persisted(raw)
@@ -415,7 +431,7 @@ def _run(
             _, want = _outcome(lambda: model.apply(op))
             try:
                 if got.error is None:
-                    histories.observe(op, raw)
+                    histories.observe(op, raw, sut.refused if type(op) is Complete else ())
             except ConsumerViolation as found:
                 lines.append(_step_line(index, step, want, got))
                 raise Divergence(found.anomaly, index, step, want, got, [], found.detail) from None

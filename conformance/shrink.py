@@ -180,8 +180,8 @@ def _simpler_ops(step: Step) -> Iterator[Step]:
     elif isinstance(op, ProduceBatch):
         for payloads in _simpler_payloads(op.payloads):
             yield replace(step, op=replace(op, payloads=payloads))
-    elif isinstance(op, Complete) and op.failed_sends:
-        yield replace(step, op=replace(op, failed_sends=()))
+    elif isinstance(op, Complete) and op.refused_positions:
+        yield replace(step, op=replace(op, refused_positions=()))
     elif isinstance(op, Consume) and op.n > 1:
         yield replace(step, op=replace(op, n=1))
         yield replace(step, op=replace(op, n=op.n // 2))

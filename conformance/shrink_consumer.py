@@ -5,11 +5,9 @@ A consumer trace's steps refer to each other by number: a ``complete`` names its
 Dropping a delivery makes every later ``complete`` of that client name another batch, so
 delta debugging, which drops steps blindly, stalls. ``drop_batches`` drops a delivery
 together with the completion of its batch and renumbers the later ones. Each candidate is
-still re-run and kept only if it fails the same way (``conformance.shrink``).
-
-Not done: a refused send-back names message ids, which the queue hands out in produce
-order, so dropping a produce renumbers them too; renumbering those as well (tried) did
-not shorten any reproducer, since the batches then hold other messages.
+still re-run and kept only if it fails the same way (``conformance.shrink``). (Refused
+send-backs name positions in the batch, not message ids, so dropping a produce renames
+nothing: see ``scenarios.consumer_ops.Complete``.)
 """
 
 from __future__ import annotations

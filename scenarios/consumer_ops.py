@@ -72,14 +72,16 @@ class Deliver:
 
 @dataclass(frozen=True, slots=True)
 class Complete:
-    """The worker finished batch ``seq`` with ``result``; the send-back of each id in
-    ``failed_sends`` is refused by the queue (outcome: the completion)."""
+    """The worker finished batch ``seq`` with ``result``; the queue refuses the
+    send-back of the messages at ``refused_positions`` of the batch (0-based; outcome:
+    the completion). Positions, not message ids: a shrunk trace drops earlier produces,
+    which renumbers the ids, while the position of a message in its batch stays."""
 
     kind: ClassVar[str] = "complete"
     client: str
     seq: int
     result: str
-    failed_sends: tuple[int, ...] = ()
+    refused_positions: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +182,7 @@ _FIELD_CHECKS: dict[str, Any] = {
     "result": lambda v: type(v) is str,
     "seq": _is_int,
     "payloads": lambda v: type(v) is tuple and all(type(p) is bytes for p in v),
-    "failed_sends": lambda v: type(v) is tuple and all(_is_int(i) for i in v),
+    "refused_positions": lambda v: type(v) is tuple and all(_is_int(i) and i >= 0 for i in v),
 }
 
 

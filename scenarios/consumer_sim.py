@@ -181,10 +181,11 @@ class ConsumerSimulation:
             if self.world.incarnation[group] != incarnation:
                 continue  # the client crashed while we worked: the batch is gone
             result = failure if rng.random() < client.fail_fraction else "success"
-            failed: tuple[int, ...] = ()
+            refused: tuple[int, ...] = ()
             if result == "retry_later" and client.send_fail_fraction:
-                failed = tuple(m[0] for m in messages if rng.random() < client.send_fail_fraction)
-            self._emit(name, Complete(group, seq, result, failed))
+                fraction = client.send_fail_fraction
+                refused = tuple(i for i in range(len(messages)) if rng.random() < fraction)
+            self._emit(name, Complete(group, seq, result, refused))
 
     def _retainer(self, every_s: tuple[int, int]) -> Generator[simpy.Event, Any, None]:
         """Retention passes at the simulated clock, through the drain: only the guard

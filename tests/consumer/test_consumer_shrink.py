@@ -14,6 +14,9 @@ from click.testing import CliRunner
 from conformance.adapter import DEFAULT_IMPL
 from conformance.cli import cli
 from conformance.consumer_run import replay_consumer_trace, run_consumer_steps
+from conformance.mutants.catalogue import select
+from conformance.mutants.consumer import MUTANTS as CONSUMER_MUTANTS
+from conformance.mutants.kill import KILLED, kill_mutant
 from conformance.run import run_seed
 from conformance.shrink import (
     NotFailingError,
@@ -27,11 +30,12 @@ from scenarios.consumer_ops import (
     CrashClient,
     Deliver,
     ProduceBatch,
+    Pull,
     StartClient,
     consumer_op_from_json,
     consumer_outcome_from_json,
 )
-from scenarios.ops import Step
+from scenarios.ops import OpDecodeError, Step
 
 from .test_consumer_variants import CASES
 
@@ -160,3 +164,50 @@ def test_dropping_a_batch_renumbers_only_that_clients_later_batches() -> None:
         Deliver("a"),
         Complete("a", 1, "success"),  # after the restart: untouched
     ]
+
+
+def _completion_of(steps: list[Step], impl: str = DEFAULT_IMPL) -> tuple:
+    """The last step's outcome value, the steps run on the consumer profile."""
+    header = json.loads(run_seed("consumer", 0, steps=3).trace_lines[0])
+    result = run_consumer_steps(header, steps, impl=impl)
+    assert result.ok, result.divergence and result.divergence.detail
+    return tuple(json.loads(result.trace_lines[-2])["outcome"]["value"])
+
+
+def _retry_with_refused(positions: tuple[int, ...]) -> list[Step]:
+    ops = [
+        StartClient("busy"),
+        ProduceBatch("t", (b"a", b"b")),
+        Pull("busy"),
+        Deliver("busy"),  # batch 1: messages 1 and 2
+        Complete("busy", 1, "retry_later", positions),
+    ]
+    return [Step(i, "x", op) for i, op in enumerate(ops)]
+
+
+def test_a_refused_position_names_that_message_of_the_batch() -> None:
+    # (queue, acked, retried, dead, kept, offset): a refused send-back keeps the message.
+    queue, acked, retried, dead, kept, _ = _completion_of(_retry_with_refused((1,)))
+    assert (queue, acked, dead, kept) == ("t", [], [], [2]) and [p[0] for p in retried] == [1]
+    assert _completion_of(_retry_with_refused((0, 1)))[4] == [1, 2]
+    # A position past the end of the batch refuses nothing (a shrunk trace may hold one).
+    assert _completion_of(_retry_with_refused((5,)))[4] == []
+
+
+def test_a_refused_send_back_is_a_position_in_the_trace_format() -> None:
+    op = {"kind": "complete", "client": "c", "seq": 1, "result": "retry_later"}
+    assert consumer_op_from_json({**op, "refused_positions": [0, 2]}) == Complete(
+        "c", 1, "retry_later", (0, 2)
+    )
+    for bad in ({**op, "refused_positions": [-1]}, {**op, "failed_sends": [7]}):
+        with pytest.raises(OpDecodeError):
+            consumer_op_from_json(bad)
+
+
+@pytest.mark.parametrize("name", [m.name for m in CONSUMER_MUTANTS])
+def test_every_consumer_mutant_shrinks_to_at_most_ten_operations(name: str, tmp_path: Path) -> None:
+    """Issue 8's target for every mutant's shrunk reproducer."""
+    (mutant,) = select([name])
+    kill = kill_mutant(mutant, range(0, 2), out=tmp_path, shrink_budget_s=60)
+    assert kill.status == KILLED and kill.shrunk_steps is not None
+    assert kill.shrunk_steps <= 10, (kill.shrunk_steps, kill.shrunk_trace)
