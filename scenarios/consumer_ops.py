@@ -196,6 +196,11 @@ def consumer_op_from_json(obj: object) -> ConsumerOp:
     if op_type is None:
         raise OpDecodeError(f"op.kind: unknown consumer operation {kind!r}")
     names = [f.name for f in dataclasses.fields(op_type)]
+    if op_type is Complete and "failed_sends" in obj:
+        raise OpDecodeError(
+            "op(complete).failed_sends: an older rmqsim named refused send-backs by message "
+            "id; they are positions in the batch now (refused_positions): re-run the seed"
+        )
     if set(obj) != {"kind", *names}:
         raise OpDecodeError(f"op({kind}): fields must be {sorted(names)}, got {sorted(obj)}")
     values = {name: json_to_plain(obj[name]) for name in names}

@@ -199,9 +199,20 @@ def test_a_refused_send_back_is_a_position_in_the_trace_format() -> None:
     assert consumer_op_from_json({**op, "refused_positions": [0, 2]}) == Complete(
         "c", 1, "retry_later", (0, 2)
     )
-    for bad in ({**op, "refused_positions": [-1]}, {**op, "failed_sends": [7]}):
-        with pytest.raises(OpDecodeError):
-            consumer_op_from_json(bad)
+    with pytest.raises(OpDecodeError, match="refused_positions"):
+        consumer_op_from_json({**op, "refused_positions": [-1]})
+    with pytest.raises(OpDecodeError, match=r"older rmqsim.*re-run the seed"):
+        consumer_op_from_json({**op, "failed_sends": [7]})
+
+
+def test_replaying_a_trace_of_the_older_format_is_exit_2(tmp_path: Path) -> None:
+    lines = run_seed("consumer", 0, steps=40).trace_lines
+    assert any('"refused_positions"' in line for line in lines)
+    old = tmp_path / "old.jsonl"
+    old.write_text("\n".join(lines).replace('"refused_positions"', '"failed_sends"') + "\n")
+    result = CliRunner().invoke(cli, ["replay", str(old)])
+    assert result.exit_code == 2 and "re-run the seed" in result.output
+    assert "Traceback" not in result.output
 
 
 @pytest.mark.parametrize("name", [m.name for m in CONSUMER_MUTANTS])
