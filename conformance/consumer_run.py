@@ -66,6 +66,7 @@ from scenarios.profiles import ProfileError
 __all__ = [
     "DEFAULT_CONSUMER_IMPL",
     "consumer_trace_header",
+    "failed_at_final_check",
     "impl_consumer_factory",
     "is_consumer_header",
     "parse_run_lines",
@@ -456,6 +457,8 @@ def _run(
                     histories.finish()
             except ConsumerViolation as found:
                 assert last is not None
+                # No outcomes: what marks a failure of the final check (see
+                # ``failed_at_final_check``); a failing step always has both.
                 divergence = Divergence(found.anomaly, index, last, None, None, [], found.detail)
         except Divergence as found:
             divergence = found
@@ -485,6 +488,15 @@ def _run(
         sim_time_s=last.time_s if last else 0,
         step_budget=steps,
     )
+
+
+def failed_at_final_check(result: RunResult) -> bool:
+    """Whether a failed consumer run failed at its final check, so that its trace holds
+    every step, the drain included; otherwise it failed at a step, and its trace stops
+    there (replaying it with the final check on would fail on any implementation)."""
+    divergence = result.divergence
+    assert divergence is not None, "only a failed run"
+    return divergence.expected is None and divergence.actual is None
 
 
 def consumer_trace_header(path: Path) -> dict[str, Any] | None:

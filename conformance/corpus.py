@@ -18,6 +18,12 @@ import json
 from pathlib import Path
 
 from conformance.adapter import DEFAULT_IMPL, Factory
+from conformance.consumer_run import (
+    consumer_trace_header,
+    failed_at_final_check,
+    is_consumer_header,
+    replay_consumer_trace,
+)
 from conformance.run import RunResult, replay_trace
 from conformance.trace import dumps, read_trace, write_lines
 
@@ -64,6 +70,12 @@ def save_regression(
     assert header["type"] == "header"
     header["found_on"] = found_on or header.get("found_on") or header["impl"]
     header["impl"] = DEFAULT_IMPL
+    if is_consumer_header(header):
+        # A consumer trace that failed at a step stops there, without the drain that the
+        # final check needs: the file must still replay clean on a conforming consumer.
+        header["final_check"] = header.get("final_check", True) and failed_at_final_check(
+            result
+        )
     lines[0] = dumps(header)
     write_lines(path, lines)
     return path
@@ -75,8 +87,12 @@ def corpus_files(directory: Path) -> list[Path]:
 
 
 def replay_regression(path: Path, impl: str | Factory = DEFAULT_IMPL) -> RunResult:
-    """Replay one corpus file on ``impl``; the result names the file and how to repeat it."""
-    result = replay_trace(read_trace(path), impl=impl)
+    """Replay one corpus file (of a queue or a consumer profile) on ``impl``; the result
+    names the file and how to repeat it."""
+    if consumer_trace_header(path) is not None:
+        result = replay_consumer_trace(path, impl=impl)
+    else:
+        result = replay_trace(read_trace(path), impl=impl)
     result.trace_path = path
     command = f"rmqsim replay {path}"
     result.repro = command if impl == DEFAULT_IMPL else f"{command} --impl {result.impl}"

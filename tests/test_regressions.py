@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from conformance.adapter import DEFAULT_IMPL, make_model_factory, model_factory
+from conformance.consumer_run import consumer_trace_header, trace_decoders
 from conformance.corpus import corpus_files, program_digest, replay_regression, save_regression
 from conformance.gate import GateResult, junit_xml, run_corpus, summary_json
 from conformance.run import replay_trace, run_seed
@@ -38,7 +39,7 @@ def test_the_corpus_is_seeded() -> None:
 def test_regression_replays_clean_on_impl_and_fails_where_found(path: Path) -> None:
     result = replay_regression(path)
     assert result.ok, result.divergence
-    trace = read_trace(path)
+    trace = read_trace(path, **trace_decoders(consumer_trace_header(path) is not None))
     found_on = trace.header.get("found_on", "")
     if found_on.startswith("tests."):
         anomaly = path.stem.rsplit("-", 1)[0]
@@ -95,3 +96,27 @@ def test_run_save_regression_writes_the_failure_into_the_corpus(tmp_path: Path) 
     assert done.exit_code == 1, done.output
     [saved] = corpus.glob("duplicate-*.jsonl")
     assert replay_regression(saved).ok
+
+
+def test_a_failing_consumer_run_in_the_corpus_replays_clean_and_fails_where_found(
+    tmp_path: Path,
+) -> None:
+    """A consumer run that failed at a step stops there, without its drain: saved with
+    the final check off, it replays clean on our consumer and fails on the one it was
+    found on; and the gate reads it beside queue traces."""
+    from conformance.mutants.consumer import MUTANTS
+
+    mutant = MUTANTS[0].impl
+    failing = run_seed("consumer", 0, impl=mutant)
+    assert not failing.ok
+    saved = save_regression(failing, tmp_path)
+    header = json.loads(saved.read_text().splitlines()[0])
+    assert header["final_check"] is False and header["found_on"] == mutant
+    assert replay_regression(saved).ok
+    again = replay_regression(saved, impl=mutant)
+    assert again.anomaly == failing.anomaly
+    assert again.repro == f"rmqsim replay {saved} --impl {mutant}"
+    (tmp_path / FILES[0].name).write_text(FILES[0].read_text())
+    gate = GateResult(impl=DEFAULT_IMPL, seeds=range(0))
+    run_corpus(gate, tmp_path, impl=DEFAULT_IMPL)
+    assert gate.ok and len(gate.corpus) == 2
