@@ -100,6 +100,7 @@ def _delivered(search: Search, steps: tuple[Step, ...]) -> list[tuple[int, Batch
     """``(position, batch)`` of each delivery in ``steps`` that handed out a batch."""
     if not any(isinstance(s.op, Deliver) for s in steps):
         return []
+    assert search.best is None or search.best.steps == len(steps), "not the run of steps"
     outcomes = _outcomes(search)
     epochs = client_epochs(steps)
     found = []
