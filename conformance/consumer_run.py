@@ -371,7 +371,6 @@ def run_consumer_steps(
             execute(step)
 
     extra = {k: header[k] for k in ("shrunk_from_steps",) if k in header}
-    extra["final_check"] = False
     return _run(
         profile, header["seed"], impl, None, None, drive, extra_header=extra, final_check=False
     )
@@ -389,10 +388,13 @@ def _run(
     final_check: bool = True,
 ) -> RunResult:
     """Execute what ``drive`` emits on both sides, checking the SUT's histories (at the
-    end too, unless ``final_check`` is off)."""
+    end too, unless ``final_check`` is off: the trace's header then says so, so that
+    replaying it skips that check too)."""
     name, queue_factory, consumer_factory = _factories(impl)
     header = _header(profile, seed, name, steps)  # type: ignore[arg-type]
     header.update(extra_header or {})
+    if not final_check:
+        header["final_check"] = False
     started = time.perf_counter()
     clock = _Clock()
     config = MQConfig(**profile.config)
@@ -566,6 +568,5 @@ def replay_consumer_trace(path: Path, *, impl: str | Factory | None = None) -> R
         steps if type(steps) is int else None,
         None,
         lambda execute: execute_recorded(trace, execute),
-        extra_header={"final_check": False} if not final_check else None,
         final_check=final_check,
     )
