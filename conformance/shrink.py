@@ -162,13 +162,9 @@ def _simpler_messages(messages: tuple[Message, ...]) -> Iterator[tuple[Message, 
 
 
 def _simpler_payloads(payloads: tuple[bytes, ...]) -> Iterator[tuple[bytes, ...]]:
-    if len(payloads) > 1:
-        yield payloads[:1]
-        yield payloads[: len(payloads) // 2]
-    if any(payloads):
-        yield tuple(b"" for _ in payloads)
-    if any(len(p) > 1 for p in payloads):
-        yield tuple(p[: len(p) // 2] for p in payloads)
+    """A consumer run's produced batch: the same variants as a queue run's messages."""
+    for messages in _simpler_messages(tuple(Message(p) for p in payloads)):
+        yield tuple(m.payload for m in messages)
 
 
 def _simpler_ops(step: Step) -> Iterator[Step]:
