@@ -34,6 +34,7 @@ from conformance.cli_common import (
     steps_option,
     writable_dir,
 )
+from conformance.shrink_budget import ShrinkBudget
 
 #: Commands of conformance/ loaded only when invoked (``name -> "module:attribute"``); a
 #: command whose module is not installed is not listed. Other packages (``reports``) and
@@ -139,15 +140,14 @@ def run_command(
     out: Path,
     steps: int | None,
     check_every: int,
-    shrink_budget_s: float,
-    no_shrink: bool,
+    shrink: ShrinkBudget | None,
     crash_rate: float,
     crash_mode: str,
     save_regression: Path | None,
 ) -> None:
     """Run a profile over seeds in lockstep against the model; report divergences.
 
-    A failing run is shrunk (within --shrink-budget-s) to ``<trace>.shrunk.jsonl``."""
+    A failing run is shrunk (within --shrink-ops-budget) to ``<trace>.shrunk.jsonl``."""
     from conformance.adapter import DEFAULT_IMPL, load_factory
     from conformance.gate import save_failure
     from conformance.report import render_failure
@@ -184,8 +184,8 @@ def run_command(
             if not result.ok:
                 failures += 1
                 save_failure(result, out)
-                if not no_shrink:
-                    shrink_and_save(result, impl=impl, time_budget_s=shrink_budget_s)
+                if shrink is not None:
+                    shrink_and_save(result, impl=impl, budget=shrink)
                 click.echo(render_failure(result), err=True)
                 save_regressions([result], save_regression)
             bar.advance(bar.task_ids[0])
@@ -266,8 +266,7 @@ def gate_command(
     profiles: str | None,
     out: Path,
     steps: int | None,
-    shrink_budget_s: float,
-    no_shrink: bool,
+    shrink: ShrinkBudget | None,
     sweep: bool,
     sweep_steps: int | None,
     sweep_crash_mode: str,
@@ -318,7 +317,7 @@ def gate_command(
             impl=impl,
             out=out,
             steps=steps,
-            shrink_budget_s=None if no_shrink else shrink_budget_s,
+            shrink=shrink,
             crash_rate=crash_rate,
             on_result=lambda _r: bar.advance(bar.task_ids[0]),
         )

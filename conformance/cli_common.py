@@ -16,6 +16,8 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from conformance.shrink_budget import DEFAULT_SHRINK_OPERATIONS, ShrinkBudget
+
 EXIT_OK = 0
 EXIT_DIVERGENCE = 1
 EXIT_USAGE = 2
@@ -133,23 +135,42 @@ steps_option = click.option(
 )
 
 
-#: Default wall-clock budget for shrinking each failing run of ``run`` and ``gate``.
-DEFAULT_AUTO_SHRINK_BUDGET_S = 20.0
-
-
 def shrink_options(func: F) -> F:
-    """``--shrink-budget-s S`` and ``--no-shrink``: failing runs are shrunk (within S
-    seconds each) and the shrunk trace is saved beside the failing one."""
-    func = click.option(
-        "--no-shrink", is_flag=True, default=False, help="Do not shrink failing runs."
-    )(func)
-    return click.option(  # type: ignore[return-value]
-        "--shrink-budget-s",
-        type=click.FloatRange(min=0, min_open=True),
-        default=DEFAULT_AUTO_SHRINK_BUDGET_S,
-        show_default=True,
-        help="Wall-clock seconds to spend shrinking each failing run.",
-    )(func)
+    """``--shrink-ops-budget N``, ``--shrink-budget-s S`` and ``--no-shrink``, handed to the
+    command as one ``shrink`` argument: a ``ShrinkBudget``, or None to not shrink."""
+
+    @functools.wraps(func)
+    def wrapper(
+        *args: Any,
+        shrink_ops_budget: int,
+        shrink_budget_s: float | None,
+        no_shrink: bool,
+        **kwargs: Any,
+    ) -> Any:
+        budget = None if no_shrink else ShrinkBudget(shrink_ops_budget, shrink_budget_s)
+        return func(*args, shrink=budget, **kwargs)
+
+    options = (
+        click.option("--no-shrink", is_flag=True, help="Do not shrink failing runs."),
+        click.option(
+            "--shrink-ops-budget",
+            type=click.IntRange(min=1),
+            default=DEFAULT_SHRINK_OPERATIONS,
+            show_default=True,
+            help="Operations each shrink may execute in its candidate runs: a bound by work, "
+            "so a failing run shrinks to the same trace on any machine.",
+        ),
+        click.option(
+            "--shrink-budget-s",
+            type=click.FloatRange(min=0, min_open=True),
+            default=None,
+            help="Also stop each shrink after S seconds of wall time (off by default: the "
+            "result then depends on the machine's speed; the report says so).",
+        ),
+    )
+    for option in options:
+        wrapper = option(wrapper)
+    return wrapper  # type: ignore[return-value]
 
 
 crash_rate_option = click.option(
@@ -207,4 +228,3 @@ def out_option(what: str, default: Path = DEFAULT_OUT) -> Callable[[F], F]:
         show_default=True,
         help=f"Directory for {what}.",
     )
-

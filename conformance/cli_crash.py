@@ -18,20 +18,31 @@ from conformance.cli_common import (
     progress,
     writable_dir,
 )
+from conformance.shrink_budget import DEFAULT_SHRINK_OPERATIONS, ShrinkBudget
 
 
 @click.command("shrink")
 @click.argument("trace_file", type=click.Path(dir_okay=False, path_type=Path))
 @impl_option
 @click.option(
+    "--ops-budget",
+    type=click.IntRange(min=1),
+    default=DEFAULT_SHRINK_OPERATIONS,
+    show_default=True,
+    help="Operations the candidate runs may execute: a bound by work, so the same trace "
+    "shrinks to the same result on any machine.",
+)
+@click.option(
     "--time-budget-s",
     type=click.FloatRange(min=0, min_open=True),
-    default=30.0,
-    show_default=True,
-    help="Wall-clock seconds to spend searching.",
+    default=None,
+    help="Also stop after S seconds of wall time (off by default: the result then "
+    "depends on the machine's speed, and the output says so).",
 )
 @friendly_errors
-def shrink_command(trace_file: Path, impl: str | None, time_budget_s: float) -> None:
+def shrink_command(
+    trace_file: Path, impl: str | None, ops_budget: int, time_budget_s: float | None
+) -> None:
     """Minimize a failing trace; write <stem>.shrunk.jsonl beside it.
 
     The shrunk trace fails with the same anomaly on the same implementation (the one in
@@ -40,12 +51,13 @@ def shrink_command(trace_file: Path, impl: str | None, time_budget_s: float) -> 
     from conformance.shrink import NotFailingError, shrink_file
 
     try:
-        report = shrink_file(trace_file, impl=impl, time_budget_s=time_budget_s)
+        report = shrink_file(trace_file, impl=impl, budget=ShrinkBudget(ops_budget, time_budget_s))
     except NotFailingError as exc:
         raise UsageError(str(exc)) from None
     click.echo(
         f"rmqsim shrink: {trace_file}: {report.original_steps} -> {report.shrunk_steps} "
-        f"operations ({report.anomaly}) in {report.seconds:.1f}s; wrote {report.path}"
+        f"operations ({report.anomaly}) in {report.seconds:.1f}s; wrote {report.path}\n"
+        f"  {report.stats.describe()}"
     )
     sys.exit(EXIT_OK)
 

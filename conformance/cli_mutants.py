@@ -19,9 +19,11 @@ from conformance.cli_common import (
     friendly_errors,
     out_option,
     progress,
+    shrink_options,
     steps_option,
     writable_dir,
 )
+from conformance.shrink_budget import ShrinkBudget
 
 #: Width of the matrix when the output is not a terminal.
 _LOG_WIDTH = 160
@@ -36,20 +38,14 @@ _LOG_WIDTH = 160
     "kill-matrix.json, kill-matrix.junit.xml and the killing traces", Path("rmqsim-out/mutants")
 )
 @steps_option
-@click.option(
-    "--shrink-budget-s",
-    type=click.FloatRange(min=0.0),
-    default=30.0,
-    show_default=True,
-    help="Seconds to shrink each killing run (0: do not shrink).",
-)
+@shrink_options
 @friendly_errors
 def mutants_command(
     seeds: range | None,
     only: str | None,
     out: Path,
     steps: int | None,
-    shrink_budget_s: float,
+    shrink: ShrinkBudget | None,
 ) -> None:
     """Run the gate against every seeded bug and print the kill matrix."""
     from rich.console import Console
@@ -71,7 +67,7 @@ def mutants_command(
             seed_range,
             out=out,
             steps=steps,
-            shrink_budget_s=shrink_budget_s or None,
+            shrink=shrink,
             on_kill=lambda _kill: bar.advance(bar.task_ids[0]),
         )
     data, junit = write_outputs(matrix, out)

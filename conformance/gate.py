@@ -15,6 +15,7 @@ from conformance.corpus import replay_corpus
 from conformance.crash_sweep import SweepResult, crash_sweep
 from conformance.report import render_failure
 from conformance.run import RunResult, run_seed
+from conformance.shrink_budget import ShrinkBudget
 from conformance.trace import write_lines
 
 #: Profiles the gate runs, in this order (each seed of each).
@@ -98,13 +99,13 @@ def run_profiles(
     impl: str | Factory,
     out: Path,
     steps: int | None = None,
-    shrink_budget_s: float | None = None,
+    shrink: ShrinkBudget | None = None,
     crash_rate: float = 0.0,
     on_result: Callable[[RunResult], None] | None = None,
     until_failure: bool = False,
 ) -> GateResult:
     """Run every seed of every profile; save failing traces under ``out``, and shrink the
-    first ``MAX_SHRUNK_FAILURES`` of them within ``shrink_budget_s`` each (None: don't).
+    first ``MAX_SHRUNK_FAILURES`` of them within ``shrink`` each (None: don't).
     With ``until_failure``, stop after the first failing run (the mutant kill matrix)."""
     from conformance.shrink import shrink_and_save
 
@@ -117,8 +118,8 @@ def run_profiles(
                 result.trace_lines = []  # a passing run's trace is not kept: memory stays flat
             else:
                 save_failure(result, out)
-                if shrink_budget_s is not None and len(gate.failures) < MAX_SHRUNK_FAILURES:
-                    shrink_and_save(result, impl=impl, time_budget_s=shrink_budget_s)
+                if shrink is not None and len(gate.failures) < MAX_SHRUNK_FAILURES:
+                    shrink_and_save(result, impl=impl, budget=shrink)
             summary.add(result)
             gate.results.append(result)
             if on_result is not None:

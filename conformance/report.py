@@ -81,6 +81,8 @@ def render_failure(result: RunResult) -> str:
             f"  shrunk     {result.steps} -> {shrunk.steps} operations, same anomaly "
             f"({shrunk.anomaly})"
         )
+        if shrunk.shrink_stats is not None:
+            lines.append(f"             {shrunk.shrink_stats.describe()}")
         if shrunk.trace_path is not None:
             lines.append(f"             rmqsim replay {shrunk.trace_path}")
         lines.extend(

@@ -28,6 +28,7 @@ from conformance.adapter import (
 )
 from conformance.lockstep import Divergence, Lockstep, PointPass, Stats, StepRecord
 from conformance.scratch import scratch_root
+from conformance.shrink_budget import ShrinkStats
 from conformance.statediff import state_digest
 from conformance.trace import FORMAT, FORMAT_VERSION, Trace, TraceFormatError, dumps
 from model.api import InvalidArgumentError, MQConfig
@@ -99,6 +100,8 @@ class RunResult:
     replay_only: bool = False
     #: The shrunk reproduction of a failing run, when it was shrunk (``conformance.shrink``).
     shrunk: RunResult | None = None
+    #: On a shrunk result: how the search that found it went.
+    shrink_stats: ShrinkStats | None = None
     #: The command that reproduces this result, when it is not ``rmqsim run`` (fuzz, corpus).
     repro: str | None = None
 

@@ -18,9 +18,13 @@ the same anomaly. It is then cut right after its diverging step, which is where 
 lockstep stops anyway. Each candidate is a normal replayable trace, so the result is one
 too: ``rmqsim replay <file>.shrunk.jsonl`` fails with the same anomaly.
 
-Determinism: candidates are tried in a fixed order and each run is deterministic, so the
-same input gives the same shrunk trace; the time budget only decides how far the search
-gets (``max_runs`` bounds it by work instead of time, for tests).
+Determinism: candidates are tried in a fixed order and each run is deterministic, and the
+search is bounded by work (``ShrinkBudget.max_operations``: the operations its candidate
+runs execute), not by time; so the same failing run shrinks to the same trace on a fast
+machine and on a slow one, a laptop and CI alike. An optional wall-clock cap
+(``max_seconds``) is for people who would rather wait less; a search it stops depends on
+the machine's speed, and ``ShrinkStats`` says so, with the operations budget that
+reproduces that result anywhere.
 """
 
 from __future__ import annotations
@@ -40,19 +44,24 @@ from conformance.consumer_run import (
     trace_decoders,
 )
 from conformance.run import RunResult, replay_trace
+from conformance.shrink_budget import (
+    DEFAULT_SHRINK_BUDGET,
+    STOPPED_BY_OPERATIONS,
+    STOPPED_BY_TIME,
+    ShrinkBudget,
+    ShrinkStats,
+)
 from conformance.shrink_consumer import drop_batches
 from conformance.trace import Trace, TraceFormatError, TraceStep, read_trace
 from scenarios.consumer_ops import Complete, ProduceBatch
 from scenarios.ops import ArmCrash, Consume, Message, Produce, Step
 
-#: Default wall-clock budget of one shrink, in seconds.
-DEFAULT_SHRINK_BUDGET_S = 30.0
 #: Suffix of a shrunk trace written beside the original.
 SHRUNK_SUFFIX = ".shrunk.jsonl"
 
 
 class _OutOfBudget(Exception):
-    """The time (or run) budget is spent: stop searching, keep the best found so far."""
+    """The budget is spent: stop searching, keep the best found so far."""
 
 
 #: Executes a candidate's steps from scratch (outcomes decided by the model, none
@@ -66,10 +75,15 @@ class _Search:
 
     run: Runner
     anomaly: str
-    deadline: float
-    max_runs: int | None
+    budget: ShrinkBudget
+    #: ``time.perf_counter()`` past which no candidate starts (None: no time limit).
+    deadline: float | None
     best: RunResult | None = None
     runs: int = 0
+    #: Operations the candidate runs executed (a run counts at least one: the budget
+    #: check before each run must see the count grow, for ``stats`` to reproduce a stop).
+    operations: int = 0
+    stopped_by: str | None = None
     #: Every candidate tried, with what ``fails`` returned for it.
     cache: dict[tuple[Step, ...], tuple[tuple[Step, ...], RunResult] | None] = field(
         default_factory=dict
@@ -88,12 +102,17 @@ class _Search:
         return found[0]
 
     def _run(self, steps: tuple[Step, ...]) -> tuple[tuple[Step, ...], RunResult] | None:
-        if time.perf_counter() > self.deadline or (
-            self.max_runs is not None and self.runs >= self.max_runs
-        ):
+        # The first run (the failing steps as they are) always runs: without it there is
+        # no telling a spent budget from a failure that does not recur.
+        if self.runs and self.operations >= self.budget.max_operations:
+            self.stopped_by = STOPPED_BY_OPERATIONS
+            raise _OutOfBudget
+        if self.runs and self.deadline is not None and time.perf_counter() > self.deadline:
+            self.stopped_by = STOPPED_BY_TIME
             raise _OutOfBudget
         self.runs += 1
         result = self.run(steps)
+        self.operations += max(result.steps, 1)
         if result.anomaly != self.anomaly:
             return None
         result.replay_only = True
@@ -213,8 +232,7 @@ def shrink_result(
     result: RunResult,
     *,
     impl: str | Factory | None = None,
-    time_budget_s: float = DEFAULT_SHRINK_BUDGET_S,
-    max_runs: int | None = None,
+    budget: ShrinkBudget = DEFAULT_SHRINK_BUDGET,
 ) -> RunResult | None:
     """The failing run of the smallest trace found that fails like ``result`` (same
     implementation, same anomaly), or None when ``result`` does not fail again when
@@ -222,15 +240,13 @@ def shrink_result(
     through ``consumer_run``, where a step that no longer makes sense after a cut (say,
     completing a batch that was never delivered) returns the same error on both sides;
     as always, a candidate is kept only if it still fails with the same anomaly. Bounded
-    by ``time_budget_s`` of wall time (and ``max_runs`` runs if given)."""
+    by ``budget``; the result's ``shrink_stats`` say how the search went."""
     assert not result.ok and result.anomaly is not None, "only a failing run can be shrunk"
     trace, run = _runner(result.trace_lines, impl or result.impl)
-    search = _Search(
-        run=run,
-        anomaly=result.anomaly,
-        deadline=time.perf_counter() + time_budget_s,
-        max_runs=max_runs,
-    )
+    deadline = None
+    if budget.max_seconds is not None:
+        deadline = time.perf_counter() + budget.max_seconds
+    search = _Search(run=run, anomaly=result.anomaly, budget=budget, deadline=deadline)
     try:
         steps = search.fails(_steps_of(trace))
         if steps is None:
@@ -243,6 +259,8 @@ def shrink_result(
                 break
     except _OutOfBudget:
         pass
+    if search.best is not None:
+        search.best.shrink_stats = ShrinkStats(search.runs, search.operations, search.stopped_by)
     return search.best
 
 
@@ -271,6 +289,7 @@ class ShrinkReport:
     anomaly: str
     path: Path
     seconds: float
+    stats: ShrinkStats
 
 
 def shrunk_path(path: Path) -> Path:
@@ -280,14 +299,14 @@ def shrunk_path(path: Path) -> Path:
 
 
 def shrink_and_save(
-    result: RunResult, *, impl: str | Factory | None, time_budget_s: float
+    result: RunResult, *, impl: str | Factory | None, budget: ShrinkBudget
 ) -> RunResult | None:
     """Shrink a failing run whose trace was saved (``result.trace_path``) and write the
     shrunk trace beside it; remember it on ``result.shrunk``. None if it did not recur."""
     from conformance.trace import write_lines
 
     assert result.trace_path is not None, "save the failing trace first"
-    shrunk = shrink_result(result, impl=impl, time_budget_s=time_budget_s)
+    shrunk = shrink_result(result, impl=impl, budget=budget)
     if shrunk is not None:
         shrunk.trace_path = shrunk_path(result.trace_path)
         write_lines(shrunk.trace_path, shrunk.trace_lines)
@@ -300,7 +319,7 @@ class NotFailingError(Exception):
 
 
 def shrink_file(
-    path: Path, *, impl: str | Factory | None = None, time_budget_s: float = DEFAULT_SHRINK_BUDGET_S
+    path: Path, *, impl: str | Factory | None = None, budget: ShrinkBudget = DEFAULT_SHRINK_BUDGET
 ) -> ShrinkReport:
     """Shrink the failing trace at ``path`` (of a queue or a consumer profile) into
     ``<stem>.shrunk.jsonl`` beside it."""
@@ -320,8 +339,7 @@ def shrink_file(
             "it was written by other code; re-run its seed instead"
         )
     original.trace_path = path
-    remaining_s = max(time_budget_s - (time.perf_counter() - started), 0.0)
-    shrunk = shrink_and_save(original, impl=impl, time_budget_s=remaining_s)
+    shrunk = shrink_and_save(original, impl=impl, budget=budget)
     if shrunk is None:
         why = "the failure did not recur when re-run"
         if consumer:
@@ -331,10 +349,12 @@ def shrink_file(
             )
         raise NotFailingError(f"{path}: {why}")
     assert shrunk.trace_path is not None and shrunk.anomaly is not None
+    assert shrunk.shrink_stats is not None
     return ShrinkReport(
         original_steps=len(trace.steps),
         shrunk_steps=shrunk.steps,
         anomaly=shrunk.anomaly,
         path=shrunk.trace_path,
         seconds=time.perf_counter() - started,
+        stats=shrunk.shrink_stats,
     )

@@ -16,10 +16,11 @@ from conformance.cli_common import (
     friendly_errors,
     impl_option,
     progress,
+    shrink_options,
     steps_option,
     writable_dir,
 )
-from conformance.shrink import DEFAULT_SHRINK_BUDGET_S
+from conformance.shrink_budget import ShrinkBudget
 from reports.spark import DEFAULT_MASTER
 from reports.sweep import DEFAULT_DETERMINISM_SAMPLE
 
@@ -62,13 +63,7 @@ def parse_profiles(text: str | None, default: tuple[str, ...]) -> tuple[str, ...
     show_default=True,
     help="(profile, seed) pairs run twice in different tasks: a fraction (<1) or a count.",
 )
-@click.option(
-    "--shrink-budget-s",
-    type=click.FloatRange(min=0),
-    default=DEFAULT_SHRINK_BUDGET_S,
-    show_default=True,
-    help="Seconds to shrink a task's first failure of each signature (0: no shrinking).",
-)
+@shrink_options
 @click.option("--append", is_flag=True, help="Add rows to DIR's dataset instead of replacing it.")
 @friendly_errors
 def sweep_command(
@@ -79,7 +74,7 @@ def sweep_command(
     steps: int | None,
     out: Path,
     determinism_sample: float,
-    shrink_budget_s: float,
+    shrink: ShrinkBudget | None,
     append: bool,
 ) -> None:
     """Run every seed of every profile on Spark; write one row per run to Parquet.
@@ -110,7 +105,7 @@ def sweep_command(
             steps=steps,
             sample=determinism_sample,
             append=append,
-            shrink_budget_s=shrink_budget_s,
+            shrink=shrink,
             on_plan=lambda tasks: bar.update(task_id, total=tasks),
             on_tasks=lambda n: bar.advance(task_id, n),
         )

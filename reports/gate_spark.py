@@ -15,6 +15,7 @@ from pathlib import Path
 from conformance.adapter import Factory, resolve_impl
 from conformance.gate import GateResult, ProfileSummary
 from conformance.run import RunResult
+from conformance.shrink_budget import ShrinkBudget
 from reports.schema import STATUS_ERROR
 from reports.spark import DEFAULT_MASTER, spark_session
 from reports.sweep import run_sweep
@@ -31,7 +32,7 @@ def run_profiles_spark(
     impl: str | Factory,
     out: Path,
     steps: int | None = None,
-    shrink_budget_s: float | None = None,
+    shrink: ShrinkBudget | None = None,
     crash_rate: float = 0.0,
     on_result: Callable[[RunResult], None] | None = None,
     master: str | None = None,
@@ -40,7 +41,7 @@ def run_profiles_spark(
     (``conformance.gate.run_profiles``'s signature, plus ``master``).
 
     The normal gate does not re-run seeds for determinism, so neither does this one. Each
-    task shrinks its first failure of each signature within ``shrink_budget_s`` (None:
+    task shrinks its first failure of each signature within ``shrink`` (None:
     none), where the normal gate shrinks its first few failures.
     """
     names = tuple(profiles)
@@ -55,7 +56,7 @@ def run_profiles_spark(
             steps=steps,
             sample=0,
             keep_results=True,
-            shrink_budget_s=shrink_budget_s or 0,
+            shrink=shrink,
             crash_rate=crash_rate,
         )
     broken = [r for r in outcome.results if r.status == STATUS_ERROR]

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from conformance.adapter import Factory, resolve_impl
 from conformance.cli_common import UsageError
 from conformance.run import RunResult
-from conformance.shrink import DEFAULT_SHRINK_BUDGET_S
+from conformance.shrink_budget import DEFAULT_SHRINK_BUDGET, ShrinkBudget
 from reports.schema import (
     MANIFEST,
     RUNS_DIR,
@@ -198,7 +198,7 @@ def run_sweep(
     sample: float = DEFAULT_DETERMINISM_SAMPLE,
     append: bool = False,
     keep_results: bool = False,
-    shrink_budget_s: float = DEFAULT_SHRINK_BUDGET_S,
+    shrink: ShrinkBudget | None = DEFAULT_SHRINK_BUDGET,
     crash_rate: float = 0.0,
     on_tasks: Callable[[int], None] | None = None,
     on_plan: Callable[[int], None] | None = None,
@@ -225,7 +225,7 @@ def run_sweep(
         out_dir=str(out),
         sweep_id=sweep_id,
         steps=steps,
-        shrink_budget_s=shrink_budget_s,
+        shrink=shrink,
         crash_rate=crash_rate,
     )
     outcome = SweepOutcome(sweep_id=sweep_id, out=out)
@@ -278,7 +278,9 @@ def run_sweep(
             "code_version": code_version(),
             "steps": steps,
             "determinism_sample": sample,
-            "shrink_budget_s": shrink_budget_s,
+            "shrink": None
+            if shrink is None
+            else {"max_operations": shrink.max_operations, "max_seconds": shrink.max_seconds},
             "tasks": len(chunks),
             "master": sc.master,
             "finished_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -20,7 +20,8 @@ from conformance.adapter import Factory
 from conformance.gate import save_failure
 from conformance.run import RunResult, git_commit, run_seed
 from conformance.scratch import scratch_root
-from conformance.shrink import DEFAULT_SHRINK_BUDGET_S, shrink_and_save
+from conformance.shrink import shrink_and_save
+from conformance.shrink_budget import DEFAULT_SHRINK_BUDGET, ShrinkBudget
 from conformance.statediff import clip
 from reports.schema import (
     COLUMNS,
@@ -50,8 +51,8 @@ class TaskSpec:
     out_dir: str
     sweep_id: str
     steps: int | None = None
-    #: Time one failing run may spend being shrunk, seconds (0: never shrink).
-    shrink_budget_s: float = DEFAULT_SHRINK_BUDGET_S
+    #: How far a failing run is shrunk (None: never shrink).
+    shrink: ShrinkBudget | None = DEFAULT_SHRINK_BUDGET
     #: Probability of arming a crash before each state-changing operation (``--crash-rate``).
     crash_rate: float = 0.0
 
@@ -170,7 +171,7 @@ def run_item(
 ) -> tuple[RunResult, tuple]:
     """Run one item; save its failing trace; return the result and its row.
 
-    A failing run is shrunk (``conformance.shrink``, within ``spec.shrink_budget_s``) when
+    A failing run is shrunk (``conformance.shrink``, within ``spec.shrink``) when
     it is the task's first failure of its signature: the report shows the smallest
     reproducer per signature, and shrinking a thousand runs of one bug would cost a
     thousand budgets for nothing. The row then points to the shrunk trace. A passing run's
@@ -190,9 +191,9 @@ def run_item(
     if not result.ok and item.repeat == 0:
         save_failure(result, Path(spec.out_dir) / TRACES_DIR)
         signature = _signature(result)
-        if spec.shrink_budget_s > 0 and signature not in shrunk_signatures:
+        if spec.shrink is not None and signature not in shrunk_signatures:
             shrunk_signatures.add(signature)
-            shrunk = shrink_and_save(result, impl=spec.impl, time_budget_s=spec.shrink_budget_s)
+            shrunk = shrink_and_save(result, impl=spec.impl, budget=spec.shrink)
         saved = shrunk or result
         assert saved.trace_path is not None
         trace_path = f"{TRACES_DIR}/{saved.trace_path.name}"

@@ -93,7 +93,7 @@ def test_shrinking_a_long_failure_leaves_a_dozen_operations(name: str) -> None:
     profile, seed, rate = LONG_FAILURES[name]
     failed = run_seed(profile, seed, impl=MUTANT_IMPL[name], steps=500, crash_rate=rate)
     assert not failed.ok and failed.steps >= 190
-    shrunk = shrink_result(failed, time_budget_s=300)
+    shrunk = shrink_result(failed)
     assert shrunk is not None and shrunk.anomaly == failed.anomaly
     assert shrunk.steps <= SHRUNK_MAX_STEPS
     # The shrunk trace is a valid trace that replays (outcomes checked) to the same failure.
@@ -105,7 +105,7 @@ def test_shrink_does_not_invent_a_failure() -> None:
     failed = run_seed("crashy", 0, impl=MUTANT_IMPL["positions-in-memory"], steps=80)
     assert not failed.ok
     # On impl the same operations pass: nothing to shrink.
-    assert shrink_result(failed, impl=DEFAULT_IMPL, time_budget_s=60) is None
+    assert shrink_result(failed, impl=DEFAULT_IMPL) is None
 
 
 # ----------------------------------------------------------------------------- open / reopen

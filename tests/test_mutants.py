@@ -25,6 +25,7 @@ from conformance.mutants.kill import (
     kill_mutant,
     run_matrix,
 )
+from conformance.shrink_budget import DEFAULT_SHRINK_BUDGET
 from impl import RocksMQ
 from impl.errors import CorruptDatabaseError
 from impl.storage import Store
@@ -117,7 +118,7 @@ def test_canary_gate_fails_on_a_mutant_and_passes_the_real_queue(
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
 def test_every_mutant_is_killed_by_the_default_gate_seeds(mutant: Mutant, tmp_path: Path) -> None:
-    kill = kill_mutant(mutant, DEFAULT_GATE_SEEDS, out=tmp_path, shrink_budget_s=None)
+    kill = kill_mutant(mutant, DEFAULT_GATE_SEEDS, out=tmp_path, shrink=None)
     assert kill.status == KILLED, f"{mutant.name} survived {kill.runs} runs"
     assert kill.anomaly and kill.check and kill.repro and kill.trace
     assert Path(kill.trace).exists()
@@ -126,20 +127,20 @@ def test_every_mutant_is_killed_by_the_default_gate_seeds(mutant: Mutant, tmp_pa
 
 def test_a_store_that_cannot_reopen_is_caught_by_the_reopen_check(tmp_path: Path) -> None:
     (mutant,) = select(["end-before-messages"])
-    kill = kill_mutant(mutant, DEFAULT_GATE_SEEDS, out=tmp_path, shrink_budget_s=None)
+    kill = kill_mutant(mutant, DEFAULT_GATE_SEEDS, out=tmp_path, shrink=None)
     assert (kill.status, kill.check, kill.anomaly) == (KILLED, "reopen", "unrecoverable")
 
 
 def test_none_properties_are_a_payload_mismatch_not_a_crash(tmp_path: Path) -> None:
     (mutant,) = select(["empty-payload-none"])
-    kill = kill_mutant(mutant, range(0, 5), out=tmp_path, shrink_budget_s=None)
+    kill = kill_mutant(mutant, range(0, 5), out=tmp_path, shrink=None)
     assert (kill.check, kill.anomaly) == ("outcome", "payload-mismatch")
 
 
 def test_kill_is_deterministic_and_shrinks(tmp_path: Path) -> None:
     (mutant,) = select(["ids-restart"])
-    first = kill_mutant(mutant, range(0, 3), out=tmp_path / "a", shrink_budget_s=10.0)
-    second = kill_mutant(mutant, range(0, 3), out=tmp_path / "b", shrink_budget_s=None)
+    first = kill_mutant(mutant, range(0, 3), out=tmp_path / "a", shrink=DEFAULT_SHRINK_BUDGET)
+    second = kill_mutant(mutant, range(0, 3), out=tmp_path / "b", shrink=None)
     assert (first.profile, first.seed, first.step, first.anomaly) == (
         second.profile,
         second.seed,
@@ -172,7 +173,7 @@ def test_matrix_needs_the_baseline_to_pass(tmp_path: Path) -> None:
     """A harness that fails everything would kill every mutant: the matrix fails when the
     unmodified implementation fails (here: a mutant posing as the baseline)."""
     (mutant,) = select(["ids-restart"])
-    matrix = run_matrix([mutant], range(0, 1), out=tmp_path, steps=100, shrink_budget_s=None)
+    matrix = run_matrix([mutant], range(0, 1), out=tmp_path, steps=100, shrink=None)
     assert matrix.ok and matrix.baseline_ok
     assert matrix.baseline is not None
     matrix.baseline.results[0].status = "divergence"
@@ -182,7 +183,7 @@ def test_matrix_needs_the_baseline_to_pass(tmp_path: Path) -> None:
 def test_a_survivor_fails_the_matrix(tmp_path: Path) -> None:
     """The real implementation posing as a mutant survives, and the matrix says so."""
     fake = Mutant("no-bug", "none", "the real implementation", DEFAULT_IMPL)
-    matrix = run_matrix([fake], range(0, 1), out=tmp_path, steps=50, shrink_budget_s=None)
+    matrix = run_matrix([fake], range(0, 1), out=tmp_path, steps=50, shrink=None)
     (kill,) = matrix.kills
     assert kill.status == SURVIVED and kill.runs == 7 and kill.anomaly is None
     assert matrix.baseline_ok and not matrix.ok
@@ -195,7 +196,7 @@ def test_cli_mutants_writes_the_matrix_and_refuses_unknown_names(tmp_path: Path)
         cli,
         [
             *("mutants", "--only", "ids-restart,empty-payload-none", "--seeds", "0:1"),
-            *("--steps", "100", "--shrink-budget-s", "5", "--out", str(out)),
+            *("--steps", "100", "--shrink-ops-budget", "20000", "--out", str(out)),
         ],
     )
     assert result.exit_code == 0, result.output

@@ -103,7 +103,6 @@ def test_a_task_yields_rows_and_saves_the_shrunk_reproducer(tmp_path: Path) -> N
         out_dir=str(tmp_path),
         sweep_id="t",
         steps=80,
-        shrink_budget_s=10,
     )
     items = [WorkItem("smoke", 0), WorkItem("smoke", 1), WorkItem("smoke", 0, repeat=1)]
     out = list(run_chunk(items, spec))

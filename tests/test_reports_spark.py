@@ -81,7 +81,7 @@ def wrong_sweep(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[P
     out = tmp_path_factory.mktemp("wrong")
     result = rmqsim(
         "sweep", "--seeds", "0:30", "--profiles", "smoke", "--steps", "60", "--impl",
-        WRONG_IMPL, "--shrink-budget-s", "5", "--determinism-sample", "0", "--out", out,
+        WRONG_IMPL, "--shrink-ops-budget", "20000", "--determinism-sample", "0", "--out", out,
     )  # fmt: skip
     table = rows(out)
     real = table.slice(0, 1).to_pylist()[0]

@@ -23,6 +23,7 @@ from conformance.gate import GATE_CONSUMER_PROFILES, GATE_PROFILES, GateResult, 
 from conformance.lockstep import Divergence
 from conformance.mutants import Mutant
 from conformance.shrink import shrink_and_save
+from conformance.shrink_budget import DEFAULT_SHRINK_BUDGET, ShrinkBudget
 
 #: The gate profiles that exercise each layer: a consumer-layer mutant is only reached
 #: through the consumer profiles (the queue profiles never start a push consumer).
@@ -30,9 +31,6 @@ LAYER_PROFILES: dict[str, tuple[str, ...]] = {
     "queue": GATE_PROFILES,
     "consumer": GATE_CONSUMER_PROFILES,
 }
-#: Default time budget to shrink one killing run.
-SHRINK_BUDGET_S = 30.0
-
 KILLED = "killed"
 SURVIVED = "survived"
 NOT_RUN = "not run"
@@ -152,7 +150,7 @@ def kill_mutant(
     out: Path,
     profiles: Sequence[str] | None = None,
     steps: int | None = None,
-    shrink_budget_s: float | None = SHRINK_BUDGET_S,
+    shrink: ShrinkBudget | None = DEFAULT_SHRINK_BUDGET,
 ) -> Kill:
     """Run the gate against ``mutant`` until its first failing run; shrink that run.
 
@@ -184,8 +182,8 @@ def kill_mutant(
     kill.detail = divergence.detail
     kill.repro = failure.repro_command()
     kill.trace = str(failure.trace_path) if failure.trace_path else None
-    if shrink_budget_s is not None:
-        shrunk = shrink_and_save(failure, impl=mutant.impl, time_budget_s=shrink_budget_s)
+    if shrink is not None:
+        shrunk = shrink_and_save(failure, impl=mutant.impl, budget=shrink)
         if shrunk is not None:
             kill.shrunk_steps = shrunk.steps
             kill.shrunk_trace = str(shrunk.trace_path)
@@ -201,7 +199,7 @@ def run_matrix(
     out: Path,
     profiles: Sequence[str] | None = None,
     steps: int | None = None,
-    shrink_budget_s: float | None = SHRINK_BUDGET_S,
+    shrink: ShrinkBudget | None = DEFAULT_SHRINK_BUDGET,
     baseline: bool = True,
     on_kill: Callable[[Kill], None] | None = None,
 ) -> KillMatrix:
@@ -209,9 +207,7 @@ def run_matrix(
     over every profile any of them ran (``profiles``, or those of their layers)."""
     kills = []
     for mutant in mutants:
-        kill = kill_mutant(
-            mutant, seeds, out=out, profiles=profiles, steps=steps, shrink_budget_s=shrink_budget_s
-        )
+        kill = kill_mutant(mutant, seeds, out=out, profiles=profiles, steps=steps, shrink=shrink)
         kills.append(kill)
         if on_kill is not None:
             on_kill(kill)

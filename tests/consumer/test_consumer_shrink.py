@@ -23,6 +23,7 @@ from conformance.shrink import (
     shrink_file,
     shrink_result,
 )
+from conformance.shrink_budget import ShrinkBudget
 from conformance.shrink_consumer import client_epochs, without_batch
 from conformance.trace import TraceFormatError, read_trace, write_lines
 from scenarios.consumer_ops import (
@@ -62,7 +63,7 @@ def test_a_wrong_consumer_shrinks_to_a_short_trace_that_replays(name: str, tmp_p
     factory, profile, seeds, anomaly = CASES[name]
     failing = run_seed(profile, seeds[0], impl=factory)
     assert failing.anomaly == anomaly
-    shrunk = shrink_result(failing, impl=factory, time_budget_s=60)
+    shrunk = shrink_result(failing, impl=factory)
     assert shrunk is not None and shrunk.anomaly == anomaly
     assert shrunk.steps <= FAST[name] and shrunk.steps < failing.steps
     path = tmp_path / "shrunk.jsonl"
@@ -77,9 +78,12 @@ def test_a_wrong_consumer_shrinks_to_a_short_trace_that_replays(name: str, tmp_p
 def test_shrinking_is_deterministic() -> None:
     factory, profile, seeds, _ = CASES["acks-failures"]
     failing = run_seed(profile, seeds[0], impl=factory)
-    first, second = (shrink_result(failing, impl=factory, max_runs=200) for _ in range(2))
+    budget = ShrinkBudget(max_operations=300)  # stops part-way (528 to converge)
+    first, second = (shrink_result(failing, impl=factory, budget=budget) for _ in range(2))
     assert first is not None and second is not None
     assert first.trace_lines[1:] == second.trace_lines[1:]
+    assert first.shrink_stats == second.shrink_stats
+    assert first.shrink_stats is not None and first.shrink_stats.stopped_by == "operations"
 
 
 def test_the_shrink_command_shrinks_a_consumer_trace(tmp_path: Path) -> None:
@@ -87,7 +91,7 @@ def test_the_shrink_command_shrinks_a_consumer_trace(tmp_path: Path) -> None:
     failing = run_seed(profile, seeds[0], impl=factory)
     path = tmp_path / "fail.jsonl"
     write_lines(path, failing.trace_lines)
-    report = shrink_file(path, impl=factory, time_budget_s=60)
+    report = shrink_file(path, impl=factory)
     assert report.anomaly == anomaly and report.shrunk_steps < report.original_steps
     assert report.path == tmp_path / "fail.shrunk.jsonl" and report.path.exists()
 
@@ -103,9 +107,9 @@ def test_a_failure_only_at_the_final_check_is_not_shrunk(tmp_path: Path) -> None
     write_lines(path, cut)
     replayed = replay_consumer_trace(path)
     assert replayed.anomaly == "consumer-lost" and "never finished" in replayed.divergence.detail
-    assert shrink_result(replayed, impl=DEFAULT_IMPL, max_runs=50) is None
+    assert shrink_result(replayed, impl=DEFAULT_IMPL) is None
     with pytest.raises(NotFailingError, match="final check"):
-        shrink_file(path, time_budget_s=30)
+        shrink_file(path)
     result = CliRunner().invoke(cli, ["shrink", str(path)])
     assert result.exit_code == 2 and "final check" in result.output
 
@@ -219,6 +223,6 @@ def test_replaying_a_trace_of_the_older_format_is_exit_2(tmp_path: Path) -> None
 def test_every_consumer_mutant_shrinks_to_at_most_ten_operations(name: str, tmp_path: Path) -> None:
     """Issue 8's target for every mutant's shrunk reproducer."""
     (mutant,) = select([name])
-    kill = kill_mutant(mutant, range(0, 2), out=tmp_path, shrink_budget_s=60)
+    kill = kill_mutant(mutant, range(0, 2), out=tmp_path)
     assert kill.status == KILLED and kill.shrunk_steps is not None
     assert kill.shrunk_steps <= 10, (kill.shrunk_steps, kill.shrunk_trace)
