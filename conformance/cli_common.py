@@ -135,6 +135,29 @@ steps_option = click.option(
 )
 
 
+def ops_budget_option(flag: str) -> Callable[[F], F]:
+    """A shrink's bound by work: operations its candidate runs may execute."""
+    return click.option(
+        flag,
+        type=click.IntRange(min=1),
+        default=DEFAULT_SHRINK_OPERATIONS,
+        show_default=True,
+        help="Operations a shrink's candidate runs may execute: a bound by work, so a "
+        "failing run shrinks to the same trace on any machine.",
+    )
+
+
+def time_budget_option(flag: str) -> Callable[[F], F]:
+    """A shrink's optional wall-clock cap (off by default)."""
+    return click.option(
+        flag,
+        type=click.FloatRange(min=0, min_open=True),
+        default=None,
+        help="Also stop a shrink after S seconds of wall time (off by default: the result "
+        "then depends on the machine's speed, and the report says so).",
+    )
+
+
 def shrink_options(func: F) -> F:
     """``--shrink-ops-budget N``, ``--shrink-budget-s S`` and ``--no-shrink``, handed to the
     command as one ``shrink`` argument: a ``ShrinkBudget``, or None to not shrink."""
@@ -152,21 +175,8 @@ def shrink_options(func: F) -> F:
 
     options = (
         click.option("--no-shrink", is_flag=True, help="Do not shrink failing runs."),
-        click.option(
-            "--shrink-ops-budget",
-            type=click.IntRange(min=1),
-            default=DEFAULT_SHRINK_OPERATIONS,
-            show_default=True,
-            help="Operations each shrink may execute in its candidate runs: a bound by work, "
-            "so a failing run shrinks to the same trace on any machine.",
-        ),
-        click.option(
-            "--shrink-budget-s",
-            type=click.FloatRange(min=0, min_open=True),
-            default=None,
-            help="Also stop each shrink after S seconds of wall time (off by default: the "
-            "result then depends on the machine's speed; the report says so).",
-        ),
+        ops_budget_option("--shrink-ops-budget"),
+        time_budget_option("--shrink-budget-s"),
     )
     for option in options:
         wrapper = option(wrapper)

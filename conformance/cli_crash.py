@@ -14,31 +14,20 @@ from conformance.cli_common import (
     crash_mode_option,
     friendly_errors,
     impl_option,
+    ops_budget_option,
     out_option,
     progress,
+    time_budget_option,
     writable_dir,
 )
-from conformance.shrink_budget import DEFAULT_SHRINK_OPERATIONS, ShrinkBudget
+from conformance.shrink_budget import ShrinkBudget
 
 
 @click.command("shrink")
 @click.argument("trace_file", type=click.Path(dir_okay=False, path_type=Path))
 @impl_option
-@click.option(
-    "--ops-budget",
-    type=click.IntRange(min=1),
-    default=DEFAULT_SHRINK_OPERATIONS,
-    show_default=True,
-    help="Operations the candidate runs may execute: a bound by work, so the same trace "
-    "shrinks to the same result on any machine.",
-)
-@click.option(
-    "--time-budget-s",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    help="Also stop after S seconds of wall time (off by default: the result then "
-    "depends on the machine's speed, and the output says so).",
-)
+@ops_budget_option("--ops-budget")
+@time_budget_option("--time-budget-s")
 @friendly_errors
 def shrink_command(
     trace_file: Path, impl: str | None, ops_budget: int, time_budget_s: float | None
