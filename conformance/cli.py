@@ -21,6 +21,7 @@ from conformance.cli_common import (
     EXIT_DIVERGENCE,
     EXIT_OK,
     SEEDS,
+    ShrinkBar,
     UsageError,
     crash_mode_option,
     crash_rate_option,
@@ -168,6 +169,7 @@ def run_command(
     failures = 0
     total_steps = 0
     with progress(len(seed_range), f"run {profile_name}") as bar:
+        shrink_bar = ShrinkBar(bar, shrink) if shrink is not None else None
         for s in seed_range:
             result = run_seed(
                 profile_name,
@@ -184,8 +186,9 @@ def run_command(
             if not result.ok:
                 failures += 1
                 save_failure(result, out)
-                if shrink is not None:
-                    shrink_and_save(result, impl=impl, budget=shrink)
+                if shrink is not None and shrink_bar is not None:
+                    shrink_and_save(result, impl=impl, budget=shrink, on_run=shrink_bar.on_run)
+                    shrink_bar.done()
                 click.echo(render_failure(result), err=True)
                 save_regressions([result], save_regression)
             bar.advance(bar.task_ids[0])
@@ -311,6 +314,13 @@ def gate_command(
     runner = functools.partial(gate_runner("spark"), master=master) if spark else run_profiles
     writable_dir(out)
     with progress(len(names) * len(seed_range), "gate") as bar:
+        shrink_bar = ShrinkBar(bar, shrink) if shrink is not None else None
+
+        def on_result(_result: object) -> None:
+            bar.advance(bar.task_ids[0])
+            if shrink_bar is not None:
+                shrink_bar.done()
+
         gate = runner(
             names,
             seed_range,
@@ -319,7 +329,8 @@ def gate_command(
             steps=steps,
             shrink=shrink,
             crash_rate=crash_rate,
-            on_result=lambda _r: bar.advance(bar.task_ids[0]),
+            on_result=on_result,
+            on_shrink_run=None if shrink_bar is None else shrink_bar.on_run,
         )
     # The crash sweep replays queue scenarios; consumer runs crash their own way (client and
     # process crashes drawn by the scenario) and are not swept.

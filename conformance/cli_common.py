@@ -16,7 +16,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from conformance.shrink_budget import DEFAULT_SHRINK_OPERATIONS, ShrinkBudget
+from conformance.shrink_budget import DEFAULT_SHRINK_OPERATIONS, ShrinkBudget, ShrinkStats
 
 EXIT_OK = 0
 EXIT_DIVERGENCE = 1
@@ -116,6 +116,22 @@ def progress(total: int, description: str) -> Any:
     )
     bar.add_task(description, total=total)
     return bar
+
+
+class ShrinkBar:
+    """A line of its own on a command's progress bar while a failing run is shrunk:
+    operations spent of the budget (the bound is work, so that is the share done)."""
+
+    def __init__(self, bar: Any, budget: ShrinkBudget) -> None:
+        self._bar = bar
+        self._task = bar.add_task("shrink", total=budget.max_operations, visible=False)
+
+    def on_run(self, stats: ShrinkStats) -> None:
+        self._bar.update(self._task, completed=stats.operations, visible=True)
+
+    def done(self) -> None:
+        """Hide the line until the next shrink starts."""
+        self._bar.update(self._task, completed=0, visible=False)
 
 
 impl_option = click.option(

@@ -39,8 +39,16 @@ def shrink_command(
     """
     from conformance.shrink import NotFailingError, shrink_file
 
+    budget = ShrinkBudget(ops_budget, time_budget_s)
     try:
-        report = shrink_file(trace_file, impl=impl, budget=ShrinkBudget(ops_budget, time_budget_s))
+        with progress(budget.max_operations, "shrink (operations)") as bar:
+            task = bar.task_ids[0]
+            report = shrink_file(
+                trace_file,
+                impl=impl,
+                budget=budget,
+                on_run=lambda stats: bar.update(task, completed=stats.operations),
+            )
     except NotFailingError as exc:
         raise UsageError(str(exc)) from None
     click.echo(

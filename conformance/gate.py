@@ -15,7 +15,7 @@ from conformance.corpus import replay_corpus
 from conformance.crash_sweep import SweepResult, crash_sweep
 from conformance.report import render_failure
 from conformance.run import RunResult, run_seed
-from conformance.shrink_budget import ShrinkBudget
+from conformance.shrink_budget import OnRun, ShrinkBudget
 from conformance.trace import write_lines
 
 #: Profiles the gate runs, in this order (each seed of each).
@@ -103,10 +103,12 @@ def run_profiles(
     crash_rate: float = 0.0,
     on_result: Callable[[RunResult], None] | None = None,
     until_failure: bool = False,
+    on_shrink_run: OnRun | None = None,
 ) -> GateResult:
     """Run every seed of every profile; save failing traces under ``out``, and shrink the
-    first ``MAX_SHRUNK_FAILURES`` of them within ``shrink`` each (None: don't).
-    With ``until_failure``, stop after the first failing run (the mutant kill matrix)."""
+    first ``MAX_SHRUNK_FAILURES`` of them within ``shrink`` each (None: don't), telling
+    ``on_shrink_run`` how far each shrink has gone. With ``until_failure``, stop after the
+    first failing run (the mutant kill matrix)."""
     from conformance.shrink import shrink_and_save
 
     gate = GateResult(impl=resolve_impl(impl)[0], seeds=seeds)
@@ -119,7 +121,7 @@ def run_profiles(
             else:
                 save_failure(result, out)
                 if shrink is not None and len(gate.failures) < MAX_SHRUNK_FAILURES:
-                    shrink_and_save(result, impl=impl, budget=shrink)
+                    shrink_and_save(result, impl=impl, budget=shrink, on_run=on_shrink_run)
             summary.add(result)
             gate.results.append(result)
             if on_result is not None:

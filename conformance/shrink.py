@@ -48,6 +48,7 @@ from conformance.shrink_budget import (
     DEFAULT_SHRINK_BUDGET,
     STOPPED_BY_OPERATIONS,
     STOPPED_BY_TIME,
+    OnRun,
     ShrinkBudget,
     ShrinkStats,
 )
@@ -78,6 +79,7 @@ class _Search:
     budget: ShrinkBudget
     #: ``time.perf_counter()`` past which no candidate starts (None: no time limit).
     deadline: float | None
+    on_run: OnRun | None = None
     best: RunResult | None = None
     runs: int = 0
     #: Operations the candidate runs executed (a run counts at least one: the budget
@@ -101,6 +103,9 @@ class _Search:
         self.best = found[1]
         return found[0]
 
+    def stats(self) -> ShrinkStats:
+        return ShrinkStats(self.runs, self.operations, self.stopped_by)
+
     def _run(self, steps: tuple[Step, ...]) -> tuple[tuple[Step, ...], RunResult] | None:
         # The first run (the failing steps as they are) always runs: without it there is
         # no telling a spent budget from a failure that does not recur.
@@ -113,6 +118,8 @@ class _Search:
         self.runs += 1
         result = self.run(steps)
         self.operations += max(result.steps, 1)
+        if self.on_run is not None:
+            self.on_run(self.stats())
         if result.anomaly != self.anomaly:
             return None
         result.replay_only = True
@@ -233,6 +240,7 @@ def shrink_result(
     *,
     impl: str | Factory | None = None,
     budget: ShrinkBudget = DEFAULT_SHRINK_BUDGET,
+    on_run: OnRun | None = None,
 ) -> RunResult | None:
     """The failing run of the smallest trace found that fails like ``result`` (same
     implementation, same anomaly), or None when ``result`` does not fail again when
@@ -240,13 +248,16 @@ def shrink_result(
     through ``consumer_run``, where a step that no longer makes sense after a cut (say,
     completing a batch that was never delivered) returns the same error on both sides;
     as always, a candidate is kept only if it still fails with the same anomaly. Bounded
-    by ``budget``; the result's ``shrink_stats`` say how the search went."""
+    by ``budget``; the result's ``shrink_stats`` say how the search went, and ``on_run``
+    hears how far it has gone after every candidate run."""
     assert not result.ok and result.anomaly is not None, "only a failing run can be shrunk"
     trace, run = _runner(result.trace_lines, impl or result.impl)
     deadline = None
     if budget.max_seconds is not None:
         deadline = time.perf_counter() + budget.max_seconds
-    search = _Search(run=run, anomaly=result.anomaly, budget=budget, deadline=deadline)
+    search = _Search(
+        run=run, anomaly=result.anomaly, budget=budget, deadline=deadline, on_run=on_run
+    )
     try:
         steps = search.fails(_steps_of(trace))
         if steps is None:
@@ -260,7 +271,7 @@ def shrink_result(
     except _OutOfBudget:
         pass
     if search.best is not None:
-        search.best.shrink_stats = ShrinkStats(search.runs, search.operations, search.stopped_by)
+        search.best.shrink_stats = search.stats()
     return search.best
 
 
@@ -299,14 +310,18 @@ def shrunk_path(path: Path) -> Path:
 
 
 def shrink_and_save(
-    result: RunResult, *, impl: str | Factory | None, budget: ShrinkBudget
+    result: RunResult,
+    *,
+    impl: str | Factory | None,
+    budget: ShrinkBudget,
+    on_run: OnRun | None = None,
 ) -> RunResult | None:
     """Shrink a failing run whose trace was saved (``result.trace_path``) and write the
     shrunk trace beside it; remember it on ``result.shrunk``. None if it did not recur."""
     from conformance.trace import write_lines
 
     assert result.trace_path is not None, "save the failing trace first"
-    shrunk = shrink_result(result, impl=impl, budget=budget)
+    shrunk = shrink_result(result, impl=impl, budget=budget, on_run=on_run)
     if shrunk is not None:
         shrunk.trace_path = shrunk_path(result.trace_path)
         write_lines(shrunk.trace_path, shrunk.trace_lines)
@@ -319,7 +334,11 @@ class NotFailingError(Exception):
 
 
 def shrink_file(
-    path: Path, *, impl: str | Factory | None = None, budget: ShrinkBudget = DEFAULT_SHRINK_BUDGET
+    path: Path,
+    *,
+    impl: str | Factory | None = None,
+    budget: ShrinkBudget = DEFAULT_SHRINK_BUDGET,
+    on_run: OnRun | None = None,
 ) -> ShrinkReport:
     """Shrink the failing trace at ``path`` (of a queue or a consumer profile) into
     ``<stem>.shrunk.jsonl`` beside it."""
@@ -339,7 +358,7 @@ def shrink_file(
             "it was written by other code; re-run its seed instead"
         )
     original.trace_path = path
-    shrunk = shrink_and_save(original, impl=impl, budget=budget)
+    shrunk = shrink_and_save(original, impl=impl, budget=budget, on_run=on_run)
     if shrunk is None:
         why = "the failure did not recur when re-run"
         if consumer:

@@ -9,6 +9,7 @@ fast laptop and a slow CI runner different reproducers of one failure).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 #: Default bound of one shrink: operations executed by its candidate runs. Measured here:
@@ -65,3 +66,8 @@ class ShrinkStats:
             f"stopped by the time limit ({spent}): this result depends on the machine's speed; "
             f"an operations budget of {self.operations} and no time limit reproduces it anywhere"
         )
+
+
+#: Told after every candidate run of a shrink how far it has gone (a progress bar: the
+#: budget is operations, so ``operations / max_operations`` is the share spent).
+OnRun = Callable[[ShrinkStats], None]

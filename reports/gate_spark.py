@@ -15,7 +15,7 @@ from pathlib import Path
 from conformance.adapter import Factory, resolve_impl
 from conformance.gate import GateResult, ProfileSummary
 from conformance.run import RunResult
-from conformance.shrink_budget import ShrinkBudget
+from conformance.shrink_budget import OnRun, ShrinkBudget
 from reports.schema import STATUS_ERROR
 from reports.spark import DEFAULT_MASTER, spark_session
 from reports.sweep import run_sweep
@@ -35,6 +35,7 @@ def run_profiles_spark(
     shrink: ShrinkBudget | None = None,
     crash_rate: float = 0.0,
     on_result: Callable[[RunResult], None] | None = None,
+    on_shrink_run: OnRun | None = None,
     master: str | None = None,
 ) -> GateResult:
     """Every seed of every profile on Spark ``master``; failing traces under ``out``
@@ -42,7 +43,8 @@ def run_profiles_spark(
 
     The normal gate does not re-run seeds for determinism, so neither does this one. Each
     task shrinks its first failure of each signature within ``shrink`` (None:
-    none), where the normal gate shrinks its first few failures.
+    none), where the normal gate shrinks its first few failures. Shrinks run inside the
+    tasks, so ``on_shrink_run`` is never called: the bar counts finished runs.
     """
     names = tuple(profiles)
     gate = GateResult(impl=resolve_impl(impl)[0], seeds=seeds)

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 import conformance.shrink as shrink_module
 from conformance.cli import cli
+from conformance.cli_common import ShrinkBar, progress
 from conformance.mutants.catalogue import select
 from conformance.report import render_failure
 from conformance.run import RunResult, run_seed
@@ -95,6 +96,26 @@ def test_a_time_limit_is_reported_with_the_operations_budget_that_reproduces_it(
     again = shrink_result(_failing(), budget=ShrinkBudget(max_operations=stats.operations))
     assert again is not None and again.trace_lines == timed.trace_lines
     assert again.shrink_stats == ShrinkStats(stats.runs, stats.operations, STOPPED_BY_OPERATIONS)
+
+
+def test_progress_is_told_after_every_candidate_run() -> None:
+    heard: list[ShrinkStats] = []
+    shrunk = shrink_result(_failing(), on_run=heard.append)
+    assert shrunk is not None and shrunk.shrink_stats is not None
+    assert [stats.runs for stats in heard] == list(range(1, shrunk.shrink_stats.runs + 1))
+    operations = [stats.operations for stats in heard]
+    assert operations == sorted(set(operations)) and operations[-1] == FULL_SEARCH_OPERATIONS
+
+
+def test_the_shrink_line_of_a_progress_bar_follows_the_search_and_hides_after_it() -> None:
+    bar = progress(10, "run smoke")
+    shrink_bar = ShrinkBar(bar, ShrinkBudget(max_operations=5_000))
+    (task,) = (t for t in bar.tasks if t.description == "shrink")
+    assert not task.visible and task.total == 5_000
+    shrink_result(_failing(), on_run=shrink_bar.on_run)
+    assert task.visible and task.completed == FULL_SEARCH_OPERATIONS
+    shrink_bar.done()
+    assert not task.visible and task.completed == 0
 
 
 def test_the_failure_report_says_how_the_search_went(tmp_path: Path) -> None:
