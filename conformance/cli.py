@@ -186,8 +186,9 @@ def run_command(
             if not result.ok:
                 failures += 1
                 save_failure(result, out)
-                if shrink is not None and shrink_bar is not None:
-                    shrink_and_save(result, impl=impl, budget=shrink, on_run=shrink_bar.on_run)
+                if shrink_bar is not None:
+                    budget = shrink_bar.budget
+                    shrink_and_save(result, impl=impl, budget=budget, on_run=shrink_bar.on_run)
                     shrink_bar.done()
                 click.echo(render_failure(result), err=True)
                 save_regressions([result], save_regression)

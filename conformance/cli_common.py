@@ -123,6 +123,7 @@ class ShrinkBar:
     operations spent of the budget (the bound is work, so that is the share done)."""
 
     def __init__(self, bar: Any, budget: ShrinkBudget) -> None:
+        self.budget = budget
         self._bar = bar
         self._task = bar.add_task("shrink", total=budget.max_operations, visible=False)
 
