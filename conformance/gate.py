@@ -266,6 +266,7 @@ def summary_json(gate: GateResult) -> dict[str, Any]:
                 "repro": r.repro_command(),
                 "shrunk_trace": str(r.shrunk.trace_path) if r.shrunk else None,
                 "shrunk_steps": r.shrunk.steps if r.shrunk else None,
+                "shrink_search": _search_json(r.shrunk),
             }
             for r in gate.failures
         ],
@@ -286,6 +287,15 @@ def summary_json(gate: GateResult) -> dict[str, Any]:
             for s in gate.sweeps
         },
     }
+
+
+def _search_json(shrunk: RunResult | None) -> dict[str, Any] | None:
+    """How a failure's shrink searched (``ShrinkStats``), for CI tooling: whether the
+    shrunk trace is final (``stopped_by`` null) or the budget cut the search short."""
+    if shrunk is None or shrunk.shrink_stats is None:
+        return None
+    stats = shrunk.shrink_stats
+    return {"runs": stats.runs, "operations": stats.operations, "stopped_by": stats.stopped_by}
 
 
 def write_outputs(gate: GateResult, out: Path) -> tuple[Path, Path]:

@@ -111,7 +111,12 @@ def test_canary_gate_fails_on_a_mutant_and_passes_the_real_queue(
     runner = CliRunner()
     failed = runner.invoke(cli, [*args, "--impl", mutant.impl, "--out", str(tmp_path / "m")])
     assert failed.exit_code == 1, failed.output
-    assert json.loads((tmp_path / "m" / "summary.json").read_text())["status"] == "divergence"
+    summary = json.loads((tmp_path / "m" / "summary.json").read_text())
+    assert summary["status"] == "divergence"
+    failure = summary["failures"][0]  # the first failures are shrunk
+    assert 0 < failure["shrunk_steps"] <= 10 and Path(failure["shrunk_trace"]).exists()
+    search = failure["shrink_search"]
+    assert search["stopped_by"] is None and 0 < search["runs"] <= search["operations"]
     passed = runner.invoke(cli, [*args, "--impl", DEFAULT_IMPL, "--out", str(tmp_path / "i")])
     assert passed.exit_code == 0, passed.output
 
