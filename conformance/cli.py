@@ -23,6 +23,7 @@ from conformance.cli_common import (
     SEEDS,
     ShrinkBar,
     UsageError,
+    crash_mode_choice,
     crash_mode_option,
     crash_rate_option,
     friendly_errors,
@@ -245,12 +246,9 @@ def replay_command(trace_file: Path, impl: str | None) -> None:
     default=None,
     help="Steps per crash sweep (default: crash_sweep.DEFAULT_SWEEP_STEPS).",
 )
-@click.option(
+@crash_mode_choice(
     "--sweep-crash-mode",
-    type=click.Choice(["inprocess", "process"]),
-    default="inprocess",
-    show_default=True,
-    help="process: the crash sweep SIGKILLs the implementation in a child process "
+    "process: the crash sweep SIGKILLs the implementation in a child process "
     "(rmqsim crash-sweep --crash-mode); the profile runs stay in process.",
 )
 @crash_rate_option

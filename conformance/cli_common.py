@@ -208,12 +208,23 @@ crash_rate_option = click.option(
     help="Probability, per state-changing operation, of crashing inside it (seeded: "
     "the crashes are ArmCrash steps of the trace).",
 )
-crash_mode_option = click.option(
+
+
+def crash_mode_choice(flag: str, help: str) -> Callable[[F], F]:
+    """An ``inprocess``/``process`` crash-mode option (``run``, ``crash-sweep``, and the
+    gate's crash sweep)."""
+    return click.option(
+        flag,
+        type=click.Choice(["inprocess", "process"]),
+        default="inprocess",
+        show_default=True,
+        help=help,
+    )
+
+
+crash_mode_option = crash_mode_choice(
     "--crash-mode",
-    type=click.Choice(["inprocess", "process"]),
-    default="inprocess",
-    show_default=True,
-    help="process: the implementation runs in a child process and a crash is a real "
+    "process: the implementation runs in a child process and a crash is a real "
     "SIGKILL of it (needs --impl as MOD:FACTORY).",
 )
 save_regression_option = click.option(
