@@ -592,15 +592,12 @@ class RocksMQ:
             if not isinstance(name, str):
                 continue
             try:
-                cached = self._acquire(name)
+                with self._locked(name) as cached:
+                    stored = read_topic(
+                        self._store, name, messages_from.get(name), cached.topic_key, cached.hwm_key
+                    )
             except TopicNotFoundError:
                 continue
-            try:
-                stored = read_topic(
-                    self._store, name, messages_from.get(name), cached.topic_key, cached.hwm_key
-                )
-            finally:
-                cached.lock.release()
             if stored is None:
                 continue
             result[name], topic_groups = stored
@@ -623,18 +620,13 @@ class RocksMQ:
         """``with self._locked(name) as cached``: hold the lock of live topic ``name``;
         ``TopicNotFoundError`` if there is none. The lock is taken here, so use it only as
         a ``with`` expression."""
-        return _Held(self._acquire(name))
-
-    def _acquire(self, name: str) -> _Topic:
-        """Take the lock of live topic ``name`` and return the topic: the caller releases
-        it. ``TopicNotFoundError`` if there is none."""
         while True:
             cached = self._topics.get(name)
             if cached is None:
                 raise TopicNotFoundError(f"topic {name!r} does not exist")
             cached.lock.acquire()
             if self._state == _SERVING and cached.alive:
-                return cached
+                return _Held(cached)
             cached.lock.release()
             self._check_serving()
             if self._topics.get(name) is cached:  # destroyed, not yet re-created
