@@ -5,7 +5,7 @@ Everything that touches ``rocksdict`` lives here, so the traps of the binding ar
 in one place (see ``shared/NOTES-dependencies.md``):
 
 - raw mode everywhere (bytes keys and values, nothing pickled), options passed explicitly
-  on open; one column family (``default``, see ``keys``);
+  on open, for the database and for its one column family (``default``, see ``keys``);
 - ``set_iterate_lower_bound`` is never called (it sets the upper bound in 0.3.29); scans
   start with ``from_key`` and stop at ``set_iterate_upper_bound``;
 - RocksDB keeps its LOCK while *any* iterator or handle is alive. So no rocksdict object
@@ -270,7 +270,11 @@ class Store:
             fresh = kind == _DirectoryKind.FRESH
             options = _options(create=fresh)
             try:
-                db = Rdict(path, options)
+                # The column family's options are passed too: without them rocksdict
+                # opens an existing database with the ones its last OPTIONS file holds,
+                # and a change to ``_options`` would never reach databases made before it.
+                families = {name: options for name in keys.COLUMN_FAMILIES}
+                db = Rdict(path, options, column_families=families)
             except Exception as exc:
                 raise map_rocksdb_error(exc, path, "open") from exc
             store = cls(path, db, fd, sync_writes=sync_writes)
