@@ -6,7 +6,9 @@ Layout (one JSON object per line, keys sorted, no spaces, UTF-8):
    "profile_config", "config", "impl", "versions", "git_commit", ...}``
 2. one line per operation: ``{"type": "step", "i", "t", "actor", "op", "outcome"}`` plus
    ``"crash"`` when a crash was injected inside it and ``"sut_outcome"`` at a divergence;
-3. end: ``{"type": "end", "steps", "status", "anomaly", "state_digest"}``.
+3. end: ``{"type": "end", "steps", "status", "anomaly", "state_digest"}``; required, and
+   ``steps`` must count the step lines, so a truncated trace is an error, never a shorter
+   run that passes.
 
 Lines are ASCII: non-ASCII characters are ``\\uXXXX`` escapes, so that names that are not
 valid UTF-8 (lone surrogates, which scenarios use to test rejection) survive. Bytes are
@@ -86,6 +88,7 @@ def parse_lines(
 ) -> Trace:
     """Parse trace lines; raise ``TraceFormatError`` on the first bad one."""
     trace: Trace | None = None
+    last = 0  # the number of the last line that held something
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
@@ -103,19 +106,27 @@ def parse_lines(
                 raise TraceFormatError(path, number, "the first line must be the header")
             if obj.get("format") != FORMAT:
                 raise TraceFormatError(path, number, f"not an {FORMAT} file")
-            if obj.get("version") != FORMAT_VERSION:
+            version = obj.get("version")
+            if type(version) is not int:
+                raise TraceFormatError(
+                    path, number, f"format version must be an integer, got {version!r}"
+                )
+            if version != FORMAT_VERSION:
                 raise TraceFormatError(
                     path,
                     number,
-                    f"format version {obj.get('version')!r} is not supported "
+                    f"format version {version} is not supported "
                     f"(this rmqsim reads version {FORMAT_VERSION})",
                 )
-            for key, want in (("seed", int), ("config", dict)):
+            for key, want in (("seed", int), ("config", dict), ("profile", str)):
                 if not isinstance(obj.get(key), want) or isinstance(obj.get(key), bool):
                     raise TraceFormatError(
                         path, number, f"header field {key!r} is missing or wrong"
                     )
+            if not isinstance(obj.get("impl", ""), str):
+                raise TraceFormatError(path, number, "header field 'impl' must be a string")
             trace = Trace(header=obj, path=str(path))
+            last = number
             continue
         if trace.end is not None:
             raise TraceFormatError(path, number, "content after the end line")
@@ -123,11 +134,25 @@ def parse_lines(
             step = _parse_step(obj, path, number, len(trace.steps) + 1, decode_op, decode_outcome)
             trace.steps.append(step)
         elif kind == "end":
+            if obj.get("steps") != len(trace.steps):
+                raise TraceFormatError(
+                    path,
+                    number,
+                    f"the end line says {obj.get('steps')!r} steps but the trace holds "
+                    f"{len(trace.steps)}: steps are missing or were added",
+                )
             trace.end = obj
         else:
             raise TraceFormatError(path, number, f"unknown line type {kind!r}")
+        last = number
     if trace is None:
         raise TraceFormatError(path, None, "empty file: no header")
+    if trace.end is None:
+        raise TraceFormatError(
+            path,
+            last + 1,
+            f"no end line after step {len(trace.steps)}: the trace is truncated",
+        )
     return trace
 
 

@@ -108,6 +108,12 @@ def test_unwritable_out_exits_2(tmp_path: Path) -> None:
     assert "not a writable directory" in result.output
 
 
+HEADER = (
+    '{"type":"header","format":"rmqsim-trace","version":1,"seed":1,"config":{},"profile":"smoke"}\n'
+)
+STEP = '{"type":"step","i":1,"t":0,"actor":"a","op":{"kind":"run_retention"},"outcome":null}'
+
+
 @pytest.mark.parametrize(
     ("content", "needle"),
     [
@@ -120,14 +126,31 @@ def test_unwritable_out_exits_2(tmp_path: Path) -> None:
         ),
         ('{"type":"header","format":"other","version":1}\n', "not an rmqsim-trace file"),
         (
-            '{"type":"header","format":"rmqsim-trace","version":1,"seed":1,"config":{}}\n'
-            '{"type":"step","i":1,"t":0,"actor":"a","op":{"kind":"fly"},"outcome":null}\n',
+            HEADER
+            + '{"type":"step","i":1,"t":0,"actor":"a","op":{"kind":"fly"},"outcome":null}\n',
             ":2: bad operation",
         ),
         (
-            '{"type":"header","format":"rmqsim-trace","version":1,"seed":1,"config":{}}\n'
-            '{"type":"step","i":7,"t":0,"actor":"a","op":{"kind":"run_retention"},"outcome":null}\n',
+            HEADER + STEP.replace('"i":1', '"i":7') + "\n",
             ":2: step index must be 1",
+        ),
+        (
+            '{"type":"header","format":"rmqsim-trace","version":"1","seed":1,"config":{}}\n',
+            ":1: format version must be an integer, got '1'",
+        ),
+        (
+            '{"type":"header","format":"rmqsim-trace","version":1,"seed":1,"config":{}}\n',
+            ":1: header field 'profile' is missing or wrong",
+        ),
+        (HEADER.replace('"profile"', '"impl":5,"profile"'), ":1: header field 'impl' must be"),
+        (HEADER, ":2: no end line after step 0: the trace is truncated"),
+        (
+            HEADER + STEP + "\n" + STEP.replace('"i":1', '"i":2') + "\n",
+            ":4: no end line after step 2: the trace is truncated",
+        ),
+        (
+            HEADER + STEP + '\n{"type":"end","steps":5,"status":"ok"}\n',
+            ":3: the end line says 5 steps but the trace holds 1",
         ),
     ],
 )
@@ -143,8 +166,10 @@ def test_malformed_trace_exits_2_naming_file_and_line(
     assert str(path) in result.output and needle in result.output
 
 
-def test_truncated_trace_still_replays_its_steps(tmp_path: Path) -> None:
-    """A trace cut after a step line (no end line) is read; a cut inside a line is not."""
+def test_truncated_trace_is_refused(tmp_path: Path) -> None:
+    """A trace cut after a step line (no end line) is refused, not replayed as a shorter
+    run that passes: a truncated corpus file must not check less in silence. A cut inside
+    a line is refused too."""
     trace = tmp_path / "t.jsonl"
     invoke(
         "run",
@@ -162,7 +187,8 @@ def test_truncated_trace_still_replays_its_steps(tmp_path: Path) -> None:
     lines = trace.read_text().splitlines()
     cut = tmp_path / "cut.jsonl"
     cut.write_text("\n".join(lines[:40]) + "\n")
-    assert invoke("replay", str(cut), "--impl", MODEL).exit_code == 0
+    result = invoke("replay", str(cut), "--impl", MODEL)
+    assert result.exit_code == 2 and ":41: no end line after step 39" in result.output
     cut.write_text("\n".join(lines[:40]) + "\n" + lines[40][: len(lines[40]) // 2])
     result = invoke("replay", str(cut), "--impl", MODEL)
     assert result.exit_code == 2 and ":41:" in result.output
@@ -220,8 +246,8 @@ def test_parse_lines_roundtrip_of_a_real_trace(tmp_path: Path) -> None:
 @pytest.mark.parametrize("config", ['{"page_size_bytes":0}', '{"page_size_bytes":1,"bogus":2}'])
 def test_trace_with_a_bad_config_exits_2(tmp_path: Path, config: str) -> None:
     path = tmp_path / "bad-config.jsonl"
-    header = '{"type":"header","format":"rmqsim-trace","version":1,"seed":1,"config":%s}'
-    path.write_text(header % config + "\n")
+    header = HEADER.replace('"config":{}', f'"config":{config}')
+    path.write_text(header + '{"type":"end","steps":0}\n')
     result = invoke("replay", str(path), "--impl", MODEL)
     assert result.exit_code == 2, result.output
     assert f"{path}:1: header config is not an MQConfig" in result.output

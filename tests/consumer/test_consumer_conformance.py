@@ -220,7 +220,8 @@ def test_replay_executes_the_recorded_operations_not_the_seed(tmp_path: Path) ->
     assert again.ok and again.steps == recorded.steps
     assert again.trace_lines[1:] == recorded.trace_lines[1:]
     cut = tmp_path / "cut.jsonl"
-    cut.write_text("\n".join(lines[:101]) + "\n")  # the header and 100 steps, no end
+    end = '{"type":"end","steps":100}'  # a cut keeps an end line counting its steps
+    cut.write_text("\n".join([*lines[:101], end]) + "\n")  # the header and 100 steps
     short = replay_consumer_trace(cut)
     assert short.steps == 100 and short.anomaly == "consumer-lost"  # not drained: reported
     mutant = MUTANTS[0]

@@ -102,7 +102,9 @@ def test_a_failure_only_at_the_final_check_is_not_shrunk(tmp_path: Path) -> None
     passing = run_seed("consumer", 0)
     assert passing.ok
     lines = passing.trace_lines
-    cut = [lines[0], *lines[1:30]]  # no drain: produced messages are left unfinished
+    # No drain: produced messages are left unfinished. A cut trace keeps an end line that
+    # counts its steps (a trace without one is refused as truncated).
+    cut = [lines[0], *lines[1:30], '{"type":"end","steps":29}']
     path = tmp_path / "cut.jsonl"
     write_lines(path, cut)
     replayed = replay_consumer_trace(path)
