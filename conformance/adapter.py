@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -123,7 +125,7 @@ def load_factory(spec: str) -> Factory:
     if not sep or not module_name or not attribute:
         raise BadImplError(f"--impl must look like module:factory, got {spec!r}")
     try:
-        module = importlib.import_module(module_name)
+        module = _import_module(module_name)
     except Exception as exc:  # any import failure is the user's input, reported plainly
         raise BadImplError(f"--impl {spec}: cannot import {module_name!r}: {exc}") from None
     target: Any = module
@@ -150,6 +152,39 @@ def load_factory(spec: str) -> Factory:
         f"--impl {spec}: must accept factory({'=, '.join(QUEUE_FACTORY_KEYWORDS)}=) (a queue) "
         f"or factory({'=, '.join(CONSUMER_FACTORY_KEYWORDS)}=) (a push consumer core)"
     )
+
+
+def _import_module(module_name: str) -> Any:
+    """Import ``module_name``; a module that is not found is also looked for in the
+    current directory, as ``python -m`` would find it.
+
+    ``rmqsim`` and ``pytest`` run as console scripts, whose ``sys.path`` starts with their
+    own directory, not the current one: a user's ``my_adapter.py`` next to them would not
+    be found. The current directory goes *last* on the path, so it can never hide an
+    installed package, and only when the plain import did not find the module.
+    """
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        top_level = module_name.partition(".")[0]
+        cwd = os.getcwd()
+        if exc.name != top_level or cwd in sys.path or "" in sys.path:
+            raise
+        sys.path.append(cwd)
+        return importlib.import_module(module_name)
+
+
+def queue_factory(impl: str | Factory, needed_by: str) -> tuple[str, Factory]:
+    """``resolve_impl`` for what only a queue can run (``needed_by``: replaying a queue
+    trace, fuzzing, a crash sweep): a push consumer factory is refused with a clear
+    ``BadImplError`` instead of failing at its first call."""
+    name, factory = resolve_impl(impl)
+    if is_consumer_factory(factory):
+        raise BadImplError(
+            f"--impl {name} is a push consumer factory; {needed_by} needs a queue factory "
+            f"factory({'=, '.join(QUEUE_FACTORY_KEYWORDS)}=)"
+        )
+    return name, factory
 
 
 def is_consumer_factory(factory: object) -> bool:

@@ -35,6 +35,7 @@ from model.api import (
     ConsumerConfig,
     ConsumeResult,
     Delivery,
+    InvalidArgumentError,
     MessageQueue,
     MQConfig,
     MQError,
@@ -540,10 +541,16 @@ def parse_run_lines(lines: list[str]) -> Trace:
 
 
 def _profile_of(header: Mapping[str, Any], path: Path | str) -> ConsumerProfile:
+    """The profile a consumer trace's header records, its queue and client configurations
+    checked here, so that a bad value is the trace's error (file and line), not the run's."""
     try:
-        return ConsumerProfile.from_json(header.get("profile_config"))
-    except ProfileError as exc:
+        profile = ConsumerProfile.from_json(header.get("profile_config"))
+        MQConfig(**profile.config)
+        for spec in profile.clients:
+            consumer_config(spec)
+    except (ProfileError, InvalidArgumentError, TypeError, ValueError) as exc:
         raise TraceFormatError(path, 1, f"header profile_config: {exc}") from None
+    return profile
 
 
 def replay_consumer_trace(path: Path, *, impl: str | Factory | None = None) -> RunResult:

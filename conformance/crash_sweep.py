@@ -38,11 +38,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance.adapter import Factory
+from conformance.adapter import Factory, queue_factory
 from conformance.lockstep import PointPass
 from conformance.run import RunResult, replay_trace, run_seed
 from conformance.trace import Trace, TraceStep, parse_lines, write_lines
+from scenarios.consumer_profiles import CONSUMER_PROFILES
 from scenarios.ops import ArmCrash, CrashReopen, Step
+from scenarios.profiles import ProfileError
 
 #: Steps of the scenario a sweep crashes in, by default (cases grow about linearly with
 #: it and each case replays its prefix, so the cost grows quadratically).
@@ -149,6 +151,12 @@ def crash_sweep(
     ``out`` (when given). ``on_case(done, total)`` reports progress. With
     ``max_failures``, stop after that many failing cases. ``crash_mode`` ``process``:
     every case SIGKILLs a child process (it is in the header, so the cases replay so)."""
+    if profile in CONSUMER_PROFILES:
+        raise ProfileError(
+            f"crash-sweep runs queue profiles; {profile!r} is a consumer profile (its runs "
+            f"crash clients and the queue themselves: rmqsim run --profile {profile})"
+        )
+    queue_factory(impl, "a crash sweep")
     started = time.perf_counter()
     base = run_seed(profile, seed, impl=impl, steps=steps, log_faults=True, crash_mode=crash_mode)
     result = SweepResult(profile, seed, base.impl, base.steps, base)

@@ -24,6 +24,7 @@ from conformance.adapter import (
     BadImplError,
     Factory,
     is_consumer_factory,
+    queue_factory,
     resolve_impl,
 )
 from conformance.lockstep import Divergence, Lockstep, PointPass, Stats, StepRecord
@@ -360,7 +361,15 @@ def replay_trace(
     ``impl`` overrides the implementation named in the header.
     """
     spec = impl or trace.header.get("impl") or DEFAULT_IMPL
-    impl, factory = resolve_impl(spec)
+    try:
+        impl, factory = queue_factory(spec, "replaying a queue trace")
+    except BadImplError as exc:
+        if impl:
+            raise
+        raise BadImplError(
+            f"{trace.path}: the implementation its header names cannot be used ({exc}); "
+            "give another with --impl"
+        ) from None
     try:
         config = MQConfig(**trace.header["config"])
     except (TypeError, InvalidArgumentError) as exc:

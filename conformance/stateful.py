@@ -47,7 +47,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from conformance.adapter import DEFAULT_IMPL, Factory, resolve_impl
+from conformance.adapter import DEFAULT_IMPL, Factory, queue_factory
 from conformance.lockstep import Divergence, Lockstep
 from conformance.report import render_op, render_outcome
 from conformance.run import RunResult, lockstep_result, trace_header
@@ -322,7 +322,7 @@ def make_machine(impl: str | Factory = DEFAULT_IMPL) -> type[LockstepMachine]:
     Use it from a test with ``run_state_machine_as_test(make_machine(f), settings=...)``
     or ``TestMyQueue = make_machine(f).TestCase``.
     """
-    name, factory = resolve_impl(impl)
+    name, factory = queue_factory(impl, "fuzzing")
     return type(
         "LockstepMachine",
         (LockstepMachine,),
