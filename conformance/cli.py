@@ -20,6 +20,7 @@ import click
 from conformance.cli_common import (
     EXIT_DIVERGENCE,
     EXIT_OK,
+    SEED_LIMIT,
     SEEDS,
     ShrinkBar,
     UsageError,
@@ -110,7 +111,9 @@ def cli() -> None:
 @cli.command("run")
 @click.option("--profile", "profile_name", required=True, help="Scenario profile name.")
 @click.option("--seeds", type=SEEDS, default=None, help="Seed range A:B (B excluded).")
-@click.option("--seed", type=click.IntRange(min=0), default=None, help="A single seed.")
+@click.option(
+    "--seed", type=click.IntRange(0, SEED_LIMIT - 1), default=None, help="A single seed."
+)
 @impl_option
 @click.option(
     "--trace",
@@ -150,12 +153,13 @@ def run_command(
     """Run a profile over seeds in lockstep against the model; report divergences.
 
     A failing run is shrunk (within --shrink-ops-budget) to ``<trace>.shrunk.jsonl``."""
-    from conformance.adapter import DEFAULT_IMPL, load_factory
+    from conformance.adapter import DEFAULT_IMPL, is_consumer_factory, load_factory
     from conformance.gate import save_failure
     from conformance.report import render_failure
     from conformance.run import run_seed
     from conformance.shrink import shrink_and_save
     from conformance.trace import write_lines
+    from scenarios.consumer_profiles import CONSUMER_PROFILES
     from scenarios.profiles import get_profile
 
     if (seeds is None) == (seed is None):
@@ -164,9 +168,16 @@ def run_command(
         raise UsageError("--trace needs --seed (one run, one trace)")
     get_profile(profile_name)
     impl = impl or DEFAULT_IMPL
-    load_factory(impl)
+    if is_consumer_factory(load_factory(impl)) and profile_name not in CONSUMER_PROFILES:
+        click.echo(
+            f"rmqsim: note: --impl {impl} is a push consumer factory: queue profile "
+            f"{profile_name} checks rmqsim's own queue (consumer profiles check yours)",
+            err=True,
+        )
     seed_range = seeds if seeds is not None else range(seed, seed + 1)  # type: ignore[operator]
     writable_dir(out)
+    if trace_file is not None:
+        writable_dir(trace_file.parent, f"--trace {trace_file}: directory")
     failures = 0
     total_steps = 0
     with progress(len(seed_range), f"run {profile_name}") as bar:

@@ -42,12 +42,14 @@ def friendly_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from conformance.adapter import BadImplError
         from conformance.lockstep import InjectedCrash
+        from conformance.scratch import ScratchDirError
         from conformance.trace import TraceFormatError
         from scenarios.profiles import ProfileError
 
+        bad_input = (UsageError, BadImplError, TraceFormatError, ProfileError, ScratchDirError)
         try:
             return func(*args, **kwargs)
-        except (UsageError, BadImplError, TraceFormatError, ProfileError) as exc:
+        except bad_input as exc:
             fail(str(exc))
         except KeyboardInterrupt:
             fail("interrupted", 130)
@@ -57,6 +59,11 @@ def friendly_errors(func: F) -> F:
             fail(f"internal error ({type(exc).__name__}: {exc}); please report it", EXIT_INTERNAL)
 
     return wrapper  # type: ignore[return-value]
+
+
+#: Seeds are stored as signed 64-bit integers (sweep rows), and a range's length must fit
+#: one too: every seed is below this.
+SEED_LIMIT = 2**63 - 1
 
 
 class SeedRange(click.ParamType):
@@ -79,14 +86,17 @@ class SeedRange(click.ParamType):
             self.fail(f"{text!r} is not a seed range like 0:200", param, ctx)
         if start < 0 or stop <= start:
             self.fail(f"{text!r}: need 0 <= A < B", param, ctx)
+        if stop > SEED_LIMIT:
+            self.fail(f"{text!r}: seeds must be below {SEED_LIMIT} (64-bit)", param, ctx)
         return range(start, stop)
 
 
 SEEDS = SeedRange()
 
 
-def writable_dir(path: Path) -> Path:
-    """Create ``path`` if needed and check it is writable, or raise UsageError."""
+def writable_dir(path: Path, option: str = "--out") -> Path:
+    """Create ``path`` if needed and check it is writable, or raise UsageError naming
+    ``option``."""
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / ".rmqsim-write-test"
@@ -94,7 +104,7 @@ def writable_dir(path: Path) -> Path:
         probe.unlink()
     except OSError as exc:
         raise UsageError(
-            f"--out {path}: not a writable directory ({exc.strerror or exc})"
+            f"{option} {path}: not a writable directory ({exc.strerror or exc})"
         ) from None
     return path
 
@@ -227,6 +237,16 @@ crash_mode_option = crash_mode_choice(
     "process: the implementation runs in a child process and a crash is a real "
     "SIGKILL of it (needs --impl as MOD:FACTORY).",
 )
+def _writable_regression_dir(ctx: Any, param: Any, value: Path | None) -> Path | None:
+    """Check ``--save-regression``'s directory before the run, not after its failure."""
+    if value is None:
+        return None
+    try:
+        return writable_dir(value, "--save-regression")
+    except UsageError as exc:
+        raise click.BadParameter(str(exc).removeprefix("--save-regression "), ctx, param) from None
+
+
 save_regression_option = click.option(
     "--save-regression",
     "save_regression",
@@ -234,6 +254,7 @@ save_regression_option = click.option(
     is_flag=False,
     flag_value="regressions",
     default=None,
+    callback=_writable_regression_dir,
     metavar="[DIR]",
     help="Also save each failure into the regression corpus (default DIR: ./regressions), "
     "named <anomaly>-<hash>.jsonl.",
@@ -246,7 +267,7 @@ def save_regressions(results: list[Any], directory: Path | None) -> None:
         return
     from conformance.corpus import save_regression
 
-    writable_dir(directory)
+    writable_dir(directory, "--save-regression")
     for result in results:
         if not result.ok:
             path = save_regression(result, directory)

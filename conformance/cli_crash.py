@@ -10,6 +10,7 @@ import click
 from conformance.cli_common import (
     EXIT_DIVERGENCE,
     EXIT_OK,
+    SEED_LIMIT,
     UsageError,
     crash_mode_option,
     friendly_errors,
@@ -65,7 +66,7 @@ MAX_REPORTED_CASES = 3
 
 @click.command("crash-sweep")
 @click.option("--profile", "profile_name", required=True, help="Scenario profile name.")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(0, SEED_LIMIT - 1), default=0, show_default=True)
 @impl_option
 @click.option(
     "--steps",

@@ -30,7 +30,32 @@ def _ram_dir() -> str | None:
     return None
 
 
+class ScratchDirError(Exception):
+    """``RMQSIM_WORKDIR`` names something runs cannot use; the message says what."""
+
+
 def scratch_root() -> Path:
-    """The directory in which runs create their temporary directories."""
-    chosen = os.environ.get(WORKDIR_ENV) or _ram_dir() or tempfile.gettempdir()
-    return Path(chosen)
+    """The directory in which runs create their temporary directories.
+
+    ``RMQSIM_WORKDIR`` is created when missing; one that is not a writable directory
+    raises ``ScratchDirError`` (bad input, exit 2), not an error from deep in a run.
+    """
+    chosen = os.environ.get(WORKDIR_ENV)
+    if chosen:
+        return _checked_workdir(chosen)
+    return Path(_ram_dir() or tempfile.gettempdir())
+
+
+@functools.cache
+def _checked_workdir(chosen: str) -> Path:
+    """``chosen`` as a directory runs can write in (checked once per value)."""
+    path = Path(chosen)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=path):
+            pass
+    except OSError as exc:
+        raise ScratchDirError(
+            f"{WORKDIR_ENV}={chosen}: not a writable directory ({exc.strerror or exc})"
+        ) from None
+    return path
