@@ -37,3 +37,23 @@ def test_the_sample_failure_report_is_what_the_command_prints(
     result = CliRunner().invoke(cli, argv)
     assert result.exit_code == 1, result.output
     assert _without_versions(result.output.splitlines()) == _without_versions(shown)
+
+
+def test_the_readme_links_only_to_files_in_the_repository() -> None:
+    """A clone must hold what the README points to (the contract once lived outside it)."""
+    text = README.read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)#\s]+)\)", text)
+    local = [t for t in targets if "://" not in t and not t.startswith("mailto:")]
+    assert local, "no local links found: the pattern is wrong"
+    root = README.parent
+    outside = [t for t in local if not (root / t).resolve().is_relative_to(root)]
+    missing = [t for t in local if not (root / t).exists()]
+    assert (outside, missing) == ([], []), (outside, missing)
+
+
+def test_the_contracts_copy_matches_the_workplaces_when_it_is_there() -> None:
+    shared = README.parents[1] / "shared" / "SPEC.md"
+    if not shared.exists():
+        pytest.skip("no workplace copy of SPEC.md next to this checkout")
+    copy = (README.parent / "docs" / "SPEC.md").read_text(encoding="utf-8")
+    assert copy.endswith(shared.read_text(encoding="utf-8"))
