@@ -232,6 +232,8 @@ def replay_command(trace_file: Path, impl: str | None) -> None:
         sys.exit(EXIT_OK)
     result.trace_path = trace_file
     click.echo(render_failure(result), err=True)
+    step = result.divergence.step_index if result.divergence else result.steps
+    click.echo(f"rmqsim replay: {trace_file}: {result.anomaly} at operation {step}")
     sys.exit(EXIT_DIVERGENCE)
 
 

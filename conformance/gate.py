@@ -85,9 +85,13 @@ def trace_name(result: RunResult) -> str:
 
 
 def save_failure(result: RunResult, out: Path) -> Path:
-    """Write a failing run's trace under ``out`` and remember where."""
+    """Write a failing run's trace under ``out`` and remember where. A shrunk trace left
+    beside it by an earlier run is removed: it would pass for this run's reproducer."""
+    from conformance.shrink import shrunk_path  # it imports this module
+
     path = out / trace_name(result)
     write_lines(path, result.trace_lines)
+    shrunk_path(path).unlink(missing_ok=True)
     result.trace_path = path
     return path
 

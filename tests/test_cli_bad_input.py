@@ -179,3 +179,39 @@ def test_a_consumer_trace_with_a_bad_client_config_names_its_header(tmp_path: Pa
     trace = tmp_path / "c.jsonl"
     trace.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
     _bad_input(invoke("replay", str(trace)), f"{trace}:1: header profile_config:")
+
+
+# ---------------------------------------------------------------------- small things
+
+
+def test_a_failing_replay_says_so_on_stdout(tmp_path: Path) -> None:
+    """stderr has the report; stdout, what a script reads, gets one line too."""
+    out = tmp_path / "out"
+    mutant = "conformance.mutants.crash:hwm_not_persisted"
+    invoke(
+        "run", "--profile", "smoke", "--seed", "4", "--steps", "500", "--impl", mutant,
+        "--no-shrink", "--out", str(out),
+    )  # fmt: skip
+    (trace,) = out.glob("*.jsonl")
+    result = invoke("replay", str(trace), "--impl", mutant)
+    assert result.exit_code == 1
+    assert f"rmqsim replay: {trace}: id-reuse at operation 436" in result.stdout
+
+
+def test_a_new_failing_trace_removes_a_stale_shrunk_one_beside_it(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    args = ("run", "--profile", "smoke", "--seed", "4", "--steps", "500", "--out", str(out))
+    mutant = ("--impl", "conformance.mutants.crash:hwm_not_persisted")
+    assert invoke(*args, *mutant).exit_code == 1
+    (shrunk,) = out.glob("*.shrunk.jsonl")
+    assert invoke(*args, *mutant, "--no-shrink").exit_code == 1
+    assert not shrunk.exists()  # it would pass for the reproducer of a run that made none
+
+
+def test_mutants_take_their_factory_spelling_too(tmp_path: Path) -> None:
+    result = invoke(
+        "mutants", "--only", "hwm_not_persisted", "--seeds", "0:1", "--steps", "50",
+        "--no-shrink", "--out", str(tmp_path),
+    )  # fmt: skip
+    assert result.exit_code in (0, 1), result.output  # ran: the name was accepted
+    assert "hwm-not-persisted" in result.output

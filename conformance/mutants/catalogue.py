@@ -39,10 +39,11 @@ MUTANTS: tuple[Mutant, ...] = gather()
 
 
 def select(names: Iterable[str] | None) -> tuple[Mutant, ...]:
-    """The mutants called ``names`` (all when None), in catalogue order."""
+    """The mutants called ``names`` (all when None), in catalogue order. A name may also be
+    spelled as its factory is (``hwm_not_persisted`` for ``hwm-not-persisted``)."""
     if names is None:
         return MUTANTS
-    wanted = [name.strip() for name in names if name.strip()]
+    wanted = [name.strip().replace("_", "-") for name in names if name.strip()]
     known = {mutant.name: mutant for mutant in MUTANTS}
     unknown = [name for name in wanted if name not in known]
     if unknown or not wanted:
