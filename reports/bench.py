@@ -49,22 +49,21 @@ def arrow_summary(sweep_dir: Path) -> dict[str, Any]:
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
-    from reports.schema import CONFIG_COLUMNS, RUNS_DIR
-    from scenarios.ops import OP_KINDS
+    from reports.schema import ALL_OP_KINDS, CONFIG_COLUMNS, RUNS_DIR
 
     dataset = ds.dataset(sweep_dir / RUNS_DIR, format="parquet", partitioning="hive")
     needed = [
-        "profile", "seed", "status", "steps", "wall_s", *CONFIG_COLUMNS, "op_counts",
+        "profile", "layer", "seed", "status", "steps", "wall_s", *CONFIG_COLUMNS, "op_counts",
         "signature", "repro_steps", "fault_points", "kinds_off", "determinism_repeat",
-        "sweep_id", "implementation", "trace_digest",
+        "sweep_id", "implementation", "trace_digest", "consumer_config",
     ]  # fmt: skip
     table = dataset.to_table(columns=needed)  # what the Spark report reads, no more
     first = table.filter(pc.equal(table["determinism_repeat"], 0))
     flat = first.select(
-        ["profile", "status", "steps", "wall_s", *CONFIG_COLUMNS, "op_counts"]
+        ["profile", "layer", "status", "steps", "wall_s", *CONFIG_COLUMNS, "op_counts"]
     ).flatten()
-    ops = [(f"op_counts.{kind}", "sum") for kind in OP_KINDS]
-    base = flat.group_by(["profile", "status", *CONFIG_COLUMNS]).aggregate(
+    ops = [(f"op_counts.{kind}", "sum") for kind in ALL_OP_KINDS]
+    base = flat.group_by(["profile", "layer", "status", *CONFIG_COLUMNS]).aggregate(
         [("steps", "count"), ("steps", "sum"), ("wall_s", "sum"), *ops]
     )
     failing = first.filter(pc.not_equal(first["status"], "ok"))
@@ -97,6 +96,11 @@ def arrow_summary(sweep_dir: Path) -> dict[str, Any]:
     )
     mismatches = pc.sum(pc.not_equal(pairs["trace_digest"], pairs["trace_digest_twin"])).as_py()
     wall = first.group_by("profile").aggregate([("wall_s", "tdigest", _quantiles())])
+    consumers = (
+        first.filter(pc.equal(first["layer"], "consumer"))
+        .group_by(["profile", "consumer_config"])
+        .aggregate([("seed", "count")])
+    )
     return {
         "runs": first.num_rows,
         "failed": failing.num_rows,
@@ -107,6 +111,7 @@ def arrow_summary(sweep_dir: Path) -> dict[str, Any]:
         "pairs_checked": pairs.num_rows,
         "mismatches": mismatches or 0,
         "wall_profiles": wall.num_rows,
+        "consumer_profiles": consumers.num_rows,
     }
 
 

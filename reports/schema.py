@@ -5,6 +5,10 @@ by another version of rmqsim; ``SCHEMA_VERSION`` (in every row and in the direct
 ``sweep.json``) lets the report refuse a layout it does not know instead of misreading it.
 Bump it whenever a column is added, removed, renamed or changes type.
 
+Version 2: rows of consumer profiles (``scenarios.consumer_profiles``) too. A ``layer``
+column says which kind of run a row is; ``op_counts`` holds both vocabularies; the queue
+config columns may be null; ``consumer_config`` carries a consumer profile's own knobs.
+
 The Spark schema is derived from the pyarrow one, so the two cannot drift apart.
 """
 
@@ -14,12 +18,13 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from scenarios.consumer_ops import CONSUMER_OP_TYPES
 from scenarios.ops import OP_KINDS
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: Where the rows go under a sweep directory (a Parquet dataset partitioned by profile).
 RUNS_DIR = "runs"
@@ -28,8 +33,10 @@ TRACES_DIR = "traces"
 #: The sweep directory's manifest: schema version and one record per sweep written there.
 MANIFEST = "sweep.json"
 
-#: The queue configuration knobs every row carries (swarm draws them per seed): the
-#: report's "config dimensions".
+#: The queue configuration knobs a row carries (swarm draws them per seed): the report's
+#: "config dimensions". A consumer profile's run carries the config of the queue under its
+#: consumers (``MQConfig(**profile.config)``); null only where the profile is unknown (an
+#: ``error`` row of a profile this code cannot resolve).
 CONFIG_COLUMNS: tuple[str, ...] = ("page_size_bytes", "retention_time_s", "retention_size_bytes")
 
 #: Run statuses: conforming, a divergence found, or rmqsim itself failed on that run.
@@ -40,15 +47,34 @@ STATUS_ERROR = "error"
 #: Longest divergence detail kept in a row (characters); the full story is in the trace.
 MAX_DETAIL_CHARS = 500
 
-#: Operation counts: one field per kind of the scenario vocabulary (a fixed set, so a
-#: struct: columnar sums stay cheap over millions of rows).
-OP_COUNTS_TYPE = pa.struct([pa.field(kind, pa.int64(), nullable=False) for kind in OP_KINDS])
+#: Which layer a run checks: the queue (``scenarios.profiles``, ``conformance.lockstep``)
+#: or the push consumer on top of it (``scenarios.consumer_profiles``,
+#: ``conformance.consumer_run``). The layer decides the vocabulary of a row's operations.
+LAYER_QUEUE = "queue"
+LAYER_CONSUMER = "consumer"
+#: Each layer's operation kinds, in vocabulary order (``run_retention`` is in both: the
+#: consumer simulation emits the queue's own retention pass).
+LAYER_OP_KINDS: dict[str, tuple[str, ...]] = {
+    LAYER_QUEUE: OP_KINDS,
+    LAYER_CONSUMER: tuple(CONSUMER_OP_TYPES),
+}
+#: The fields of ``op_counts``: the queue vocabulary, then the consumer kinds it lacks.
+ALL_OP_KINDS: tuple[str, ...] = OP_KINDS + tuple(
+    kind for kind in LAYER_OP_KINDS[LAYER_CONSUMER] if kind not in OP_KINDS
+)
+
+#: Operation counts: one field per kind of either vocabulary (a fixed set, so a struct
+#: rather than a map: columnar sums stay cheap over millions of rows); a row counts 0 for
+#: the kinds outside its layer's vocabulary.
+OP_COUNTS_TYPE = pa.struct([pa.field(kind, pa.int64(), nullable=False) for kind in ALL_OP_KINDS])
 
 ARROW_SCHEMA = pa.schema(
     [
         pa.field("schema_version", pa.int32(), nullable=False),
         pa.field("sweep_id", pa.string(), nullable=False),
         pa.field("profile", pa.string(), nullable=False),
+        # LAYER_QUEUE or LAYER_CONSUMER.
+        pa.field("layer", pa.string(), nullable=False),
         pa.field("seed", pa.int64(), nullable=False),
         pa.field("implementation", pa.string(), nullable=False),
         pa.field("code_version", pa.string(), nullable=False),
@@ -62,13 +88,18 @@ ARROW_SCHEMA = pa.schema(
         pa.field("detail", pa.string()),
         pa.field("steps", pa.int64(), nullable=False),
         pa.field("op_counts", OP_COUNTS_TYPE, nullable=False),
+        # queue: crashes armed and hit, SUT reopens; consumer: client and process crashes
+        # (crash_client + crash_queue operations), queue reopens (crash_queue).
         pa.field("crashes_injected", pa.int64(), nullable=False),
         pa.field("reopens", pa.int64(), nullable=False),
         # "operation:point" -> times the SUT passed that crash point.
         pa.field("fault_points", pa.map_(pa.string(), pa.int64()), nullable=False),
-        *(pa.field(name, pa.int64(), nullable=False) for name in CONFIG_COLUMNS),
+        *(pa.field(name, pa.int64()) for name in CONFIG_COLUMNS),
         # operation kinds a swarm seed switched off (empty for fixed profiles).
         pa.field("kinds_off", pa.list_(pa.string()), nullable=False),
+        # A consumer profile as its traces record it (ConsumerProfile.to_json() without
+        # the prose description), as canonical JSON; null for queue rows.
+        pa.field("consumer_config", pa.string()),
         pa.field("sim_time_s", pa.int64(), nullable=False),
         pa.field("wall_s", pa.float64(), nullable=False),
         pa.field("trace_digest", pa.string(), nullable=False),

@@ -17,7 +17,14 @@ import pyarrow.parquet as pq
 
 from conformance.gate import GATE_PROFILES
 from impl import FAULT_POINTS
-from reports.schema import ARROW_SCHEMA, MANIFEST, RUNS_DIR, SCHEMA_VERSION
+from reports.schema import (
+    ALL_OP_KINDS,
+    ARROW_SCHEMA,
+    LAYER_QUEUE,
+    MANIFEST,
+    RUNS_DIR,
+    SCHEMA_VERSION,
+)
 from scenarios.ops import OP_KINDS
 
 #: Rows written per Parquet file (and generated at once: bounds the memory used).
@@ -79,8 +86,13 @@ def _batch(rng: np.random.Generator, profile: str, first_seed: int, n: int) -> p
         pa.array(off_offsets),
         pa.array(kinds).take(pa.array(rng.integers(0, len(kinds), size=int(off_offsets[-1])))),
     )
+    # Queue rows: the consumer vocabulary's own kinds count 0.
     op_counts = pa.StructArray.from_arrays(
-        [pa.array(rng.integers(0, 120, size=n)) for _ in OP_KINDS], names=list(OP_KINDS)
+        [
+            pa.array(rng.integers(0, 120, size=n) if kind in OP_KINDS else np.zeros(n, np.int64))
+            for kind in ALL_OP_KINDS
+        ],
+        names=list(ALL_OP_KINDS),
     )
     signature = _pick(rng, list(SIGNATURES), n, mask=ok_mask)
     trace_digest = digests.take(pa.array(digest_index))
@@ -91,6 +103,7 @@ def _batch(rng: np.random.Generator, profile: str, first_seed: int, n: int) -> p
     columns = {
         "schema_version": pa.repeat(pa.scalar(SCHEMA_VERSION, pa.int32()), n),
         "sweep_id": pa.repeat(pa.scalar("synthetic"), n),
+        "layer": pa.repeat(pa.scalar(LAYER_QUEUE), n),
         "seed": pa.array(seeds),
         "implementation": pa.repeat(pa.scalar("conformance.adapter:rocksmq_factory"), n),
         "code_version": pa.repeat(pa.scalar("0" * 40), n),
@@ -109,6 +122,7 @@ def _batch(rng: np.random.Generator, profile: str, first_seed: int, n: int) -> p
         "retention_time_s": config((30, -1, 0, 1, 5, 300, 3600)),
         "retention_size_bytes": config((512, -1, 0, 1, 64, 4096, 1 << 20)),
         "kinds_off": kinds_off,
+        "consumer_config": pa.nulls(n, pa.string()),
         "sim_time_s": pa.array(rng.integers(0, 5000, size=n)),
         "wall_s": pa.array(rng.gamma(2.0, 0.1, size=n)),
         "trace_digest": trace_digest,

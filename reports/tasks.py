@@ -7,9 +7,12 @@ on a cluster's worker or in a plain process.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from importlib import metadata
@@ -23,13 +26,19 @@ from conformance.scratch import scratch_root
 from conformance.shrink import shrink_and_save
 from conformance.shrink_budget import DEFAULT_SHRINK_BUDGET, ShrinkBudget
 from conformance.statediff import clip
+from model.api import MQConfig
 from reports.schema import (
+    ALL_OP_KINDS,
     COLUMNS,
+    CONFIG_COLUMNS,
+    LAYER_CONSUMER,
+    LAYER_QUEUE,
     MAX_DETAIL_CHARS,
     SCHEMA_VERSION,
     STATUS_ERROR,
     TRACES_DIR,
 )
+from scenarios.consumer_profiles import CONSUMER_PROFILES
 from scenarios.ops import OP_KINDS
 from scenarios.profiles import get_profile, resolve
 
@@ -84,9 +93,60 @@ def _detail(result: RunResult) -> str | None:
     return clip("; ".join(parts), MAX_DETAIL_CHARS) if parts else None
 
 
-def _kinds_off(profile_name: str, seed: int) -> tuple[dict[str, int], list[str]]:
-    profile = resolve(get_profile(profile_name), seed)
-    return dict(profile.config), [k for k in OP_KINDS if not profile.weights[k]]
+def layer_of(profile_name: str) -> str:
+    """The layer a profile's runs check (``conformance.run.run_seed`` dispatches the same)."""
+    return LAYER_CONSUMER if profile_name in CONSUMER_PROFILES else LAYER_QUEUE
+
+
+def profile_columns(profile_name: str, seed: int) -> dict[str, Any]:
+    """The columns a row takes from its profile: layer, queue config, switched-off kinds
+    and, for a consumer profile, its own configuration."""
+    if profile_name in CONSUMER_PROFILES:
+        profile = CONSUMER_PROFILES[profile_name]
+        queue = dataclasses.asdict(MQConfig(**profile.config))  # what the run's queue got
+        knobs = {k: v for k, v in profile.to_json().items() if k != "description"}
+        return {
+            "layer": LAYER_CONSUMER,
+            **{name: queue[name] for name in CONFIG_COLUMNS},
+            "kinds_off": [],
+            "consumer_config": json.dumps(knobs, sort_keys=True, separators=(",", ":")),
+        }
+    resolved = resolve(get_profile(profile_name), seed)
+    return {
+        "layer": LAYER_QUEUE,
+        **{name: resolved.config[name] for name in CONFIG_COLUMNS},
+        "kinds_off": [k for k in OP_KINDS if not resolved.weights[k]],
+        "consumer_config": None,
+    }
+
+
+def _consumer_op_counts(result: RunResult) -> Counter[str]:
+    """A consumer run's operations by kind, counted from its trace's step lines
+    (``consumer_run`` keeps no ``Stats``: its trace is the record)."""
+    counts: Counter[str] = Counter()
+    for line in result.trace_lines:
+        record = json.loads(line)
+        if record.get("type") == "step":
+            counts[record["op"]["kind"]] += 1
+    return counts
+
+
+def _counters(result: RunResult, layer: str) -> dict[str, Any]:
+    """``op_counts`` (every kind of either vocabulary), ``crashes_injected``, ``reopens``."""
+    if layer == LAYER_QUEUE:
+        counts: Counter[str] = result.stats.op_counts
+        crashes, reopens = result.stats.crashes_injected, result.stats.reopens
+    else:
+        counts = _consumer_op_counts(result)
+        crashes = counts["crash_client"] + counts["crash_queue"]
+        reopens = counts["crash_queue"]
+    unknown = sorted(set(counts) - set(ALL_OP_KINDS))
+    assert not unknown, f"operation kinds outside the row schema: {unknown}"
+    return {
+        "op_counts": {kind: counts.get(kind, 0) for kind in ALL_OP_KINDS},
+        "crashes_injected": crashes,
+        "reopens": reopens,
+    }
 
 
 def result_row(
@@ -97,8 +157,9 @@ def result_row(
     trace_path: str | None,
     shrunk: RunResult | None,
 ) -> tuple[Any, ...]:
-    """The row of one run, a tuple in ``COLUMNS`` order."""
-    config, kinds_off = _kinds_off(item.profile, item.seed)
+    """The row of one run (of a queue or a consumer profile), a tuple in ``COLUMNS``
+    order."""
+    columns = profile_columns(item.profile, item.seed)
     div = result.divergence
     saved = shrunk or result
     row: dict[str, Any] = {
@@ -115,12 +176,9 @@ def result_row(
         "divergence_step": div.step_index if div else None,
         "detail": _detail(result),
         "steps": result.steps,
-        "op_counts": {kind: result.stats.op_counts.get(kind, 0) for kind in OP_KINDS},
-        "crashes_injected": result.stats.crashes_injected,
-        "reopens": result.stats.reopens,
+        **_counters(result, columns["layer"]),
         "fault_points": dict(sorted(result.fault_points.items())),
-        **config,
-        "kinds_off": kinds_off,
+        **columns,
         "sim_time_s": result.sim_time_s,
         "wall_s": result.wall_s,
         "trace_digest": result.trace_digest,
@@ -135,8 +193,12 @@ def result_row(
 
 
 def error_row(item: WorkItem, spec: TaskSpec, exc: BaseException, wall_s: float) -> tuple:
-    """The row of a run on which rmqsim itself failed: kept, counted, never silently lost."""
-    config, kinds_off = _kinds_off(item.profile, item.seed)
+    """The row of a run on which rmqsim itself failed: kept, counted, never silently lost
+    (even when the profile itself is what failed: its config columns are then null)."""
+    try:
+        columns = profile_columns(item.profile, item.seed)
+    except Exception:  # the row must still be written; the detail says what failed
+        columns = {"layer": layer_of(item.profile), "kinds_off": []}
     impl = spec.impl if isinstance(spec.impl, str) else repr(spec.impl)
     row: dict[str, Any] = {name: None for name in COLUMNS}
     row.update(
@@ -152,16 +214,15 @@ def error_row(item: WorkItem, spec: TaskSpec, exc: BaseException, wall_s: float)
         signature=f"internal-error @ {type(exc).__name__}",
         detail=clip(f"{type(exc).__name__}: {exc}", MAX_DETAIL_CHARS),
         steps=0,
-        op_counts=dict.fromkeys(OP_KINDS, 0),
+        op_counts=dict.fromkeys(ALL_OP_KINDS, 0),
         crashes_injected=0,
         reopens=0,
         fault_points={},
-        kinds_off=kinds_off,
         sim_time_s=0,
         wall_s=wall_s,
         trace_digest="",
         trace_shrunk=False,
-        **config,
+        **columns,
     )
     return tuple(row[name] for name in COLUMNS)
 

@@ -8,16 +8,23 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from conformance.adapter import make_model_factory, model_factory
+from conformance.cli import cli
 from conformance.cli_common import UsageError
+from conformance.consumer_run import consumer_trace_header, replay_consumer_trace
 from conformance.trace import read_trace
 from reports.aggregate import SweepDirError, check_sweep_dir
 from reports.page import render_html
 from reports.schema import (
+    ALL_OP_KINDS,
     ARROW_SCHEMA,
     COLUMNS,
+    CONFIG_COLUMNS,
+    LAYER_OP_KINDS,
     MANIFEST,
+    RUNS_DIR,
     SCHEMA_VERSION,
     SchemaMismatchError,
     check_columns,
@@ -25,7 +32,9 @@ from reports.schema import (
 )
 from reports.spark import check_master
 from reports.sweep import determinism_sample, plan_chunks
-from reports.tasks import TaskSpec, WorkItem, run_chunk
+from reports.tasks import TaskSpec, WorkItem, error_row, run_chunk
+from scenarios.consumer_profiles import CONSUMER_PROFILES
+from scenarios.ops import OP_KINDS
 from tests.wrong_models import LostWrite
 
 XSS = "<script>alert(1)</script>"
@@ -97,6 +106,18 @@ def test_spark_schema_is_the_arrow_schema() -> None:
         check_columns({"seed": "string"}, {"seed": "bigint"})
 
 
+def test_schema_2_holds_both_layers() -> None:
+    assert SCHEMA_VERSION == 2
+    fields = ARROW_SCHEMA.field("op_counts").type
+    assert [fields.field(i).name for i in range(fields.num_fields)] == list(ALL_OP_KINDS)
+    # Every kind of either vocabulary has its field, each once (run_retention is shared).
+    assert set(ALL_OP_KINDS) == set(OP_KINDS) | set(LAYER_OP_KINDS["consumer"])
+    assert len(ALL_OP_KINDS) == len(set(ALL_OP_KINDS))
+    assert not ARROW_SCHEMA.field("layer").nullable
+    assert all(ARROW_SCHEMA.field(name).nullable for name in CONFIG_COLUMNS)
+    assert ARROW_SCHEMA.field("consumer_config").nullable
+
+
 def test_a_task_yields_rows_and_saves_the_shrunk_reproducer(tmp_path: Path) -> None:
     spec = TaskSpec(
         impl=make_model_factory(LostWrite),
@@ -137,6 +158,85 @@ def test_a_conforming_row_carries_counts_and_no_trace(tmp_path: Path) -> None:
     assert record["kinds_off"] == [k for k, w in drawn.weights.items() if not w]
 
 
+def _row(item: WorkItem, spec: TaskSpec) -> dict:
+    [(_item, _result, row)] = list(run_chunk([item], spec))
+    return dict(zip(COLUMNS, row, strict=True))
+
+
+def test_a_consumer_row_counts_its_own_operations_and_carries_its_config(
+    tmp_path: Path,
+) -> None:
+    spec = TaskSpec(impl="conformance.adapter:rocksmq_factory", out_dir=str(tmp_path),
+                    sweep_id="t", steps=120)  # fmt: skip
+    record = _row(WorkItem("consumer-crashy", 0), spec)
+    assert record["status"] == "ok" and record["layer"] == "consumer"
+    assert record["implementation"] == "conformance.consumer_run:impl_consumer_factory"
+    counts = record["op_counts"]
+    # The counts come from the trace: every step once, in the consumer's vocabulary.
+    assert sum(counts.values()) == record["steps"] > 120  # the drain comes after the budget
+    consumer_kinds = set(LAYER_OP_KINDS["consumer"])
+    assert all(counts[k] == 0 for k in ALL_OP_KINDS if k not in consumer_kinds)
+    assert counts["deliver"] and counts["complete"] and counts["produce_batch"]
+    assert counts["crash_client"] == 2 == record["crashes_injected"]
+    assert record["reopens"] == counts["crash_queue"] == 0
+    assert record["fault_points"] == {} and record["kinds_off"] == []
+    # The queue under the consumers has the profile's config; the consumer's own knobs
+    # are in consumer_config (canonical JSON, no prose).
+    profile = CONSUMER_PROFILES["consumer-crashy"]
+    assert {k: record[k] for k in CONFIG_COLUMNS} == profile.config
+    knobs = json.loads(record["consumer_config"])
+    assert knobs == {k: v for k, v in profile.to_json().items() if k != "description"}
+    assert record["consumer_config"] == json.dumps(knobs, sort_keys=True, separators=(",", ":"))
+    assert record["state_digest"] and record["trace_path"] is None
+    # A whole-process crash reopens the queue.
+    crashed = _row(WorkItem("consumer-crashy", 5), spec)
+    assert crashed["op_counts"]["crash_queue"] == 1 == crashed["reopens"]
+    assert crashed["crashes_injected"] == 1
+
+
+def test_a_failing_consumer_row_has_its_signature_and_a_shrunk_trace(tmp_path: Path) -> None:
+    mutant = "conformance.mutants.consumer:commit_highest_acked"
+    spec = TaskSpec(impl=mutant, out_dir=str(tmp_path), sweep_id="t", steps=40)
+    items = [WorkItem("consumer", 0), WorkItem("smoke", 0), WorkItem("consumer", 0, repeat=1)]
+    first, queue, twin = (
+        dict(zip(COLUMNS, row, strict=True)) for *_, row in run_chunk(items, spec)
+    )
+    assert first["status"] == "divergence" and first["anomaly"] == "offset-passes-unacked"
+    assert first["signature"] == "offset-passes-unacked @ complete"
+    assert first["divergence_step"] == first["steps"] == sum(first["op_counts"].values())
+    assert first["repro"] == f"rmqsim run --profile consumer --seed 0 --impl {mutant} --steps 40"
+    # Its trace is saved, shrunk, and replays as a consumer trace with the same anomaly.
+    assert first["trace_shrunk"] and first["trace_path"].endswith(".shrunk.jsonl")
+    path = tmp_path / first["trace_path"]
+    assert consumer_trace_header(path) is not None
+    replayed = replay_consumer_trace(path, impl=mutant)
+    assert replayed.anomaly == "offset-passes-unacked"
+    assert replayed.steps == first["repro_steps"] < first["steps"]
+    # A queue profile under a consumer factory runs our queue, and conforms.
+    assert queue["status"] == "ok" and queue["layer"] == "queue"
+    assert queue["consumer_config"] is None and queue["page_size_bytes"] == 128
+    assert twin["trace_digest"] == first["trace_digest"] and twin["trace_path"] is None
+
+
+def test_error_rows_of_consumer_and_unknown_profiles(tmp_path: Path) -> None:
+    spec = TaskSpec(impl="conformance.adapter:rocksmq_factory", out_dir=str(tmp_path),
+                    sweep_id="t")  # fmt: skip
+    boom = RuntimeError("boom")
+    consumer = dict(zip(COLUMNS, error_row(WorkItem("consumer", 1), spec, boom, 0.5), strict=True))
+    assert consumer["status"] == "error" and consumer["layer"] == "consumer"
+    assert consumer["page_size_bytes"] == 256 and consumer["consumer_config"]
+    assert consumer["op_counts"] == dict.fromkeys(ALL_OP_KINDS, 0)
+    # A profile this code cannot resolve still gives its row, without a config.
+    unknown = dict(zip(COLUMNS, error_row(WorkItem("gone", 1), spec, boom, 0.5), strict=True))
+    assert unknown["layer"] == "queue" and unknown["detail"] == "RuntimeError: boom"
+    assert all(unknown[k] is None for k in CONFIG_COLUMNS) and unknown["kinds_off"] == []
+    # Both are rows the schema takes.
+    import pyarrow as pa
+
+    table = pa.Table.from_pylist([consumer, unknown], schema=ARROW_SCHEMA)
+    assert table.num_rows == 2
+
+
 def test_sweep_dir_checks_before_spark(tmp_path: Path) -> None:
     with pytest.raises(SweepDirError, match="no such directory"):
         check_sweep_dir(tmp_path / "absent")
@@ -148,6 +248,20 @@ def test_sweep_dir_checks_before_spark(tmp_path: Path) -> None:
     (tmp_path / MANIFEST).write_text(json.dumps({"schema_version": SCHEMA_VERSION}))
     with pytest.raises(SweepDirError, match="holds no rows"):
         check_sweep_dir(tmp_path)
+
+
+def test_report_refuses_a_schema_1_directory_with_exit_2(tmp_path: Path) -> None:
+    """A directory written before consumer rows existed (schema version 1): a clear
+    refusal before Spark starts, not a crash."""
+    (tmp_path / MANIFEST).write_text(json.dumps({"schema_version": 1, "sweeps": []}))
+    (tmp_path / RUNS_DIR / "profile=smoke").mkdir(parents=True)
+    (tmp_path / RUNS_DIR / "profile=smoke" / "part-0.parquet").write_bytes(b"PAR1")
+    result = CliRunner().invoke(cli, ["report", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert "row schema version 1" in result.output and f"reads version {SCHEMA_VERSION}" in (
+        result.output
+    )
+    assert "Traceback" not in result.output
 
 
 def _summary_with(text: str) -> dict:
