@@ -3,13 +3,16 @@
 Spark does every pass over the rows; what comes back to the driver is small (a few
 thousand groups at most) and is shaped into the JSON summary here. The passes:
 
-1. one grouped scan by (profile, status, config knobs): totals, failure rates by profile
-   and by config dimension, and the operation counts (coverage of operation kinds);
+1. one grouped scan by (profile, layer, status, config knobs): totals, failure rates by
+   profile and by config dimension (over the rows that have that config), and the
+   operation counts (coverage of operation kinds, per layer: a queue row counts the
+   queue's vocabulary, a consumer row the consumer's);
 2. the swarm's switched-off kinds (another config dimension), exploded;
 3. failures grouped by anomaly signature: count, first seen, smallest reproducer;
 4. fault points passed (coverage of crash points), exploded from the map column;
 5. the determinism pairs (a broadcast join of the few re-runs with their twins);
-6. wall-time percentiles per profile and overall.
+6. wall-time percentiles per profile and overall;
+7. the consumer profiles' own configurations (``consumer_config``, one per profile).
 
 Only first runs (``determinism_repeat`` 0) count as runs; the re-runs only feed (5).
 """
@@ -22,7 +25,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reports.schema import (
+    ALL_OP_KINDS,
     CONFIG_COLUMNS,
+    LAYER_CONSUMER,
+    LAYER_OP_KINDS,
+    LAYER_QUEUE,
     RUNS_DIR,
     STATUS_DIVERGENCE,
     STATUS_ERROR,
@@ -89,11 +96,11 @@ def _rate(failed: int, runs: int) -> float:
 
 def _base_groups(frame: DataFrame) -> list[Any]:
     """One grouped pass over every row: counts, sums, seed range and operation counts per
-    (repeat, profile, status, implementation, code version, config) group."""
+    (repeat, profile, layer, status, implementation, code version, config) group."""
     from pyspark.sql import functions as F
 
-    sums = [F.sum(F.col(f"op_counts.{kind}")).alias(f"op_{kind}") for kind in OP_KINDS]
-    keys = ["determinism_repeat", "profile", "status", "implementation", "code_version"]
+    sums = [F.sum(F.col(f"op_counts.{kind}")).alias(f"op_{kind}") for kind in ALL_OP_KINDS]
+    keys = ["determinism_repeat", "profile", "layer", "status", "implementation", "code_version"]
     return (
         frame.groupBy(*keys, *CONFIG_COLUMNS)
         .agg(
@@ -109,11 +116,14 @@ def _base_groups(frame: DataFrame) -> list[Any]:
 
 
 def _tally(groups: list[Any], key: str | None) -> list[dict[str, Any]]:
-    """Runs, divergences, errors and failure rate per value of ``key`` (None: all)."""
+    """Runs, divergences, errors and failure rate per value of ``key`` (None: all); rows
+    where ``key`` is null (a config a row does not have) are left out."""
     table: dict[Any, dict[str, Any]] = defaultdict(
         lambda: {"runs": 0, "divergences": 0, "errors": 0, "steps": 0, "wall_s": 0.0}
     )
     for g in groups:
+        if key and g[key] is None:
+            continue
         entry = table[g[key] if key else "all"]
         entry["runs"] += g["runs"]
         entry["steps"] += g["steps"]
@@ -161,6 +171,112 @@ def _kinds_off(first: DataFrame) -> list[dict[str, Any]]:
         }
         for r in sorted(rows, key=lambda r: order.get(r["kind"], len(order)))
     ]
+
+
+def _by_profile(groups: list[Any]) -> list[dict[str, Any]]:
+    """``_tally`` by profile, each entry with its layer."""
+    layers = {g["profile"]: g["layer"] for g in groups}
+    return [{**entry, "layer": layers[entry["value"]]} for entry in _tally(groups, "profile")]
+
+
+def _layers(groups: list[Any]) -> list[str]:
+    """The layers present, queue first (the order of ``LAYER_OP_KINDS``)."""
+    present = {g["layer"] for g in groups}
+    return [layer for layer in LAYER_OP_KINDS if layer in present]
+
+
+def op_kind_label(layer: str, kind: str) -> str:
+    """How the report names an operation kind: a queue kind by itself, another layer's
+    as ``layer:kind`` (``run_retention`` is in both vocabularies)."""
+    return kind if layer == LAYER_QUEUE else f"{layer}:{kind}"
+
+
+def _op_coverage(groups: list[Any]) -> list[dict[str, Any]]:
+    """Operations executed per kind of each layer present, summed over that layer's rows
+    alone, in vocabulary order."""
+    coverage = []
+    for layer in _layers(groups):
+        mine = [g for g in groups if g["layer"] == layer]
+        for kind in LAYER_OP_KINDS[layer]:
+            coverage.append(
+                {
+                    "layer": layer,
+                    "kind": kind,
+                    "label": op_kind_label(layer, kind),
+                    "count": sum(g[f"op_{kind}"] or 0 for g in mine),
+                }
+            )
+    return coverage
+
+
+def _span(value: Any, unit: str = "") -> str:
+    """A profile's [low, high] range (or a scalar) as text."""
+    if isinstance(value, list) and len(value) == 2:
+        low, high = value
+        return f"{low}{unit}" if low == high else f"{low}–{high}{unit}"
+    return f"{value}{unit}"
+
+
+def _describe_consumer(config: dict[str, Any]) -> dict[str, Any]:
+    """Readable lines of a consumer profile's configuration (the page shows them)."""
+    clients = []
+    for client in config.get("clients") or []:
+        knobs = ", ".join(f"{k}={v}" for k, v in sorted((client.get("consumer") or {}).items()))
+        line = (
+            f"{client.get('group')}: {client.get('mode')}, {client.get('workers')} worker(s), "
+            f"handler {_span(client.get('process_time_s'), ' s')}, fails "
+            f"{100 * (client.get('fail_fraction') or 0):g} %, send-backs refused "
+            f"{100 * (client.get('send_fail_fraction') or 0):g} %"
+        )
+        clients.append(f"{line}; {knobs}" if knobs else line)
+    crash_every = config.get("crash_every_s")
+    crashes = (
+        f"every {_span(crash_every, ' s')}, {100 * (config.get('queue_crash_fraction') or 0):g} "
+        "% of them the whole process"
+        if crash_every
+        else "none"
+    )
+    shown = {"clients", "crash_every_s", "queue_crash_fraction", "config", "name", "swarm"}
+    other = [
+        f"{key}={_span(value)}"
+        for key, value in sorted(config.items())
+        if key not in shown and not isinstance(value, dict)
+    ]
+    return {"clients": clients, "crashes": crashes, "other": other}
+
+
+def _consumer_profiles(first: DataFrame) -> list[dict[str, Any]]:
+    """Each consumer profile's configuration as its rows carry it, with its runs (one
+    entry per distinct configuration: appended sweeps of other code may differ)."""
+    from pyspark.sql import functions as F
+
+    rows = (
+        first.where(F.col("layer") == LAYER_CONSUMER)
+        .groupBy("profile", "consumer_config")
+        .agg(
+            F.count(F.lit(1)).alias("runs"),
+            F.sum((F.col("status") != STATUS_OK).cast("long")).alias("failed"),
+        )
+        .collect()
+    )
+    out = []
+    for r in sorted(rows, key=lambda r: (r["profile"], r["consumer_config"] or "")):
+        try:
+            config = json.loads(r["consumer_config"]) if r["consumer_config"] else {}
+        except ValueError:
+            config = {}
+        if not isinstance(config, dict):
+            config = {}
+        out.append(
+            {
+                "profile": r["profile"],
+                "runs": r["runs"],
+                "failed": r["failed"],
+                "config": config,
+                **_describe_consumer(config),
+            }
+        )
+    return out
 
 
 def _failures(first: DataFrame, sweep_dir: Path) -> list[dict[str, Any]]:
@@ -321,7 +437,7 @@ def summarize(spark: SparkSession, sweep_dir: Path) -> dict[str, Any]:
     implementations = sorted({g["implementation"] for g in groups})
     totals = _tally(groups, None)
     total = totals[0] if totals else {"runs": 0, "divergences": 0, "errors": 0, "failed": 0}
-    op_totals = {kind: sum(g[f"op_{kind}"] or 0 for g in groups) for kind in OP_KINDS}
+    op_kinds = _op_coverage(groups)
     points = _fault_points(first)
     hit = {p["point"] for p in points}
     manifest = read_manifest(sweep_dir) or {}
@@ -340,15 +456,17 @@ def summarize(spark: SparkSession, sweep_dir: Path) -> dict[str, Any]:
             for key in ("runs", "divergences", "errors", "failed", "steps", "failure_rate")
         }
         | {"repeats": sum(g["runs"] for g in every_group if g["determinism_repeat"] == 1)},
-        "by_profile": _tally(groups, "profile"),
+        "layers": _layers(groups),
+        "by_profile": _by_profile(groups),
         "by_config": {
             **{knob: _tally(groups, knob) for knob in CONFIG_COLUMNS},
             "kinds_off": _kinds_off(first),
         },
         "failures": _failures(first, sweep_dir),
+        "consumer_profiles": _consumer_profiles(first),
         "coverage": {
-            "op_kinds": [{"kind": k, "count": op_totals[k]} for k in OP_KINDS],
-            "op_kinds_never": [k for k in OP_KINDS if not op_totals[k]],
+            "op_kinds": op_kinds,
+            "op_kinds_never": [k["label"] for k in op_kinds if not k["count"]],
             "fault_points": points,
             "fault_points_never": [p for p in _known_fault_points(implementations) if p not in hit],
         },

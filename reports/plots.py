@@ -82,7 +82,7 @@ def failures_by_signature(failures: Sequence[dict[str, Any]], limit: int = 20) -
 def op_coverage(op_kinds: Sequence[dict[str, Any]]) -> str:
     counts = [k["count"] for k in op_kinds]
     figure = _barh(
-        [k["kind"] for k in op_kinds],
+        [k.get("label", k["kind"]) for k in op_kinds],
         counts,
         "Operations executed by kind (grey: never)",
         [COLOR_RUNS if c else COLOR_NEVER for c in counts],

@@ -291,7 +291,19 @@ def _summary_with(text: str) -> dict:
             "failure_rate": 0.5,
             "repeats": 0,
         },
-        "by_profile": [tally],
+        "layers": ["queue", "consumer"],
+        "by_profile": [dict(tally, layer="queue"), dict(tally, layer="consumer")],
+        "consumer_profiles": [
+            {
+                "profile": text,
+                "runs": 2,
+                "failed": 1,
+                "config": {"topic": text},
+                "clients": [text],
+                "crashes": text,
+                "other": [text],
+            }
+        ],
         "by_config": {"page_size_bytes": [tally], "kinds_off": []},
         "failures": [
             {
@@ -314,7 +326,10 @@ def _summary_with(text: str) -> dict:
             }
         ],
         "coverage": {
-            "op_kinds": [{"kind": "produce", "count": 1}],
+            "op_kinds": [
+                {"layer": "queue", "kind": "produce", "label": "produce", "count": 1},
+                {"layer": "consumer", "kind": "pull", "label": "consumer:pull", "count": 0},
+            ],
             "op_kinds_never": [text],
             "fault_points": [{"point": text, "hits": 1}],
             "fault_points_never": [text],
@@ -335,6 +350,9 @@ def _summary_with(text: str) -> dict:
 def test_page_escapes_every_string_from_the_rows() -> None:
     page = render_html(_summary_with(XSS))
     assert XSS not in page
-    assert page.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 10
+    assert page.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 14
     assert "<script" not in page.lower()
     assert "Total runs: <strong>2</strong>" in page
+    # The consumer profiles' table and each profile's layer.
+    assert page.count('<tr class="consumer-profile">') == 1
+    assert "<td>consumer</td>" in page and "<td>queue</td>" in page

@@ -29,6 +29,8 @@ from scenarios.ops import OP_KINDS
 ROOT = Path(__file__).resolve().parent.parent
 XSS = "<script>alert(1)</script>"
 WRONG_IMPL = "tests.spark_impls:lost_write"
+#: A push consumer that commits past messages other workers still hold.
+CONSUMER_MUTANT = "conformance.mutants.consumer:commit_highest_acked"
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +101,19 @@ def wrong_sweep(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[P
     schema = pa.schema([f for f in ARROW_SCHEMA if f.name != "profile"])
     injected = pa.Table.from_pylist([hostile, twin], schema=schema)
     pq.write_table(injected, out / RUNS_DIR / "profile=smoke" / "injected.parquet")
+    return out, result
+
+
+@pytest.fixture(scope="module")
+def consumer_sweep(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    """A consumer mutant over a consumer profile and a queue profile (which it leaves to
+    our consumer-less queue): the consumer runs diverge, the queue runs conform; every
+    pair is run twice."""
+    out = tmp_path_factory.mktemp("consumer")
+    result = rmqsim(
+        "sweep", "--seeds", "0:2", "--profiles", "consumer,smoke", "--steps", "40",
+        "--impl", CONSUMER_MUTANT, "--determinism-sample", "4", "--out", out,
+    )  # fmt: skip
     return out, result
 
 
@@ -184,6 +199,105 @@ def test_wrong_implementation_is_grouped_with_a_shrunk_reproducer(
     assert mismatch["profile"] == "smoke" and len(set(mismatch["digests"])) == 2
 
 
+def test_a_consumer_mutant_sweep_reports_its_divergences(
+    consumer_sweep: tuple[Path, Any],
+) -> None:
+    out, result = consumer_sweep
+    assert result.exit_code == 1, result.output
+    assert "4 runs (2 profiles x 2 seeds) + 4 determinism re-runs" in result.output
+    assert "2 divergence(s), 0 error(s), 0 determinism mismatch(es)" in result.output
+    firsts = first_runs(rows(out)).to_pylist()
+    by_profile = {p: [r for r in firsts if r["profile"] == p] for p in ("consumer", "smoke")}
+    for row in by_profile["consumer"]:
+        assert row["layer"] == "consumer" and row["status"] == "divergence"
+        assert row["signature"] == "offset-passes-unacked @ complete"
+        assert (out / row["trace_path"]).is_file()
+        assert sum(row["op_counts"].values()) == row["steps"] and row["op_counts"]["deliver"]
+        assert json.loads(row["consumer_config"])["name"] == "consumer"
+    for row in by_profile["smoke"]:
+        assert row["layer"] == "queue" and row["status"] == "ok"
+        assert row["consumer_config"] is None
+    report = rmqsim("report", out)
+    assert report.exit_code == 1, report.output
+    summary = json.loads((out / "report.json").read_text())
+    assert summary["layers"] == ["queue", "consumer"]
+    assert [(r["value"], r["layer"], r["runs"], r["failed"]) for r in summary["by_profile"]] == [
+        ("consumer", "consumer", 2, 2),
+        ("smoke", "queue", 2, 0),
+    ]
+    [failure] = summary["failures"]
+    assert failure["signature"] == "offset-passes-unacked @ complete"
+    assert failure["count"] == 2 and failure["profiles"] == ["consumer"]
+    smallest = failure["smallest"]
+    assert smallest["trace_shrunk"] and smallest["repro_steps"] <= 10
+    replay = rmqsim("replay", smallest["trace_path"], "--impl", CONSUMER_MUTANT)
+    assert replay.exit_code == 1 and "offset-passes-unacked" in replay.output
+    [described] = summary["consumer_profiles"]
+    assert (described["profile"], described["runs"], described["failed"]) == ("consumer", 2, 2)
+    assert [line.split(":")[0] for line in described["clients"]] == ["busy", "slow"]
+    # Coverage per layer: the consumer's kinds over the consumer rows alone.
+    coverage = {e["label"]: e["count"] for e in summary["coverage"]["op_kinds"]}
+    for kind in ("deliver", "run_retention"):
+        counted = sum(r["op_counts"][kind] for r in by_profile["consumer"])
+        assert coverage[f"consumer:{kind}"] == counted
+    queue_retention = sum(r["op_counts"]["run_retention"] for r in by_profile["smoke"])
+    assert coverage["run_retention"] == queue_retention
+    assert "consumer:deliver" not in summary["coverage"]["op_kinds_never"]
+    # The consumer runs' queue has its own config, a config dimension like any other.
+    pages = {r["value"]: r["runs"] for r in summary["by_config"]["page_size_bytes"]}
+    assert pages == {128: 2, 256: 2}
+    assert summary["determinism"] == {"pairs_checked": 4, "mismatches": []}
+    page = (out / "report.html").read_text()
+    assert "<h2>Consumer profiles</h2>" in page
+    assert page.count('<tr class="profile">') == 2
+
+
+def test_report_refuses_rows_of_schema_1_under_a_schema_2_manifest(
+    consumer_sweep: tuple[Path, Any], tmp_path: Path
+) -> None:
+    """Rows of the old layout (no layer, the queue's operation counts alone) behind a
+    current manifest: the column check refuses them with exit 2, no Spark error."""
+    out, _ = consumer_sweep
+    # Without the footer's copy of Spark's schema (rows(out) keeps it), which Spark reads.
+    old = rows(out).drop_columns(["layer", "consumer_config"]).replace_schema_metadata(None)
+    queue_counts = pa.struct([pa.field(kind, pa.int64(), nullable=False) for kind in OP_KINDS])
+    counts = [{k: c[k] for k in OP_KINDS} for c in old["op_counts"].to_pylist()]
+    index = old.schema.get_field_index("op_counts")
+    old = old.set_column(index, "op_counts", pa.array(counts, type=queue_counts))
+    pq.write_to_dataset(old, tmp_path / RUNS_DIR, partition_cols=["profile"])
+    shutil.copy(out / MANIFEST, tmp_path / MANIFEST)
+    result = rmqsim("report", tmp_path)
+    assert result.exit_code == 2, result.output
+    assert "column 'layer' is missing" in result.output and "Traceback" not in result.output
+
+
+def gate_summary(out: Path) -> dict:
+    """A gate's summary.json, without what differs between two runs of the same gate."""
+    data = json.loads((out / "summary.json").read_text())
+    for failure in data["failures"]:
+        failure["trace"] = Path(failure["trace"]).name
+    for profile in data["profiles"].values():
+        profile.pop("wall_s")
+    return data
+
+
+def test_gate_spark_runs_consumer_profiles_like_the_plain_gate(spark: Any, tmp_path: Path):
+    args = ["gate", "--seeds", "0:2", "--profiles", "smoke,consumer", "--steps", "20"]
+    args += ["--no-shrink", "--no-crash-sweep"]
+    plain = rmqsim(*args, "--out", tmp_path / "plain")
+    on_spark = rmqsim(*args, "--spark", "--out", tmp_path / "spark")
+    assert plain.exit_code == on_spark.exit_code == 0, on_spark.output
+    assert "rmqsim gate: PASS" in on_spark.output
+    summary = gate_summary(tmp_path / "spark")
+    assert summary == gate_summary(tmp_path / "plain")
+    assert {p: s["runs"] for p, s in summary["profiles"].items() if p != "regressions"} == {
+        "smoke": 2,
+        "consumer": 2,
+    }
+    layers = Counter(rows(tmp_path / "spark")["layer"].to_pylist())
+    assert layers == Counter({"queue": 2, "consumer": 2})
+
+
 def test_gate_spark_reports_like_the_plain_gate(spark: Any, tmp_path: Path) -> None:
     # Shrinking and the crash sweep are the driver's, the same after either runner; off here
     # so that the two summaries are of the profile runs alone.
@@ -192,19 +306,11 @@ def test_gate_spark_reports_like_the_plain_gate(spark: Any, tmp_path: Path) -> N
     plain = rmqsim(*args, "--impl", WRONG_IMPL, "--out", tmp_path / "plain")
     on_spark = rmqsim(*args, "--impl", WRONG_IMPL, "--spark", "--out", tmp_path / "spark")
     assert plain.exit_code == on_spark.exit_code == 1, on_spark.output
-
-    def summary(name: str) -> dict:
-        data = json.loads((tmp_path / name / "summary.json").read_text())
-        for failure in data["failures"]:
-            failure["trace"] = Path(failure["trace"]).name
-        for profile in data["profiles"].values():
-            profile.pop("wall_s")
-        return data
-
-    assert summary("spark") == summary("plain")
-    assert summary("spark")["failures"]
+    assert gate_summary(tmp_path / "spark") == gate_summary(tmp_path / "plain")
+    failures = gate_summary(tmp_path / "spark")["failures"]
+    assert failures
     junit = (tmp_path / "spark" / "junit.xml").read_text()
-    assert junit.count("<failure ") == len(summary("spark")["failures"])
+    assert junit.count("<failure ") == len(failures)
     good = rmqsim(*args, "--spark", "--out", tmp_path / "good")
     assert good.exit_code == 0, good.output
 
