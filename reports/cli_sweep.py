@@ -46,7 +46,12 @@ def parse_profiles(text: str | None, default: tuple[str, ...]) -> tuple[str, ...
 
 @click.command("sweep")
 @click.option("--seeds", type=SEEDS, required=True, help="Seed range A:B (B excluded).")
-@click.option("--profiles", default=None, help="Comma-separated profiles (default: the gate's).")
+@click.option(
+    "--profiles",
+    default=None,
+    help="Comma-separated profiles, queue or consumer ones (default: the gate's, "
+    "consumer profiles included).",
+)
 @impl_option
 @master_option
 @steps_option
@@ -83,11 +88,12 @@ def sweep_command(
     usage, 3 when rmqsim itself failed on some run.
     """
     from conformance.adapter import DEFAULT_IMPL, load_factory
-    from conformance.gate import GATE_PROFILES
+    from conformance.gate import GATE_CONSUMER_PROFILES, GATE_PROFILES
     from reports.spark import check_master, spark_session
     from reports.sweep import check_appendable, run_sweep
 
-    names = parse_profiles(profiles, GATE_PROFILES)
+    # The gate's profiles, as `rmqsim gate` runs them: the queue's, then the consumer's.
+    names = parse_profiles(profiles, GATE_PROFILES + GATE_CONSUMER_PROFILES)
     impl = impl or DEFAULT_IMPL
     load_factory(impl)
     check_master(master)

@@ -14,6 +14,7 @@ from conformance.adapter import make_model_factory, model_factory
 from conformance.cli import cli
 from conformance.cli_common import UsageError
 from conformance.consumer_run import consumer_trace_header, replay_consumer_trace
+from conformance.gate import GATE_CONSUMER_PROFILES, GATE_PROFILES
 from conformance.trace import read_trace
 from reports.aggregate import SweepDirError, check_sweep_dir
 from reports.page import render_html
@@ -31,7 +32,7 @@ from reports.schema import (
     spark_schema,
 )
 from reports.spark import check_master
-from reports.sweep import determinism_sample, plan_chunks
+from reports.sweep import SweepOutcome, determinism_sample, plan_chunks
 from reports.tasks import TaskSpec, WorkItem, error_row, run_chunk
 from scenarios.consumer_profiles import CONSUMER_PROFILES
 from scenarios.ops import OP_KINDS
@@ -235,6 +236,33 @@ def test_error_rows_of_consumer_and_unknown_profiles(tmp_path: Path) -> None:
 
     table = pa.Table.from_pylist([consumer, unknown], schema=ARROW_SCHEMA)
     assert table.num_rows == 2
+
+
+def test_sweep_defaults_to_the_gates_profiles_consumers_included(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without --profiles, `rmqsim sweep` runs what `rmqsim gate` runs (no Spark here:
+    the session and the sweep are stand-ins that record what they were given)."""
+    import contextlib
+
+    import reports.spark
+    import reports.sweep
+
+    seen: dict = {}
+
+    def fake_sweep(_spark: object, **kwargs: object) -> SweepOutcome:
+        seen.update(kwargs)
+        return SweepOutcome(sweep_id="x", out=tmp_path, wall_s=1.0)
+
+    monkeypatch.setattr(reports.sweep, "run_sweep", fake_sweep)
+    monkeypatch.setattr(
+        reports.spark, "spark_session", lambda *_a, **_k: contextlib.nullcontext(None)
+    )
+    result = CliRunner().invoke(cli, ["sweep", "--seeds", "0:1", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert seen["profiles"] == GATE_PROFILES + GATE_CONSUMER_PROFILES
+    help_text = CliRunner().invoke(cli, ["sweep", "--help"]).output
+    assert "consumer profiles included" in " ".join(help_text.split())
 
 
 def test_sweep_dir_checks_before_spark(tmp_path: Path) -> None:
