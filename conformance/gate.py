@@ -84,12 +84,13 @@ def trace_name(result: RunResult) -> str:
     return f"{result.profile}-seed{result.seed}-{result.anomaly or 'failure'}.jsonl"
 
 
-def save_failure(result: RunResult, out: Path) -> Path:
-    """Write a failing run's trace under ``out`` and remember where. A shrunk trace left
-    beside it by an earlier run is removed: it would pass for this run's reproducer."""
+def save_failure(result: RunResult, out: Path, *, prefix: str = "") -> Path:
+    """Write a failing run's trace under ``out`` (named ``prefix`` + ``trace_name``) and
+    remember where. A shrunk trace left beside it by an earlier run is removed: it would
+    pass for this run's reproducer."""
     from conformance.shrink import shrunk_path  # it imports this module
 
-    path = out / trace_name(result)
+    path = out / (prefix + trace_name(result))
     write_lines(path, result.trace_lines)
     shrunk_path(path).unlink(missing_ok=True)
     result.trace_path = path
@@ -151,7 +152,9 @@ def run_sweeps(
     for profile in profiles:
         sweep = crash_sweep(profile, seed, impl=impl, steps=steps, out=out, crash_mode=crash_mode)
         if not sweep.base.ok:
-            save_failure(sweep.base, out)
+            # Not the profile run of the same seed (other steps, crash points logged): a
+            # name of its own keeps that run's trace and shrunk trace beside it intact.
+            save_failure(sweep.base, out, prefix="crash-sweep-")
         sweeps.append(sweep)
         if on_sweep is not None:
             on_sweep(sweep)
