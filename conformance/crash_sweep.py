@@ -172,6 +172,8 @@ def crash_sweep(
         if outcome.ok:
             crashed = [r for r in parse_lines(outcome.trace_lines).steps if r.crash]
             result.resolutions.update(str(r.crash.get("resolved")) for r in crashed if r.crash)
+            if case.step == 0:  # in the first open: recorded in the header, not a step
+                result.resolutions["before"] += 1
         else:
             outcome.replay_only = True
             if out is not None:

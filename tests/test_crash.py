@@ -44,6 +44,8 @@ def test_the_crash_sweep_is_clean_on_impl_and_covers_every_kind_of_case() -> Non
     assert {"produce.before_write", "produce.after_write", "open.before_write"} <= set(sweep.points)
     assert any(c.step == 0 for c in sweep.cases), "the first open is crashed too"
     assert sweep.resolutions["before"] > 0 and sweep.resolutions["after"] > 0
+    # every case that passed is counted once, those in the first open too
+    assert sum(sweep.resolutions.values()) == len(sweep.cases)
 
 
 def test_the_case_list_is_deterministic() -> None:
