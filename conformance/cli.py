@@ -218,15 +218,10 @@ def run_command(
 @friendly_errors
 def replay_command(trace_file: Path, impl: str | None) -> None:
     """Re-execute a trace on the model and the SUT; check every recorded outcome."""
-    from conformance.consumer_run import consumer_trace_header, replay_consumer_trace
+    from conformance.consumer_run import read_run_trace, replay_run_trace
     from conformance.report import render_failure
-    from conformance.run import replay_trace
-    from conformance.trace import read_trace
 
-    if consumer_trace_header(trace_file) is not None:
-        result = replay_consumer_trace(trace_file, impl=impl)
-    else:
-        result = replay_trace(read_trace(trace_file), impl=impl)
+    result = replay_run_trace(read_run_trace(trace_file), impl=impl)
     if result.ok:
         click.echo(f"rmqsim replay: {trace_file}: {result.steps} operations conform")
         sys.exit(EXIT_OK)

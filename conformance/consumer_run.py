@@ -25,7 +25,7 @@ from typing import Any
 from conformance.adapter import DEFAULT_IMPL, Factory, is_consumer_factory, resolve_impl
 from conformance.consumer_check import ConsumerViolation, GroupHistory
 from conformance.lockstep import Divergence
-from conformance.run import RunResult, _header, execute_recorded
+from conformance.run import RunResult, _header, execute_recorded, replay_trace
 from conformance.statediff import state_digest
 from conformance.trace import Trace, TraceFormatError, dumps, parse_lines, read_trace
 from model import ReferenceMQ
@@ -71,7 +71,9 @@ __all__ = [
     "impl_consumer_factory",
     "is_consumer_header",
     "parse_run_lines",
+    "read_run_trace",
     "replay_consumer_trace",
+    "replay_run_trace",
     "run_consumer_seed",
     "run_consumer_steps",
     "trace_decoders",
@@ -553,20 +555,37 @@ def _profile_of(header: Mapping[str, Any], path: Path | str) -> ConsumerProfile:
     return profile
 
 
+def read_run_trace(path: Path) -> Trace:
+    """The trace file of a queue or a consumer run, parsed with its vocabulary."""
+    return read_trace(path, **trace_decoders(consumer_trace_header(path) is not None))
+
+
+def replay_run_trace(trace: Trace, *, impl: str | Factory | None = None) -> RunResult:
+    """Replay a trace of either layer (``read_run_trace``): a consumer trace here, a queue
+    trace through ``conformance.run.replay_trace``."""
+    if is_consumer_header(trace.header):
+        return _replay_consumer(trace, impl)
+    return replay_trace(trace, impl=impl)
+
+
 def replay_consumer_trace(path: Path, *, impl: str | Factory | None = None) -> RunResult:
+    """Replay the consumer trace at ``path`` (see ``_replay_consumer``)."""
+    return _replay_consumer(read_trace(path, **trace_decoders(True)), impl)
+
+
+def _replay_consumer(trace: Trace, impl: str | Factory | None) -> RunResult:
     """Re-execute a consumer trace's recorded operations, with the profile its header
     recorded, on the model and the SUT; every recorded outcome must recur
     (``trace-mismatch`` at the first that does not: the trace was written by other code).
     The trace is self-contained: neither the seed nor the simulation is consulted, so an
     edited or shrunk trace replays as it stands; a shrunk one's header turns the final
     check off (``"final_check": false``, see ``run_consumer_steps``)."""
-    trace = read_trace(path, **trace_decoders(True))
     header = trace.header
-    profile = _profile_of(header, path)
+    profile = _profile_of(header, trace.path)
     steps = header.get("steps")
     final_check = header.get("final_check", True)
     if type(final_check) is not bool:
-        raise TraceFormatError(path, 1, "header final_check must be true or false")
+        raise TraceFormatError(trace.path, 1, "header final_check must be true or false")
 
     return _run(
         profile,

@@ -19,13 +19,13 @@ from pathlib import Path
 
 from conformance.adapter import DEFAULT_IMPL, Factory
 from conformance.consumer_run import (
-    consumer_trace_header,
     failed_at_final_check,
     is_consumer_header,
-    replay_consumer_trace,
+    read_run_trace,
+    replay_run_trace,
 )
-from conformance.run import RunResult, replay_trace
-from conformance.trace import dumps, read_trace, write_lines
+from conformance.run import RunResult
+from conformance.trace import dumps, write_lines
 
 #: Where ``--save-regression`` writes and ``rmqsim gate`` reads, relative to the working
 #: directory (the root of the repository whose implementation is gated).
@@ -89,10 +89,7 @@ def corpus_files(directory: Path) -> list[Path]:
 def replay_regression(path: Path, impl: str | Factory = DEFAULT_IMPL) -> RunResult:
     """Replay one corpus file (of a queue or a consumer profile) on ``impl``; the result
     names the file and how to repeat it."""
-    if consumer_trace_header(path) is not None:
-        result = replay_consumer_trace(path, impl=impl)
-    else:
-        result = replay_trace(read_trace(path), impl=impl)
+    result = replay_run_trace(read_run_trace(path), impl=impl)
     result.trace_path = path
     command = f"rmqsim replay {path}"
     result.repro = command if impl == DEFAULT_IMPL else f"{command} --impl {result.impl}"

@@ -36,12 +36,11 @@ from pathlib import Path
 
 from conformance.adapter import Factory
 from conformance.consumer_run import (
-    consumer_trace_header,
     is_consumer_header,
     parse_run_lines,
-    replay_consumer_trace,
+    read_run_trace,
+    replay_run_trace,
     run_consumer_steps,
-    trace_decoders,
 )
 from conformance.run import RunResult, replay_trace
 from conformance.shrink_budget import (
@@ -53,7 +52,7 @@ from conformance.shrink_budget import (
     ShrinkStats,
 )
 from conformance.shrink_consumer import drop_batches
-from conformance.trace import Trace, TraceFormatError, TraceStep, read_trace
+from conformance.trace import Trace, TraceFormatError, TraceStep
 from scenarios.consumer_ops import Complete, ProduceBatch
 from scenarios.ops import ArmCrash, Consume, Message, Produce, Step
 
@@ -343,13 +342,11 @@ def shrink_file(
     """Shrink the failing trace at ``path`` (of a queue or a consumer profile) into
     ``<stem>.shrunk.jsonl`` beside it."""
     started = time.perf_counter()
-    consumer = consumer_trace_header(path) is not None
-    trace = read_trace(path, **trace_decoders(consumer))
+    trace = read_run_trace(path)
+    consumer = is_consumer_header(trace.header)
     if not trace.steps:
         raise TraceFormatError(path, None, "the trace has no steps: nothing to shrink")
-    original = (
-        replay_consumer_trace(path, impl=impl) if consumer else replay_trace(trace, impl=impl)
-    )
+    original = replay_run_trace(trace, impl=impl)
     if original.ok:
         raise NotFailingError(f"{path}: the trace does not fail on {original.impl}")
     if original.anomaly == "trace-mismatch":

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conformance.adapter import DEFAULT_IMPL, make_model_factory, model_factory
-from conformance.consumer_run import consumer_trace_header, trace_decoders
+from conformance.consumer_run import read_run_trace
 from conformance.corpus import corpus_files, program_digest, replay_regression, save_regression
 from conformance.gate import GateResult, junit_xml, run_corpus, summary_json
 from conformance.run import replay_trace, run_seed
@@ -39,7 +39,7 @@ def test_the_corpus_is_seeded() -> None:
 def test_regression_replays_clean_on_impl_and_fails_where_found(path: Path) -> None:
     result = replay_regression(path)
     assert result.ok, result.divergence
-    trace = read_trace(path, **trace_decoders(consumer_trace_header(path) is not None))
+    trace = read_run_trace(path)
     found_on = trace.header.get("found_on", "")
     if found_on.startswith("tests."):
         anomaly = path.stem.rsplit("-", 1)[0]
