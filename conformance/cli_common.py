@@ -97,15 +97,11 @@ SEEDS = SeedRange()
 def writable_dir(path: Path, option: str = "--out") -> Path:
     """Create ``path`` if needed and check it is writable, or raise UsageError naming
     ``option``."""
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".rmqsim-write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        raise UsageError(
-            f"{option} {path}: not a writable directory ({exc.strerror or exc})"
-        ) from None
+    from conformance.scratch import unwritable_dir
+
+    problem = unwritable_dir(path)
+    if problem is not None:
+        raise UsageError(f"{option} {problem}")
     return path
 
 
@@ -237,14 +233,16 @@ crash_mode_option = crash_mode_choice(
     "process: the implementation runs in a child process and a crash is a real "
     "SIGKILL of it (needs --impl as MOD:FACTORY).",
 )
+
+
 def _writable_regression_dir(ctx: Any, param: Any, value: Path | None) -> Path | None:
     """Check ``--save-regression``'s directory before the run, not after its failure."""
-    if value is None:
-        return None
-    try:
-        return writable_dir(value, "--save-regression")
-    except UsageError as exc:
-        raise click.BadParameter(str(exc).removeprefix("--save-regression "), ctx, param) from None
+    from conformance.scratch import unwritable_dir
+
+    problem = None if value is None else unwritable_dir(value)
+    if problem is not None:
+        raise click.BadParameter(problem, ctx, param)
+    return value
 
 
 save_regression_option = click.option(
@@ -267,7 +265,6 @@ def save_regressions(results: list[Any], directory: Path | None) -> None:
         return
     from conformance.corpus import save_regression
 
-    writable_dir(directory, "--save-regression")
     for result in results:
         if not result.ok:
             path = save_regression(result, directory)

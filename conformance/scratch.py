@@ -49,13 +49,21 @@ def scratch_root() -> Path:
 @functools.cache
 def _checked_workdir(chosen: str) -> Path:
     """``chosen`` as a directory runs can write in (checked once per value)."""
-    path = Path(chosen)
+    problem = unwritable_dir(Path(chosen))
+    if problem is not None:
+        raise ScratchDirError(f"{WORKDIR_ENV}={problem}")
+    return Path(chosen)
+
+
+def unwritable_dir(path: Path) -> str | None:
+    """Create ``path`` if needed; None if files can be written in it, else what is wrong
+    (``"<path>: not a writable directory (<reason>)"``). Every directory rmqsim is told
+    to write in (``RMQSIM_WORKDIR``, the CLI's ``--out`` and the like) is checked so,
+    before any run, so that a bad one is bad input, not an error deep inside a run."""
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=path):
             pass
     except OSError as exc:
-        raise ScratchDirError(
-            f"{WORKDIR_ENV}={chosen}: not a writable directory ({exc.strerror or exc})"
-        ) from None
-    return path
+        return f"{path}: not a writable directory ({exc.strerror or exc})"
+    return None
