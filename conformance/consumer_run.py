@@ -24,7 +24,7 @@ from typing import Any
 
 from conformance.adapter import DEFAULT_IMPL, Factory, is_consumer_factory, resolve_impl
 from conformance.consumer_check import ConsumerViolation, GroupHistory
-from conformance.lockstep import Divergence
+from conformance.lockstep import Divergence, Stats
 from conformance.run import RunResult, _header, execute_recorded, replay_trace
 from conformance.statediff import state_digest
 from conformance.trace import Trace, TraceFormatError, dumps, parse_lines, read_trace
@@ -425,6 +425,7 @@ def _run(
             lambda **kw: PushConsumerModel(store=stores[kw["group"]], **kw),
         )
         histories = _Histories(profile)
+        stats = Stats()
         index = 0
 
         def execute(step: Step) -> Outcome:
@@ -433,6 +434,7 @@ def _run(
             last = step
             clock.now = step.time_s
             op: ConsumerOp = step.op  # type: ignore[assignment]
+            _count(stats, op)
             raw, got = _outcome(lambda: sut.apply(op))
             _, want = _outcome(lambda: model.apply(op))
             try:
@@ -489,10 +491,22 @@ def _run(
         divergence=divergence,
         trace=lines,
         state_digest=final,
+        stats=stats,
         wall_s=time.perf_counter() - started,
         sim_time_s=last.time_s if last else 0,
         step_budget=steps,
     )
+
+
+def _count(stats: Stats, op: ConsumerOp) -> None:
+    """A consumer run's counters, as the lockstep keeps a queue run's: operations by
+    kind; crashes (of a client or of the whole process); reopens of the queue."""
+    stats.steps += 1
+    stats.op_counts[op.kind] += 1
+    if type(op) is CrashClient or type(op) is CrashQueue:
+        stats.crashes_injected += 1
+    if type(op) is CrashQueue:
+        stats.reopens += 1
 
 
 def failed_at_final_check(result: RunResult) -> bool:

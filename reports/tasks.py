@@ -12,7 +12,6 @@ import functools
 import json
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from importlib import metadata
@@ -120,32 +119,16 @@ def profile_columns(profile_name: str, seed: int) -> dict[str, Any]:
     }
 
 
-def _consumer_op_counts(result: RunResult) -> Counter[str]:
-    """A consumer run's operations by kind, counted from its trace's step lines
-    (``consumer_run`` keeps no ``Stats``: its trace is the record)."""
-    counts: Counter[str] = Counter()
-    for line in result.trace_lines:
-        record = json.loads(line)
-        if record.get("type") == "step":
-            counts[record["op"]["kind"]] += 1
-    return counts
-
-
-def _counters(result: RunResult, layer: str) -> dict[str, Any]:
-    """``op_counts`` (every kind of either vocabulary), ``crashes_injected``, ``reopens``."""
-    if layer == LAYER_QUEUE:
-        counts: Counter[str] = result.stats.op_counts
-        crashes, reopens = result.stats.crashes_injected, result.stats.reopens
-    else:
-        counts = _consumer_op_counts(result)
-        crashes = counts["crash_client"] + counts["crash_queue"]
-        reopens = counts["crash_queue"]
-    unknown = sorted(set(counts) - set(ALL_OP_KINDS))
+def _counters(result: RunResult) -> dict[str, Any]:
+    """``op_counts`` (every kind of either vocabulary), ``crashes_injected``, ``reopens``:
+    a run of either layer keeps them in its ``Stats``."""
+    stats = result.stats
+    unknown = sorted(set(stats.op_counts) - set(ALL_OP_KINDS))
     assert not unknown, f"operation kinds outside the row schema: {unknown}"
     return {
-        "op_counts": {kind: counts.get(kind, 0) for kind in ALL_OP_KINDS},
-        "crashes_injected": crashes,
-        "reopens": reopens,
+        "op_counts": {kind: stats.op_counts.get(kind, 0) for kind in ALL_OP_KINDS},
+        "crashes_injected": stats.crashes_injected,
+        "reopens": stats.reopens,
     }
 
 
@@ -176,7 +159,7 @@ def result_row(
         "divergence_step": div.step_index if div else None,
         "detail": _detail(result),
         "steps": result.steps,
-        **_counters(result, columns["layer"]),
+        **_counters(result),
         "fault_points": dict(sorted(result.fault_points.items())),
         **columns,
         "sim_time_s": result.sim_time_s,
