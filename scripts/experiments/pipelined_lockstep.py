@@ -41,6 +41,9 @@ from scenarios.ops import STATE_CHANGING, Outcome, Step
 from scenarios.profiles import get_profile, resolve
 from scenarios.simulation import Simulation
 
+# pickle is safe here only because both ends are this script: an anonymous pipe to its
+# own forked child, never a file, a trace or a database (rmqsim itself unpickles none).
+
 #: Batches in flight before the parent waits for results.
 MAX_IN_FLIGHT = 2
 FULL = "full"
