@@ -30,6 +30,7 @@ from conformance.cli_common import (
     friendly_errors,
     impl_option,
     out_option,
+    parse_profiles,
     progress,
     save_regression_option,
     save_regressions,
@@ -304,14 +305,11 @@ def gate_command(
         write_outputs,
     )
     from conformance.report import render_failure
-    from scenarios.profiles import get_profile
 
     impl = impl or DEFAULT_IMPL
     load_factory(impl)
     standard = GATE_PROFILES + GATE_CONSUMER_PROFILES
-    names = tuple(p.strip() for p in profiles.split(",")) if profiles else standard
-    for name in names:
-        get_profile(name)
+    names = parse_profiles(profiles, standard)
     seed_range = seeds or DEFAULT_GATE_SEEDS
     if corpus is not None and not corpus.is_dir():
         raise UsageError(f"--corpus {corpus}: not a directory")

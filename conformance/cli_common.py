@@ -105,6 +105,25 @@ def writable_dir(path: Path, option: str = "--out") -> Path:
     return path
 
 
+def parse_profiles(text: str | None, default: tuple[str, ...]) -> tuple[str, ...]:
+    """``--profiles``: comma-separated profile names, each checked (``UnknownProfileError``
+    names the unknown one). Not given: ``default``. Given but naming none (``""``, ``","``)
+    or naming one twice is a usage error, not "all profiles" or a doubled run."""
+    from scenarios.profiles import get_profile
+
+    if text is None:
+        return default
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    if not names:
+        raise UsageError(f"--profiles {text!r} names no profile")
+    for name in names:
+        get_profile(name)
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise UsageError(f"--profiles names {', '.join(twice)} more than once")
+    return names
+
+
 def progress(total: int, description: str) -> Any:
     """A progress bar on stderr (quiet when stderr is not a terminal)."""
     from rich.console import Console

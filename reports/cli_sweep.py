@@ -12,9 +12,9 @@ from conformance.cli_common import (
     EXIT_INTERNAL,
     EXIT_OK,
     SEEDS,
-    UsageError,
     friendly_errors,
     impl_option,
+    parse_profiles,
     progress,
     shrink_options,
     steps_option,
@@ -30,18 +30,6 @@ master_option = click.option(
     show_default=True,
     help="Spark master URL: local[*], local[N], spark://host:7077, yarn, k8s://...",
 )
-
-
-def parse_profiles(text: str | None, default: tuple[str, ...]) -> tuple[str, ...]:
-    """Comma-separated profile names, each checked (``UnknownProfileError`` otherwise)."""
-    from scenarios.profiles import get_profile
-
-    names = tuple(p.strip() for p in text.split(",") if p.strip()) if text else default
-    if not names:
-        raise UsageError("--profiles names no profile")
-    for name in names:
-        get_profile(name)
-    return names
 
 
 @click.command("sweep")

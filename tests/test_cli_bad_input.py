@@ -215,3 +215,37 @@ def test_mutants_take_their_factory_spelling_too(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.exit_code in (0, 1), result.output  # ran: the name was accepted
     assert "hwm-not-persisted" in result.output
+
+
+# ---------------------------------------------------------------------- --profiles
+
+
+@pytest.mark.parametrize("command", ["gate", "sweep"])
+@pytest.mark.parametrize(
+    ("profiles", "message"),
+    [
+        ("", "names no profile"),
+        (" , ", "names no profile"),
+        ("smoke,churn,smoke", "smoke more than once"),
+    ],
+)
+def test_profiles_that_name_none_or_one_twice_exit_2(
+    tmp_path: Path, command: str, profiles: str, message: str
+) -> None:
+    """``--profiles ""`` once meant every profile, and a doubled name ran its seeds twice;
+    both are refused before anything runs (the sweep before Spark starts)."""
+    result = invoke(
+        command, "--profiles", profiles, "--seeds", "0:1", "--out", str(tmp_path / "out")
+    )
+    _bad_input(result, "--profiles", message)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_trailing_comma_in_profiles_is_not_a_profile(tmp_path: Path) -> None:
+    result = invoke(
+        "gate", "--profiles", "smoke,", "--seeds", "0:1", "--steps", "20", "--no-crash-sweep",
+        "--corpus", str(tmp_path), "--out", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert list(summary["profiles"]) == ["smoke"], summary
