@@ -177,10 +177,13 @@ steps_option = click.option(
 )
 
 
-def ops_budget_option(flag: str) -> Callable[[F], F]:
-    """A shrink's bound by work: operations its candidate runs may execute."""
+def ops_budget_option(*flags: str) -> Callable[[F], F]:
+    """A shrink's bound by work: operations its candidate runs may execute. Several
+    ``flags`` are spellings of one option (``shrink`` takes ``--shrink-ops-budget`` too,
+    as ``run`` and ``gate`` spell it); the value reaches the command as ``flags[0]``."""
     return click.option(
-        flag,
+        *flags,
+        flags[0].lstrip("-").replace("-", "_"),
         type=click.IntRange(min=1),
         default=DEFAULT_SHRINK_OPERATIONS,
         show_default=True,
@@ -189,10 +192,12 @@ def ops_budget_option(flag: str) -> Callable[[F], F]:
     )
 
 
-def time_budget_option(flag: str) -> Callable[[F], F]:
-    """A shrink's optional wall-clock cap (off by default)."""
+def time_budget_option(*flags: str) -> Callable[[F], F]:
+    """A shrink's optional wall-clock cap (off by default); ``flags`` as for
+    ``ops_budget_option``."""
     return click.option(
-        flag,
+        *flags,
+        flags[0].lstrip("-").replace("-", "_"),
         type=click.FloatRange(min=0, min_open=True),
         default=None,
         help="Also stop a shrink after S seconds of wall time (off by default: the result "

@@ -27,8 +27,8 @@ from conformance.shrink_budget import ShrinkBudget
 @click.command("shrink")
 @click.argument("trace_file", type=click.Path(dir_okay=False, path_type=Path))
 @impl_option
-@ops_budget_option("--ops-budget")
-@time_budget_option("--time-budget-s")
+@ops_budget_option("--ops-budget", "--shrink-ops-budget")
+@time_budget_option("--time-budget-s", "--shrink-budget-s")
 @friendly_errors
 def shrink_command(
     trace_file: Path, impl: str | None, ops_budget: int, time_budget_s: float | None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -27,11 +28,34 @@ from conformance.cli_common import (
 PROFILE_NAMES = ("dev", "ci", "nightly")
 
 
+class _SettingsProfile(click.Choice):
+    """``--profile`` of ``fuzz`` names hypothesis settings, where every other command's
+    names a scenario profile: a scenario profile given here gets an error that says so,
+    not only the list of choices."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter:
+            from scenarios.consumer_profiles import CONSUMER_PROFILES
+            from scenarios.profiles import PROFILES
+
+            if value in PROFILES or value in CONSUMER_PROFILES:
+                self.fail(
+                    f"{value!r} is a scenario profile (rmqsim run --profile); fuzz's "
+                    f"--profile picks hypothesis settings ({', '.join(PROFILE_NAMES)}): "
+                    "fuzz draws its own operations",
+                    param,
+                    ctx,
+                )
+            raise
+
+
 @click.command("fuzz")
 @impl_option
 @click.option(
     "--profile",
-    type=click.Choice(PROFILE_NAMES),
+    type=_SettingsProfile(PROFILE_NAMES),
     default="ci",
     show_default=True,
     help="Hypothesis settings: dev (quick), ci (bounded), nightly (many examples).",

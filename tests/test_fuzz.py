@@ -124,3 +124,11 @@ def test_cli_exit_2_on_bad_usage(args: list[str], tmp_path: Path) -> None:
     done = CliRunner().invoke(cli, ["fuzz", "--out", str(tmp_path), *args])
     assert done.exit_code == 2, done.output
     assert "Traceback" not in done.output
+
+
+@pytest.mark.parametrize("name", ["smoke", "consumer"])
+def test_a_scenario_profile_given_to_fuzz_says_what_fuzz_profile_means(name: str) -> None:
+    """``--profile`` is a scenario profile everywhere else; here it picks settings."""
+    result = CliRunner().invoke(cli, ["fuzz", "--profile", name])
+    assert result.exit_code == 2, result.output
+    assert "is a scenario profile" in result.output and "dev, ci, nightly" in result.output

@@ -167,5 +167,8 @@ def test_cli_run_shrinks_within_the_operations_budget_and_the_shrink_command_too
     (trace,) = (p for p in out.glob("*.jsonl") if not p.name.endswith(".shrunk.jsonl"))
     code, output = _cli("shrink", str(trace), "--ops-budget", "100000")
     assert code == 0 and "searched to the end" in output
+    # ``shrink`` takes run's and gate's spelling of the same budget too.
+    code, output = _cli("shrink", str(trace), "--shrink-ops-budget", "1000")
+    assert code == 0 and "stopped at the operations budget" in output
     code, output = _cli(*common, "--out", str(tmp_path / "none"), "--no-shrink")
     assert code == 1 and "shrunk" not in output
