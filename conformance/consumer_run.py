@@ -15,6 +15,7 @@ operations (not its seed) with the profile its header recorded, so a trace stand
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import tempfile
 import time
@@ -66,6 +67,8 @@ from scenarios.profiles import ProfileError
 
 __all__ = [
     "DEFAULT_CONSUMER_IMPL",
+    "RESULTS_BY_MODE",
+    "check_consumer_trace",
     "consumer_trace_header",
     "failed_at_final_check",
     "impl_consumer_factory",
@@ -80,6 +83,16 @@ __all__ = [
 ]
 
 DEFAULT_CONSUMER_IMPL = "conformance.consumer_run:impl_consumer_factory"
+
+#: What a handler may return in each mode (``model.api.ConsumeResult``; RocketMQ's
+#: ConsumeConcurrentlyStatus and ConsumeOrderlyStatus). Both consumers refuse any other
+#: result with ``invalid_argument``; a trace that holds one is refused when read
+#: (``check_consumer_trace``), since the simulation never writes one: replayed, it would
+#: fail as a trace mismatch, as if the implementation had changed, not the file.
+RESULTS_BY_MODE: dict[ConsumeMode, tuple[ConsumeResult, ...]] = {
+    ConsumeMode.CONCURRENT: (ConsumeResult.SUCCESS, ConsumeResult.RETRY_LATER),
+    ConsumeMode.ORDERLY: (ConsumeResult.SUCCESS, ConsumeResult.SUSPEND),
+}
 
 
 def impl_consumer_factory(
@@ -379,6 +392,14 @@ def run_consumer_steps(
     )
 
 
+class _PastTheBatch(Exception):
+    """A replayed ``Complete`` names a position its batch does not have (see ``_run``)."""
+
+    def __init__(self, index: int, message: str) -> None:
+        super().__init__(message)
+        self.index = index
+
+
 def _run(
     profile: ConsumerProfile,
     seed: int,
@@ -389,10 +410,21 @@ def _run(
     *,
     extra_header: Mapping[str, Any] | None = None,
     final_check: bool = True,
+    positions_in_batch: bool = False,
 ) -> RunResult:
     """Execute what ``drive`` emits on both sides, checking the SUT's histories (at the
     end too, unless ``final_check`` is off: the trace's header then says so, so that
-    replaying it skips that check too)."""
+    replaying it skips that check too).
+
+    A ``Complete``'s refused positions past the end of its batch (the model's, which is
+    the SUT's too, or the delivery would have diverged) refuse nothing. A shrinker's
+    candidate holds such positions legitimately: cutting produces or payloads makes
+    later batches smaller, and cutting a delivery leaves its completion naming no batch.
+    So by default they are dropped from the operation, which changes nothing it does,
+    and the trace records the positions that took effect: any trace this writes,
+    shrunk ones included, has every position within its batch. With
+    ``positions_in_batch`` (replaying a recorded trace, whose positions were written so)
+    such a position is bad input instead: ``_PastTheBatch``, before the step runs."""
     name, queue_factory, consumer_factory = _factories(impl)
     header = _header(profile, seed, name, steps)  # type: ignore[arg-type]
     header.update(extra_header or {})
@@ -434,6 +466,9 @@ def _run(
             last = step
             clock.now = step.time_s
             op: ConsumerOp = step.op  # type: ignore[assignment]
+            if type(op) is Complete:
+                step = _within_batch(index, step, op, model.batches, positions_in_batch)
+                op = step.op  # type: ignore[assignment]
             _count(stats, op)
             raw, got = _outcome(lambda: sut.apply(op))
             _, want = _outcome(lambda: model.apply(op))
@@ -498,6 +533,37 @@ def _run(
     )
 
 
+def _within_batch(
+    index: int,
+    step: Step,
+    op: Complete,
+    batches: Mapping[tuple[str, int], tuple[int, ...]],
+    strict: bool,
+) -> Step:
+    """``step`` with only the refused positions that ``op``'s batch has (see ``_run``);
+    with ``strict``, a position it lacks raises ``_PastTheBatch`` instead."""
+    size = len(batches.get((op.client, op.seq), ()))
+    kept = tuple(i for i in op.refused_positions if i < size)
+    if kept == op.refused_positions:
+        return step
+    if strict:
+        past = next(i for i in op.refused_positions if i >= size)
+        where = (
+            f"batch {op.seq} of client {op.client!r} holds {size} message(s), so its "
+            f"positions are below {size}"
+            if size
+            else f"client {op.client!r} has no batch {op.seq} being consumed, so a "
+            "completion of it refuses no send-back: the positions must be []"
+        )
+        raise _PastTheBatch(
+            index,
+            f"step {index}: op(complete).refused_positions: {past} is past the batch: {where} "
+            "(such a position refuses nothing, so deleting it keeps what the trace does; "
+            "shrunk traces of older rmqsim versions may hold one)",
+        )
+    return dataclasses.replace(step, op=dataclasses.replace(op, refused_positions=kept))
+
+
 def _count(stats: Stats, op: ConsumerOp) -> None:
     """A consumer run's counters, as the lockstep keeps a queue run's: operations by
     kind; crashes (of a client or of the whole process); reopens of the queue."""
@@ -548,12 +614,16 @@ def trace_decoders(consumer: bool) -> dict[str, Any]:
 
 
 def parse_run_lines(lines: list[str]) -> Trace:
-    """A run's trace lines, of a queue or a consumer profile, parsed with its vocabulary."""
+    """A run's trace lines, of a queue or a consumer profile, parsed with its vocabulary
+    (and a consumer trace checked: ``check_consumer_trace``)."""
     try:
         consumer = bool(lines) and is_consumer_header(json.loads(lines[0]))
     except ValueError:
         consumer = False  # parse_lines names the bad line
-    return parse_lines(lines, **trace_decoders(consumer))
+    trace = parse_lines(lines, **trace_decoders(consumer))
+    if consumer:
+        check_consumer_trace(trace)
+    return trace
 
 
 def _profile_of(header: Mapping[str, Any], path: Path | str) -> ConsumerProfile:
@@ -569,9 +639,48 @@ def _profile_of(header: Mapping[str, Any], path: Path | str) -> ConsumerProfile:
     return profile
 
 
+def check_consumer_trace(trace: Trace) -> ConsumerProfile:
+    """The profile a consumer trace's header records, once its steps were checked against
+    it; a ``TraceFormatError`` naming the file and line otherwise. What one line cannot
+    say alone (``consumer_op_from_json`` checked the rest): every client an operation
+    names is one of the profile's, and every ``Complete``'s result is one its client's
+    mode allows (``RESULTS_BY_MODE``). Refused positions past their batch are refused
+    when replayed (``_run``): the batch is the model's, which only replaying builds."""
+    profile = _profile_of(trace.header, trace.path)
+    modes = {spec.group: ConsumeMode(spec.mode) for spec in profile.clients}
+    for step in trace.steps:
+        op = step.op
+        client = getattr(op, "client", None)
+        if client is None:
+            continue
+        if client not in modes:
+            raise TraceFormatError(
+                trace.path,
+                step.line,
+                f"step {step.index}: op({op.kind}).client: {client!r} is not a client of "
+                f"the header's profile_config (clients: {', '.join(map(repr, modes))})",
+            )
+        if type(op) is Complete:
+            allowed = RESULTS_BY_MODE[modes[client]]
+            if op.result not in allowed:
+                raise TraceFormatError(
+                    trace.path,
+                    step.line,
+                    f"step {step.index}: op(complete).result: {op.result!r} is not a result "
+                    f"of client {client!r}, which consumes in {modes[client].value} mode: "
+                    f"allowed {' or '.join(repr(r.value) for r in allowed)}",
+                )
+    return profile
+
+
 def read_run_trace(path: Path) -> Trace:
-    """The trace file of a queue or a consumer run, parsed with its vocabulary."""
-    return read_trace(path, **trace_decoders(consumer_trace_header(path) is not None))
+    """The trace file of a queue or a consumer run, parsed with its vocabulary (and a
+    consumer trace checked: ``check_consumer_trace``)."""
+    consumer = consumer_trace_header(path) is not None
+    trace = read_trace(path, **trace_decoders(consumer))
+    if consumer:
+        check_consumer_trace(trace)
+    return trace
 
 
 def replay_run_trace(trace: Trace, *, impl: str | Factory | None = None) -> RunResult:
@@ -593,20 +702,31 @@ def _replay_consumer(trace: Trace, impl: str | Factory | None) -> RunResult:
     (``trace-mismatch`` at the first that does not: the trace was written by other code).
     The trace is self-contained: neither the seed nor the simulation is consulted, so an
     edited or shrunk trace replays as it stands; a shrunk one's header turns the final
-    check off (``"final_check": false``, see ``run_consumer_steps``)."""
+    check off (``"final_check": false``, see ``run_consumer_steps``).
+
+    The trace is checked first (``check_consumer_trace``; again, if it was read by
+    ``read_run_trace``, for a trace built in memory); a refused position past its batch
+    is bad input too (``TraceFormatError`` naming the step's line), not ignored as in a
+    shrinker's candidate: every trace rmqsim writes records only positions within their
+    batch (see ``_run``), so such a one was edited. It shows when its step comes: a
+    divergence before it is reported instead, as the steps before it are valid."""
     header = trace.header
-    profile = _profile_of(header, trace.path)
+    profile = check_consumer_trace(trace)
     steps = header.get("steps")
     final_check = header.get("final_check", True)
     if type(final_check) is not bool:
         raise TraceFormatError(trace.path, 1, "header final_check must be true or false")
 
-    return _run(
-        profile,
-        header["seed"],
-        impl or header.get("impl") or DEFAULT_IMPL,
-        steps if type(steps) is int else None,
-        None,
-        lambda execute: execute_recorded(trace, execute),
-        final_check=final_check,
-    )
+    try:
+        return _run(
+            profile,
+            header["seed"],
+            impl or header.get("impl") or DEFAULT_IMPL,
+            steps if type(steps) is int else None,
+            None,
+            lambda execute: execute_recorded(trace, execute),
+            final_check=final_check,
+            positions_in_batch=True,
+        )
+    except _PastTheBatch as bad:
+        raise TraceFormatError(trace.path, trace.steps[bad.index - 1].line, str(bad)) from None

@@ -61,6 +61,11 @@ class TraceStep:
     op: Op
     outcome: Outcome | None
     crash: dict[str, Any] | None = None
+    #: The number of the line it was parsed from (None for a step built in code): what a
+    #: check made after parsing, one that needs more than this line (a consumer trace's
+    #: header says each client's mode), names in its ``TraceFormatError``. Not compared:
+    #: the same step is the same wherever it was read from.
+    line: int | None = field(default=None, compare=False)
 
 
 @dataclass(slots=True)
@@ -179,7 +184,7 @@ def _parse_step(
     crash = obj.get("crash")
     if crash is not None and not isinstance(crash, dict):
         raise TraceFormatError(path, number, "'crash' must be an object")
-    return TraceStep(index, time_s, actor, op, outcome, crash)
+    return TraceStep(index, time_s, actor, op, outcome, crash, number)
 
 
 def read_trace(

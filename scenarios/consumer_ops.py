@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import itertools
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -75,7 +76,14 @@ class Complete:
     """The worker finished batch ``seq`` with ``result``; the queue refuses the
     send-back of the messages at ``refused_positions`` of the batch (0-based; outcome:
     the completion). Positions, not message ids: a shrunk trace drops earlier produces,
-    which renumbers the ids, while the position of a message in its batch stays."""
+    which renumbers the ids, while the position of a message in its batch stays.
+
+    What a trace may hold here, beyond the types: positions distinct and ascending
+    (``consumer_op_from_json``: they name a set, and one spelling per set keeps a
+    mistyped edit from passing for another); ``result`` one that the client's mode
+    allows, and each position within the batch. Those need the trace's header and the
+    batch the model delivers when the trace is replayed, so ``conformance.consumer_run``
+    checks them (this package knows neither)."""
 
     kind: ClassVar[str] = "complete"
     client: str
@@ -207,6 +215,12 @@ def consumer_op_from_json(obj: object) -> ConsumerOp:
     for name, value in values.items():
         if not _FIELD_CHECKS[name](value):
             raise OpDecodeError(f"op({kind}).{name}: wrong value {str(obj[name])[:80]}")
+    positions = values.get("refused_positions", ())
+    if any(a >= b for a, b in itertools.pairwise(positions)):
+        raise OpDecodeError(
+            f"op({kind}).refused_positions: positions must be distinct and ascending, "
+            f"got {str(obj['refused_positions'])[:80]}"
+        )
     return op_type(**values)  # type: ignore[no-any-return]
 
 
