@@ -20,9 +20,13 @@ Only first runs (``determinism_repeat`` 0) count as runs; the re-runs only feed 
 from __future__ import annotations
 
 import json
+import os
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
 
 from reports.schema import (
     ALL_OP_KINDS,
@@ -53,12 +57,22 @@ MAX_SIGNATURES = 200
 
 
 class SweepDirError(Exception):
-    """The report's input is missing or not a sweep directory of this schema version."""
+    """The report's input is missing, not a sweep directory of this schema version, or
+    holds a data file that cannot be read."""
 
 
-def check_sweep_dir(sweep_dir: Path) -> None:
+def check_sweep_dir(sweep_dir: Path, *, footers: bool = True) -> None:
     """``SweepDirError`` unless ``sweep_dir`` holds rows of this schema version (checked
-    from the manifest, before Spark starts: bad input fails in a fraction of a second)."""
+    from the manifest, before Spark starts: bad input fails in a fraction of a second).
+
+    With ``footers``, every data file's Parquet footer is read too (a few KiB per file,
+    no row data): a truncated or overwritten file is then named here, in one line,
+    instead of failing a Spark job with a Java stack trace.
+    """
+    if sweep_dir.is_file():
+        raise SweepDirError(f"{sweep_dir}: is a file, not a sweep directory")
+    if sweep_dir.exists() and not sweep_dir.is_dir():
+        raise SweepDirError(f"{sweep_dir}: not a directory")
     if not sweep_dir.is_dir():
         raise SweepDirError(f"{sweep_dir}: no such directory")
     try:
@@ -72,13 +86,60 @@ def check_sweep_dir(sweep_dir: Path) -> None:
     except SchemaMismatchError as exc:
         raise SweepDirError(str(exc)) from None
     runs = sweep_dir / RUNS_DIR
-    if not runs.is_dir() or not any(runs.glob("profile=*")):
+    files = data_files(runs) if runs.is_dir() else []
+    if not files or not any(runs.glob("profile=*")):
         raise SweepDirError(f"{sweep_dir}: holds no rows ({runs} is missing or empty)")
+    if footers:
+        check_footers(files)
+
+
+def _hidden(name: str) -> bool:
+    """Whether Spark skips ``name`` when it lists a dataset (its rule, from Hadoop's:
+    ``.crc`` checksums, ``_SUCCESS``, files being copied; not ``_metadata`` summaries,
+    nor ``_x=1`` partition directories)."""
+    if name.startswith(("_metadata", "_common_metadata")):
+        return False
+    return (
+        (name.startswith("_") and "=" not in name)
+        or name.startswith(".")
+        or name.endswith("._COPYING_")
+    )
+
+
+def data_files(runs: Path) -> list[Path]:
+    """The files under ``runs`` that Spark reads (the rows, and ``_metadata`` summaries
+    if some other writer left them: Spark takes the schema from those), in a stable order."""
+    found = []
+    for directory, subdirs, names in os.walk(runs):
+        subdirs[:] = sorted(d for d in subdirs if not _hidden(d))
+        found += [Path(directory, name) for name in sorted(names) if not _hidden(name)]
+    return found
+
+
+def check_footers(files: list[Path]) -> None:
+    """``SweepDirError`` naming the first of ``files`` whose Parquet footer cannot be read.
+
+    Only the footer is read (its length, then the metadata): the cost is per file, not
+    per row, so a report over millions of rows still reads its data once, in Spark.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for path in files:
+        try:
+            pq.read_metadata(path)
+        except (pa.ArrowException, OSError) as exc:
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise SweepDirError(f"{path}: not a readable Parquet file ({reason})") from None
 
 
 def load_rows(spark: SparkSession, sweep_dir: Path) -> DataFrame:
-    """The rows of ``sweep_dir``, after checking the manifest and the columns."""
-    check_sweep_dir(sweep_dir)
+    """The rows of ``sweep_dir``, after checking the manifest and the columns.
+
+    The footers are not read again here: ``rmqsim report`` read them before Spark
+    started, and a file Spark still cannot read is named by ``summarize``.
+    """
+    check_sweep_dir(sweep_dir, footers=False)
     runs = sweep_dir / RUNS_DIR
     frame = spark.read.parquet(str(runs))
     found = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
@@ -88,6 +149,58 @@ def load_rows(spark: SparkSession, sweep_dir: Path) -> DataFrame:
     except SchemaMismatchError as exc:
         raise SweepDirError(f"{runs}: {exc} (rows of another schema version?)") from None
     return frame
+
+
+def _java_causes(exc: BaseException) -> Iterator[Any]:
+    """The Java exception behind a Py4J/PySpark error, then its causes, innermost last."""
+    java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+    for _ in range(64):  # a cause chain is short; never loop on a cyclic one
+        if java is None:
+            return
+        yield java
+        java = java.getCause()
+
+
+def unreadable_file(exc: BaseException) -> str | None:
+    """One line naming the file when ``exc`` is Spark failing to read one of the rows'
+    files (``FAILED_READ_FILE``: a footer or a page it cannot decode, a checksum that
+    does not match), else None. The footers were checked before Spark started; this
+    catches the damage a footer does not show, in the middle of a file."""
+    from py4j.protocol import Py4JError
+
+    causes = list(_java_causes(exc))
+    path = None
+    for java in causes:
+        try:
+            condition = str(java.getCondition() or "")
+            parameters = java.getMessageParameters()
+        except Py4JError:  # not a SparkThrowable: a Hadoop or JDK exception
+            continue
+        if condition.startswith("FAILED_READ_FILE") and parameters.get("path"):
+            path = str(parameters.get("path"))
+            break
+    if path is None:
+        return None
+    if path.startswith("file:"):
+        path = unquote(urlparse(path).path)
+    innermost = causes[-1]
+    lines = str(innermost.getMessage() or "").strip().splitlines()
+    reason = f"{innermost.getClass().getSimpleName()}: {lines[0]}" if lines else "unreadable"
+    return f"{path}: not a readable Parquet file (Spark: {reason})"
+
+
+@contextmanager
+def _unreadable_files_are_bad_input() -> Iterator[None]:
+    """Turn Spark's failure to read a file of the rows into ``SweepDirError``."""
+    try:
+        yield
+    except SweepDirError:
+        raise
+    except Exception as exc:
+        problem = unreadable_file(exc)
+        if problem is None:
+            raise
+        raise SweepDirError(problem) from None
 
 
 def _rate(failed: int, runs: int) -> float:
@@ -427,7 +540,13 @@ def _known_fault_points(implementations: list[str]) -> list[str]:
 
 
 def summarize(spark: SparkSession, sweep_dir: Path) -> dict[str, Any]:
-    """The JSON summary of the sweep directory (what the HTML page shows)."""
+    """The JSON summary of the sweep directory (what the HTML page shows); a data file
+    Spark cannot read is a ``SweepDirError`` naming it."""
+    with _unreadable_files_are_bad_input():
+        return _summarize(spark, sweep_dir)
+
+
+def _summarize(spark: SparkSession, sweep_dir: Path) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
     frame = load_rows(spark, sweep_dir)

@@ -348,6 +348,31 @@ def test_report_refuses_another_schema_version(good_sweep: tuple[Path, Any], tmp
     assert appended.exit_code == 2 and "schema version 0" in appended.output
 
 
+def test_report_names_a_file_damaged_past_its_footer(
+    good_sweep: tuple[Path, Any], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Pages overwritten, the footer intact: the footer check before Spark passes the file,
+    Spark's read fails (its checksum), and the report still names the file in one line
+    with exit 2, not a Java stack trace with exit 3."""
+    out, _ = good_sweep
+    copy = tmp_path / "damaged"
+    shutil.copytree(out, copy)
+    parts = (copy / RUNS_DIR).glob("profile=*/*.parquet")
+    victim = max(parts, key=lambda path: path.stat().st_size)
+    data = bytearray(victim.read_bytes())
+    pages_end = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
+    data[4:pages_end] = b"\xab" * (pages_end - 4)
+    victim.write_bytes(bytes(data))
+    pq.read_metadata(victim)  # the footer still reads
+    capfd.readouterr()
+    result = rmqsim("report", copy)
+    assert result.exit_code == 2, result.output
+    [line] = result.output.splitlines()
+    assert line.startswith(f"rmqsim: error: {victim}: not a readable Parquet file (Spark: ")
+    jvm = capfd.readouterr().err  # what the JVM printed itself
+    assert "at org.apache" not in jvm and "Exception" not in jvm, jvm
+
+
 # ------------------------------------------------------------------ the page in a browser
 
 CHROMIUM = "/usr/bin/chromium"

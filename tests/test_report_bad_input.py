@@ -1,0 +1,78 @@
+"""``rmqsim report`` on bad input: one line naming the culprit, exit 2, and no Spark.
+
+Every case here is refused before Spark starts, so none of them starts it: the sweep
+directory is written by pyarrow alone (``reports.synthetic``), and the tests that go through
+the command check that Spark was never asked for. (The one bad input only Spark can see,
+damage in the middle of a file, is tested with the shared session in
+``test_reports_spark.py``.)
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conformance.cli import cli
+from conformance.cli_common import UsageError
+from reports.schema import RUNS_DIR
+from reports.synthetic import write_synthetic
+
+ROOT = Path(__file__).resolve().parent.parent
+#: What stands for Spark in these tests: reaching it means a check came too late.
+SPARK_REACHED = "the test's stand-in for Spark was started"
+
+
+@pytest.fixture
+def sweep_dir(tmp_path: Path) -> Path:
+    """A small, valid sweep directory (one Parquet file), written without Spark."""
+    return write_synthetic(tmp_path / "sweep", rows=50)
+
+
+@pytest.fixture
+def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Starting Spark fails with a recognisable usage error (the command imports
+    ``spark_session`` when it runs, so the stand-in is what it gets)."""
+    import reports.spark
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise UsageError(SPARK_REACHED)
+
+    monkeypatch.setattr(reports.spark, "spark_session", refuse)
+
+
+def report(*args: object) -> subprocess.CompletedProcess[str]:
+    """``rmqsim report`` in a process of its own: stderr then holds what the JVM would print
+    too, which an in-process runner does not see."""
+    code = "from conformance.cli import main; main()"
+    command = [sys.executable, "-c", code, "report", *map(str, args)]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_a_file_given_as_sweep_dir_is_named_as_a_file(tmp_path: Path, no_spark: None) -> None:
+    regular = tmp_path / "report.json"
+    regular.write_text("{}")
+    result = CliRunner().invoke(cli, ["report", str(regular)])
+    assert result.exit_code == 2, result.output
+    assert f"{regular}: is a file, not a sweep directory" in result.output
+    assert "no such directory" not in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage"])
+def test_a_damaged_parquet_file_is_named_in_one_line(sweep_dir: Path, damage: str) -> None:
+    [victim] = (sweep_dir / RUNS_DIR).glob("profile=*/*.parquet")
+    if damage == "truncated":
+        victim.write_bytes(victim.read_bytes()[:100])
+    else:
+        victim.write_text("not Parquet at all\n" * 20)
+    result = report(sweep_dir, "--master", "local[1]")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        f"rmqsim: error: {victim}: not a readable Parquet file (Parquet magic bytes not "
+        "found in footer. Either the file is corrupted or this is not a parquet file.)"
+    ]
+    assert result.stdout == ""
+    assert not (sweep_dir / "report.json").exists()  # refused before any work
