@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -13,6 +14,26 @@ from reports.cli_sweep import master_option
 #: File names under the sweep directory.
 HTML_NAME = "report.html"
 JSON_NAME = "report.json"
+
+
+def writable_target(path: Path, option: str, given: bool) -> Path:
+    """``path`` if the report can be written there, else ``UsageError`` naming ``option``.
+
+    Checked before Spark starts, so that a typo in ``--html``/``--json`` (or a read-only
+    sweep directory for the defaults) costs a fraction of a second, not a Spark job. A
+    missing parent directory is created, as ``--out`` is by the other commands.
+    """
+    from conformance.scratch import unwritable_dir
+
+    where = f"{option} {path}" if given else f"{path} (the default of {option})"
+    if path.is_dir():
+        raise UsageError(f"{where}: is a directory, not a file")
+    problem = unwritable_dir(path.parent)
+    if problem is None and path.exists() and not os.access(path, os.W_OK):
+        problem = "the file is read-only"
+    if problem is not None:
+        raise UsageError(f"{where}: cannot be written: {problem}")
+    return path
 
 
 @click.command("report")
@@ -39,7 +60,8 @@ def report_command(
     """Totals, failure groups, coverage, determinism and timings of a sweep directory.
 
     Exit 0 when every run conformed, 1 when the sweep holds failures or determinism
-    mismatches, 2 when SWEEP_DIR is missing or of another schema version.
+    mismatches, 2 on bad input: SWEEP_DIR missing, not a directory, of another schema
+    version or with a damaged Parquet file, or an output that cannot be written.
     """
     from reports.aggregate import SweepDirError, check_sweep_dir, summarize, write_json
     from reports.page import write_html
@@ -49,8 +71,8 @@ def report_command(
         check_sweep_dir(sweep_dir)
     except SweepDirError as exc:
         raise UsageError(str(exc)) from None
-    html_file = html_file or sweep_dir / HTML_NAME
-    json_file = json_file or sweep_dir / JSON_NAME
+    html_file = writable_target(html_file or sweep_dir / HTML_NAME, "--html", html_file is not None)
+    json_file = writable_target(json_file or sweep_dir / JSON_NAME, "--json", json_file is not None)
     with spark_session(master, "rmqsim report") as spark:
         try:
             summary = summarize(spark, sweep_dir.resolve())

@@ -76,3 +76,32 @@ def test_a_damaged_parquet_file_is_named_in_one_line(sweep_dir: Path, damage: st
     ]
     assert result.stdout == ""
     assert not (sweep_dir / "report.json").exists()  # refused before any work
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--html", "/proc/rmqsim/page.html"], "--html /proc/rmqsim/page.html: cannot be "),
+        (["--json", "/proc/rmqsim/r.json"], "--json /proc/rmqsim/r.json: cannot be written: "),
+        ([], "report.json (the default of --json): is a directory, not a file"),
+    ],
+)
+def test_an_unwritable_output_is_refused_before_spark(
+    sweep_dir: Path, no_spark: None, args: list[str], message: str
+) -> None:
+    if not args:
+        (sweep_dir / "report.json").mkdir()  # where the JSON goes by default
+    result = CliRunner().invoke(cli, ["report", str(sweep_dir), *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output, result.output
+    assert SPARK_REACHED not in result.output and "Traceback" not in result.output
+
+
+def test_a_missing_output_directory_is_created_before_spark(
+    sweep_dir: Path, tmp_path: Path, no_spark: None
+) -> None:
+    """As ``--out`` is for the other commands: created, then checked, then the work."""
+    page = tmp_path / "new" / "deeper" / "page.html"
+    result = CliRunner().invoke(cli, ["report", str(sweep_dir), "--html", str(page)])
+    assert page.parent.is_dir()
+    assert result.exit_code == 2 and SPARK_REACHED in result.output, result.output
