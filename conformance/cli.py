@@ -218,13 +218,16 @@ def run_command(
 @impl_option
 @friendly_errors
 def replay_command(trace_file: Path, impl: str | None) -> None:
-    """Re-execute a trace on the model and the SUT; check every recorded outcome."""
+    """Re-execute a trace on the model and the SUT; check every recorded outcome (up to a
+    crash that resolved the other legal way than recorded: then the run says so)."""
     from conformance.consumer_run import read_run_trace, replay_run_trace
     from conformance.report import render_failure
 
     result = replay_run_trace(read_run_trace(trace_file), impl=impl)
     if result.ok:
         click.echo(f"rmqsim replay: {trace_file}: {result.steps} operations conform")
+        for note in result.notes:
+            click.echo(f"  note: {note}")
         sys.exit(EXIT_OK)
     result.trace_path = trace_file
     click.echo(render_failure(result), err=True)

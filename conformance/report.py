@@ -64,6 +64,7 @@ def render_failure(result: RunResult) -> str:
     ]
     if div.detail:
         lines.append(f"  detail     {div.detail}")
+    lines.extend(f"  note       {note}" for note in result.notes)
     if div.diffs:
         lines.append("  state diff (only what differs; model = expected):")
         lines.extend(f"    {d.render()}" for d in div.diffs)

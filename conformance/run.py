@@ -27,7 +27,7 @@ from conformance.adapter import (
     queue_factory,
     resolve_impl,
 )
-from conformance.lockstep import Divergence, Lockstep, PointPass, Stats, StepRecord
+from conformance.lockstep import CRASHED, Divergence, Lockstep, PointPass, Stats, StepRecord
 from conformance.scratch import scratch_root
 from conformance.shrink_budget import ShrinkStats
 from conformance.statediff import state_digest
@@ -105,6 +105,9 @@ class RunResult:
     shrink_stats: ShrinkStats | None = None
     #: The command that reproduces this result, when it is not ``rmqsim run`` (fuzz, corpus).
     repro: str | None = None
+    #: What a person reading the result should know beyond pass or fail (a replay whose
+    #: crash resolved the other legal way: ``CrashFlip``).
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -385,10 +388,21 @@ def replay_trace(
     header = dict(trace.header, impl=impl)
     factory = _with_crash_mode(header, header.pop("crash_mode", "inprocess"), spec, factory)
 
-    def body(lockstep: Lockstep) -> None:
-        execute_recorded(trace, lockstep.execute)
+    flipped: list[CrashFlip] = []
 
-    return _lockstep_run(factory, config, header, check_every, body, workdir)
+    def body(lockstep: Lockstep) -> None:
+        execute_recorded(
+            trace, lockstep.execute, crash_of=lambda: _crash_of(lockstep), on_flip=flipped.append
+        )
+
+    result = _lockstep_run(factory, config, header, check_every, body, workdir)
+    result.notes.extend(flip.describe() for flip in flipped)
+    return result
+
+
+def _crash_of(lockstep: Lockstep) -> dict[str, Any] | None:
+    """The crash the step just executed resolved (its record's), if one fired in it."""
+    return lockstep.records[-1].crash if lockstep.records else None
 
 
 def _with_crash_mode(
@@ -405,13 +419,63 @@ def _with_crash_mode(
     return process_factory(spec)
 
 
-def execute_recorded(trace: Trace, execute: Callable[[Step], Outcome]) -> None:
+@dataclass(frozen=True, slots=True)
+class CrashFlip:
+    """A replay's SUT resolved a crash the other legal way than the recorded run's SUT."""
+
+    index: int
+    recorded: str  # "before" | "after"
+    replayed: str
+
+    def describe(self) -> str:
+        return (
+            f"the crash armed for operation {self.index} resolved {self.replayed} it, where "
+            f"the trace recorded {self.recorded} (SPEC: either is legal); the recorded "
+            "outcomes from there on belong to the other history and were not compared, "
+            "the model and the implementation were"
+        )
+
+
+def _resolution(crash: dict[str, Any] | None, outcome: Outcome | None) -> str:
+    """How a step with an armed crash ended: ``before`` (the operation did not happen:
+    crashed) or ``after`` (it did, or the armed crash never fired)."""
+    if crash is not None and crash.get("resolved") in ("before", "after"):
+        return str(crash["resolved"])
+    return "before" if outcome is not None and outcome.error == CRASHED else "after"
+
+
+def execute_recorded(
+    trace: Trace,
+    execute: Callable[[Step], Outcome],
+    *,
+    crash_of: Callable[[], dict[str, Any] | None] | None = None,
+    on_flip: Callable[[CrashFlip], None] | None = None,
+) -> None:
     """``execute`` every recorded step; ``trace-mismatch`` at the first whose outcome (the
-    model's) differs from the recorded one: the trace was written by other code."""
+    model's) differs from the recorded one: the trace was written by other code.
+
+    One exception, with ``crash_of`` (what crash the step just executed resolved, if one
+    fired): a crash armed for an operation may leave the state before or after it, and
+    which one is the implementation's choice. A trace recorded on one queue (a corpus
+    file found on a buggy one, say) may see the other choice on another, or no crash at
+    all where that queue has no such crash point. From such a step on, the recorded
+    outcomes describe another legal history: they are no longer compared (the lockstep
+    still compares the model and the SUT at every step), and ``on_flip`` hears of it at
+    once (a divergence later in the run must be reported with it)."""
+    flip: CrashFlip | None = None
+    armed = False
     for recorded in trace.steps:
         step = Step(recorded.time_s, recorded.actor, recorded.op)
         outcome = execute(step)
-        if recorded.outcome is not None and recorded.outcome != outcome:
+        if armed and flip is None and crash_of is not None:
+            was = _resolution(recorded.crash, recorded.outcome)
+            now = _resolution(crash_of(), outcome)
+            if was != now and recorded.outcome is not None:
+                flip = CrashFlip(recorded.index, was, now)
+                if on_flip is not None:
+                    on_flip(flip)
+        armed = recorded.op.kind == "arm_crash"
+        if flip is None and recorded.outcome is not None and recorded.outcome != outcome:
             raise Divergence(
                 "trace-mismatch",
                 recorded.index,
