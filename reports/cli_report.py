@@ -73,6 +73,10 @@ def report_command(
         raise UsageError(str(exc)) from None
     html_file = writable_target(html_file or sweep_dir / HTML_NAME, "--html", html_file is not None)
     json_file = writable_target(json_file or sweep_dir / JSON_NAME, "--json", json_file is not None)
+    if html_file.resolve() == json_file.resolve():
+        raise UsageError(
+            f"--html and --json name the same file ({html_file}): one would overwrite the other"
+        )
     with spark_session(master, "rmqsim report") as spark:
         try:
             summary = summarize(spark, sweep_dir.resolve())

@@ -84,6 +84,7 @@ def test_a_damaged_parquet_file_is_named_in_one_line(sweep_dir: Path, damage: st
         (["--html", "/proc/rmqsim/page.html"], "--html /proc/rmqsim/page.html: cannot be "),
         (["--json", "/proc/rmqsim/r.json"], "--json /proc/rmqsim/r.json: cannot be written: "),
         ([], "report.json (the default of --json): is a directory, not a file"),
+        (["--html", "both.out", "--json", "both.out"], "--html and --json name the same file"),
     ],
 )
 def test_an_unwritable_output_is_refused_before_spark(
