@@ -382,6 +382,37 @@ def fuzz_repro(impl: str, profile: str, seed: int, examples: int | None, steps: 
 
 
 @contextmanager
+def _without_local_constants() -> Iterator[None]:
+    """Draw only from the fuzzer's own strategies, not from the literals of whatever
+    "local" modules the process has imported.
+
+    Hypothesis (since 6.131) mixes into its draws the constants of every module it deems
+    local: loaded from outside site-packages (so rmqsim itself in an editable install,
+    and a user's adapter), not a test file. That pool depends on what the process
+    imported before and during the campaign, so the same seed gave another program in
+    the CLI than in a test run (measured: 587 against 923 examples for one seed, after a
+    few more rmqsim modules were imported). No public setting turns it off; this
+    empties the pool for the campaign through the function hypothesis calls for it, and
+    does nothing if a later hypothesis has no such function (a test then fails).
+    """
+    from hypothesis.internal.conjecture import providers
+
+    original = getattr(providers, "_get_local_constants", None)
+    cache = getattr(getattr(providers, "CONSTANTS_CACHE", None), "cache", None)
+    if original is None or cache is None:
+        yield
+        return
+    empty = providers.Constants()
+    providers._get_local_constants = lambda: empty
+    cache.clear()  # it holds the allowed constants per kind of draw, from the old pool
+    try:
+        yield
+    finally:
+        providers._get_local_constants = original
+        cache.clear()
+
+
+@contextmanager
 def _collect_reports(lines: list[str]) -> Iterator[None]:
     with with_reporter(lambda value: lines.extend(str(value).splitlines())):
         yield
@@ -422,7 +453,7 @@ def fuzz(
     )
     started = time.perf_counter()
     try:
-        with _collect_reports(result.hypothesis_report):
+        with _collect_reports(result.hypothesis_report), _without_local_constants():
             run_state_machine_as_test(machine, settings=chosen)
     except Divergence as divergence:
         # Anything else (the SUT failing to reopen, a flaky SUT) propagates, as in ``run``.

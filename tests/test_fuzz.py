@@ -4,6 +4,9 @@ handful of steps, writes traces that replay, and is deterministic for a seed."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -132,3 +135,38 @@ def test_a_scenario_profile_given_to_fuzz_says_what_fuzz_profile_means(name: str
     result = CliRunner().invoke(cli, ["fuzz", "--profile", name])
     assert result.exit_code == 2, result.output
     assert "is a scenario profile" in result.output and "dev, ci, nightly" in result.output
+
+
+#: A module of the user's (outside site-packages, not a test file): hypothesis counts it as
+#: local code and, unless rmqsim stops it, mixes its literals into the draws; these are
+#: bytes of the fuzzer's payload sizes (``PAYLOAD_SIZES``).
+USER_MODULE = """
+PAYLOADS = (b"q", b"qwert", b"qwertyuiopasdfgh", b"qwertyuiopasdfghj", b"Q" * 33, b"Z" * 40)
+"""
+FUZZ_IN_A_PROCESS = """
+import importlib, json, sys
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+from conformance.adapter import make_model_factory
+from conformance.stateful import fuzz
+from tests.wrong_models import AckOffByOne
+r = fuzz(make_model_factory(AckOffByOne), profile="ci", examples=400, steps=30, seed=7)
+print(json.dumps([r.examples, r.steps, r.failure.trace_digest if r.failure else None]))
+"""
+
+
+def test_a_campaign_does_not_depend_on_what_the_process_imported(tmp_path: Path) -> None:
+    """Same seed, same program, whichever modules were loaded before: hypothesis's draws
+    of local constants are kept out (an editable install, an adapter, earlier tests)."""
+    (tmp_path / "rmqsim_user_constants.py").write_text(USER_MODULE)
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(tmp_path)])}
+
+    def campaign(*imports: str) -> list[object]:
+        done = subprocess.run(
+            [sys.executable, "-c", FUZZ_IN_A_PROCESS, *imports],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=True,
+        )  # fmt: skip
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    assert campaign() == campaign("rmqsim_user_constants", "reports.aggregate")
