@@ -31,6 +31,7 @@ from conformance.statediff import state_digest
 from conformance.trace import Trace, TraceFormatError, dumps, parse_lines, read_trace
 from model import ReferenceMQ
 from model.api import (
+    RESULTS_BY_MODE,
     Completion,
     ConsumeMode,
     ConsumerConfig,
@@ -67,7 +68,6 @@ from scenarios.profiles import ProfileError
 
 __all__ = [
     "DEFAULT_CONSUMER_IMPL",
-    "RESULTS_BY_MODE",
     "check_consumer_trace",
     "consumer_trace_header",
     "failed_at_final_check",
@@ -83,16 +83,6 @@ __all__ = [
 ]
 
 DEFAULT_CONSUMER_IMPL = "conformance.consumer_run:impl_consumer_factory"
-
-#: What a handler may return in each mode (``model.api.ConsumeResult``; RocketMQ's
-#: ConsumeConcurrentlyStatus and ConsumeOrderlyStatus). Both consumers refuse any other
-#: result with ``invalid_argument``; a trace that holds one is refused when read
-#: (``check_consumer_trace``), since the simulation never writes one: replayed, it would
-#: fail as a trace mismatch, as if the implementation had changed, not the file.
-RESULTS_BY_MODE: dict[ConsumeMode, tuple[ConsumeResult, ...]] = {
-    ConsumeMode.CONCURRENT: (ConsumeResult.SUCCESS, ConsumeResult.RETRY_LATER),
-    ConsumeMode.ORDERLY: (ConsumeResult.SUCCESS, ConsumeResult.SUSPEND),
-}
 
 
 def impl_consumer_factory(

@@ -22,6 +22,7 @@ __all__ = [
     "PROP_ORIGIN_TOPIC",
     "PROP_RECONSUME_TIMES",
     "PULL_PREFIX",
+    "RESULTS_BY_MODE",
     "RETRY_PREFIX",
     "SYSTEM_PROPERTIES",
     "Clock",
@@ -356,6 +357,14 @@ class ConsumeMode(StrEnum):
 
     CONCURRENT = "concurrent"
     ORDERLY = "orderly"
+
+
+#: What a handler may return in each mode (RocketMQ's ConsumeConcurrentlyStatus and
+#: ConsumeOrderlyStatus); a consumer refuses any other with ``InvalidArgumentError``.
+RESULTS_BY_MODE: dict[ConsumeMode, tuple[ConsumeResult, ...]] = {
+    ConsumeMode.CONCURRENT: (ConsumeResult.SUCCESS, ConsumeResult.RETRY_LATER),
+    ConsumeMode.ORDERLY: (ConsumeResult.SUCCESS, ConsumeResult.SUSPEND),
+}
 
 
 def retry_topic(group: str) -> str:

@@ -28,6 +28,7 @@ from model.api import (
     PROP_ORIGIN_ID,
     PROP_ORIGIN_TOPIC,
     PROP_RECONSUME_TIMES,
+    RESULTS_BY_MODE,
     RETRY_PREFIX,
     SYSTEM_PROPERTIES,
     Clock,
@@ -56,11 +57,6 @@ __all__ = ["ConsumerCore", "SendHook"]
 #: Called before each send-back with (target topic, message id); an ``MQError`` it raises
 #: is a failed send (the simulation injects failures this way).
 SendHook = Callable[[str, int], None]
-
-_RESULTS = {
-    ConsumeMode.CONCURRENT: (ConsumeResult.SUCCESS, ConsumeResult.RETRY_LATER),
-    ConsumeMode.ORDERLY: (ConsumeResult.SUCCESS, ConsumeResult.SUSPEND),
-}
 
 
 @dataclass(slots=True)
@@ -251,7 +247,7 @@ class ConsumerCore:
             batch = self._inflight.get(seq)
             if batch is None:
                 raise InvalidArgumentError(f"batch {seq} is not being consumed")
-            if result not in _RESULTS[self._config.mode]:
+            if result not in RESULTS_BY_MODE[self._config.mode]:
                 raise InvalidArgumentError(
                     f"{result!r} is not a result of {self._config.mode.value} consumption"
                 )

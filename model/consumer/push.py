@@ -16,6 +16,7 @@ from model.api import (
     PROP_ORIGIN_ID,
     PROP_ORIGIN_TOPIC,
     PROP_RECONSUME_TIMES,
+    RESULTS_BY_MODE,
     RETRY_PREFIX,
     SYSTEM_PROPERTIES,
     Clock,
@@ -183,12 +184,7 @@ class PushConsumerModel:
         self._check()
         if seq not in self.inflight:
             raise InvalidArgumentError(f"no batch {seq} is being consumed")
-        allowed = (
-            (ConsumeResult.SUCCESS, ConsumeResult.SUSPEND)
-            if self.orderly
-            else (ConsumeResult.SUCCESS, ConsumeResult.RETRY_LATER)
-        )
-        if result not in allowed:
+        if result not in RESULTS_BY_MODE[self.config.mode]:
             raise InvalidArgumentError(f"{result!r} is not a {self.config.mode.value} result")
         q, entries = self.inflight.pop(seq)
         if self.orderly:
