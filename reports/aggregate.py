@@ -61,13 +61,13 @@ class SweepDirError(Exception):
     holds a data file that cannot be read."""
 
 
-def check_sweep_dir(sweep_dir: Path, *, footers: bool = True) -> None:
+def check_sweep_dir(sweep_dir: Path) -> None:
     """``SweepDirError`` unless ``sweep_dir`` holds rows of this schema version (checked
     from the manifest, before Spark starts: bad input fails in a fraction of a second).
 
-    With ``footers``, every data file's Parquet footer is read too (a few KiB per file,
-    no row data): a truncated or overwritten file is then named here, in one line,
-    instead of failing a Spark job with a Java stack trace.
+    Every data file's Parquet footer is read too (a few KiB per file, no row data): a
+    truncated or overwritten file is then named here, in one line, instead of failing a
+    Spark job with a Java stack trace.
     """
     if sweep_dir.is_file():
         raise SweepDirError(f"{sweep_dir}: is a file, not a sweep directory")
@@ -89,8 +89,7 @@ def check_sweep_dir(sweep_dir: Path, *, footers: bool = True) -> None:
     files = data_files(runs) if runs.is_dir() else []
     if not files or not any(runs.glob("profile=*")):
         raise SweepDirError(f"{sweep_dir}: holds no rows ({runs} is missing or empty)")
-    if footers:
-        check_footers(files)
+    check_footers(files)
 
 
 def _hidden(name: str) -> bool:
@@ -134,12 +133,8 @@ def check_footers(files: list[Path]) -> None:
 
 
 def load_rows(spark: SparkSession, sweep_dir: Path) -> DataFrame:
-    """The rows of ``sweep_dir``, after checking the manifest and the columns.
-
-    The footers are not read again here: ``rmqsim report`` read them before Spark
-    started, and a file Spark still cannot read is named by ``summarize``.
-    """
-    check_sweep_dir(sweep_dir, footers=False)
+    """The rows of ``sweep_dir`` (which passed ``check_sweep_dir``), after checking their
+    columns."""
     runs = sweep_dir / RUNS_DIR
     frame = spark.read.parquet(str(runs))
     found = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
@@ -541,7 +536,9 @@ def _known_fault_points(implementations: list[str]) -> list[str]:
 
 def summarize(spark: SparkSession, sweep_dir: Path) -> dict[str, Any]:
     """The JSON summary of the sweep directory (what the HTML page shows); a data file
-    Spark cannot read is a ``SweepDirError`` naming it."""
+    Spark cannot read is a ``SweepDirError`` naming it. The caller checks ``sweep_dir``
+    first with ``check_sweep_dir`` (``rmqsim report`` does, before Spark starts), so its
+    manifest, listing and footers are read once."""
     with _unreadable_files_are_bad_input():
         return _summarize(spark, sweep_dir)
 
