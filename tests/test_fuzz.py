@@ -153,9 +153,44 @@ from tests.wrong_models import AckOffByOne
 r = fuzz(make_model_factory(AckOffByOne), profile="ci", examples=400, steps=30, seed=7)
 print(json.dumps([r.examples, r.steps, r.failure.trace_digest if r.failure else None]))
 """
+#: The README's other way in: ``make_machine(f).TestCase`` in a project's own test suite,
+#: run by hypothesis's runner (not ``fuzz``), with a fixed seed; generation only (shrinking
+#: would take a minute and shows nothing more).
+TEST_CASE_IN_A_PROCESS = """
+import importlib, json, sys
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+from hypothesis import Phase, seed, settings
+from conformance.adapter import make_model_factory
+from conformance.lockstep import Divergence
+from conformance.stateful import make_machine
+from tests.wrong_models import AckOffByOne
+machine = seed(7)(make_machine(make_model_factory(AckOffByOne)))
+TestQueue = machine.TestCase
+TestQueue.settings = settings(
+    TestQueue.settings,
+    max_examples=400,
+    stateful_step_count=30,
+    database=None,
+    phases=[Phase.generate],
+)
+try:
+    TestQueue().runTest()
+    found = False
+except Divergence:
+    found = True
+print(json.dumps([machine.examples, machine.steps_run, found]))
+"""
 
 
-def test_a_campaign_does_not_depend_on_what_the_process_imported(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "script",
+    [FUZZ_IN_A_PROCESS, TEST_CASE_IN_A_PROCESS],
+    ids=["fuzz", "make_machine-TestCase"],
+)
+def test_a_campaign_does_not_depend_on_what_the_process_imported(
+    script: str, tmp_path: Path
+) -> None:
     """Same seed, same program, whichever modules were loaded before: hypothesis's draws
     of local constants are kept out (an editable install, an adapter, earlier tests)."""
     (tmp_path / "rmqsim_user_constants.py").write_text(USER_MODULE)
@@ -164,9 +199,11 @@ def test_a_campaign_does_not_depend_on_what_the_process_imported(tmp_path: Path)
 
     def campaign(*imports: str) -> list[object]:
         done = subprocess.run(
-            [sys.executable, "-c", FUZZ_IN_A_PROCESS, *imports],
+            [sys.executable, "-c", script, *imports],
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=True,
         )  # fmt: skip
         return json.loads(done.stdout.strip().splitlines()[-1])
 
-    assert campaign() == campaign("rmqsim_user_constants", "reports.aggregate")
+    bare = campaign()
+    assert bare[-1], "the wrong model was not found: the comparison would prove little"
+    assert bare == campaign("rmqsim_user_constants", "reports.aggregate")
