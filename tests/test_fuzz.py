@@ -207,3 +207,36 @@ def test_a_campaign_does_not_depend_on_what_the_process_imported(
     bare = campaign()
     assert bare[-1], "the wrong model was not found: the comparison would prove little"
     assert bare == campaign("rmqsim_user_constants", "reports.aggregate")
+
+
+#: A project's own test module, as the README shows it: one state machine test case for a
+#: conforming queue and one for a wrong one.
+OWN_TEST_MODULE = """
+from hypothesis import Phase, seed, settings
+from conformance.adapter import make_model_factory
+from conformance.stateful import make_machine
+from tests.wrong_models import AckOffByOne
+
+TestOurQueue = seed(7)(make_machine()).TestCase
+TestOurQueue.settings = settings(max_examples=5, stateful_step_count=10, database=None)
+TestWrongQueue = seed(7)(make_machine(make_model_factory(AckOffByOne))).TestCase
+TestWrongQueue.settings = settings(
+    max_examples=400, stateful_step_count=30, database=None, phases=[Phase.generate]
+)
+"""
+
+
+def test_make_machine_test_case_runs_under_pytest(tmp_path: Path) -> None:
+    """The README's way to fuzz from a project's own suite: pytest collects the test
+    cases, ours passes and the wrong queue fails with the runner's divergence."""
+    (tmp_path / "test_own_queue.py").write_text(OWN_TEST_MODULE)
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-qp", "no:cacheprovider", "-rA", "test_own_queue.py"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "PASSED test_own_queue.py::TestOurQueue::runTest" in done.stdout, done.stdout
+    assert "FAILED test_own_queue.py::TestWrongQueue::runTest" in done.stdout, done.stdout
+    assert "Divergence" in done.stdout, done.stdout
