@@ -48,6 +48,33 @@ class BadImplError(Exception):
     """``--impl`` does not name a usable factory; the message says why."""
 
 
+#: What a queue must have: every method of the contract's protocol, and ``crash()``.
+QUEUE_METHODS: tuple[str, ...] = (
+    *sorted(
+        name for name, value in vars(MessageQueue).items()
+        if not name.startswith("_") and callable(value)
+    ),
+    "crash",
+)  # fmt: skip
+
+
+def checked_queue(queue: object, factory: Factory) -> MessageQueue:
+    """``queue``, which ``factory`` just returned, if it has every method a queue needs;
+    else ``BadImplError`` naming what it lacks (rather than an ``AttributeError`` deep
+    inside a run, which would read as an error of rmqsim's)."""
+    missing = [name for name in QUEUE_METHODS if not callable(getattr(queue, name, None))]
+    if not missing:
+        return queue  # type: ignore[return-value]
+    name = resolve_impl(factory)[0]
+    if queue is None:
+        raise BadImplError(f"the factory {name} returned None instead of a queue")
+    raise BadImplError(
+        f"the factory {name} returned a {type(queue).__name__}, which has no "
+        f"{', '.join(method + '()' for method in missing)}: a queue needs every method of "
+        "model.api.MessageQueue, and crash()"
+    )
+
+
 def rocksmq_factory(
     *, path: Path, config: MQConfig, clock: Clock, faults: FaultHook | None
 ) -> MessageQueue:

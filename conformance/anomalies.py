@@ -15,7 +15,7 @@ from scenarios.ops import Outcome
 #: Every anomaly name, with what it means. Order is severity: the first that applies wins.
 ANOMALIES: dict[str, str] = {
     "torn-operation": "after a crash inside an operation the state is neither before nor after it",
-    "unrecoverable": "after a crash or a close the queue cannot be reopened or read",
+    "unrecoverable": "the queue cannot be opened, or after a crash or a close reopened or read",
     "lost-write": "a message, topic or group that completed is missing",
     "resurrected-message": "a deleted or retained-away message (or topic) came back",
     "id-reuse": "an id was issued twice under one name, or the id high-water mark went back",

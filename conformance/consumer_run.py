@@ -23,7 +23,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from conformance.adapter import DEFAULT_IMPL, Factory, is_consumer_factory, resolve_impl
+from conformance.adapter import (
+    DEFAULT_IMPL,
+    BadImplError,
+    Factory,
+    checked_queue,
+    is_consumer_factory,
+    resolve_impl,
+)
 from conformance.consumer_check import ConsumerViolation, GroupHistory
 from conformance.lockstep import Divergence, Stats
 from conformance.run import RunResult, _header, execute_recorded, replay_trace
@@ -432,13 +439,27 @@ def _run(
         root = Path(tmp)
         # One offset store directory per group (a group name may not be a file name).
         slot = {c.group: index for index, c in enumerate(profile.clients)}
-        sut = _Side(
-            profile,
-            clock,
-            lambda: queue_factory(path=root / "queue", config=config, clock=clock, faults=None),
-            lambda q: q.crash(),  # type: ignore[attr-defined]
-            lambda **kw: consumer_factory(path=root / f"offsets-{slot[kw['group']]}", **kw),
-        )
+
+        def open_queue() -> MessageQueue:
+            queue = queue_factory(path=root / "queue", config=config, clock=clock, faults=None)
+            return checked_queue(queue, queue_factory)
+
+        #: Set when the queue cannot be created in a fresh directory: the SUT's failure,
+        #: reported at the first step (as the queue layer's lockstep does).
+        open_failure: str | None = None
+        try:
+            sut: _Side | None = _Side(
+                profile,
+                clock,
+                open_queue,
+                lambda q: q.crash(),  # type: ignore[attr-defined]
+                lambda **kw: consumer_factory(path=root / f"offsets-{slot[kw['group']]}", **kw),
+            )
+        except BadImplError:
+            raise
+        except Exception as exc:
+            open_failure = f"opening a fresh directory raised {type(exc).__name__}: {exc}"
+            sut = None
         model = _Side(
             profile,
             clock,
@@ -460,6 +481,11 @@ def _run(
                 step = _within_batch(index, step, op, model.batches, positions_in_batch)
                 op = step.op  # type: ignore[assignment]
             _count(stats, op)
+            if sut is None:
+                assert open_failure is not None
+                _, want = _outcome(lambda: model.apply(op))
+                lines.append(_step_line(index, step, want))
+                raise Divergence("unrecoverable", index, step, want, None, [], open_failure)
             raw, got = _outcome(lambda: sut.apply(op))
             _, want = _outcome(lambda: model.apply(op))
             try:
@@ -495,7 +521,8 @@ def _run(
         except Divergence as found:
             divergence = found
         finally:
-            sut.close()
+            if sut is not None:
+                sut.close()
             model.close()
     final = None if divergence else state_digest(model_queue.snapshot())
     end = {

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance.adapter import Factory
+from conformance.adapter import BadImplError, Factory, checked_queue
 from conformance.anomalies import Before, classify_outcome, classify_state
 from conformance.apply import RUNNER_KINDS, apply_op
 from conformance.statediff import Difference, diff_states
@@ -208,6 +208,8 @@ class Lockstep:
         self._pending: Outcome | None = None
         #: Set when the first open crashed (``open_crash``): checked at the first step.
         self.open_crash_info: dict[str, Any] | None = None
+        #: Set when the first open raised: reported as a divergence at the first step.
+        self.open_failure: str | None = None
         self.faults.armed = open_crash
         try:
             self.sut: MessageQueue = self._open()
@@ -219,9 +221,19 @@ class Lockstep:
             self.faults.armed = None
             try:
                 self.sut = self._open()
+            except BadImplError:
+                raise
             except Exception as exc:  # reported as a divergence at the first step
                 self.open_crash_info["failure"] = f"{type(exc).__name__}: {exc}"
                 self.sut = _Unopened()  # type: ignore[assignment]
+        except BadImplError:
+            raise
+        except Exception as exc:
+            # The queue cannot even be created in a fresh directory: the SUT's failure
+            # (SPEC: opening a new path gives an empty queue), so a divergence with its
+            # report and repro line, not an error of rmqsim's.
+            self.open_failure = f"opening a fresh directory raised {type(exc).__name__}: {exc}"
+            self.sut = _Unopened()  # type: ignore[assignment]
         finally:
             self.faults.armed = None
         self._partial = _snapshot_accepts(self.sut, "topics")
@@ -232,9 +244,7 @@ class Lockstep:
     def _open(self) -> MessageQueue:
         self.faults.begin("open")
         sut = self.factory(path=self.path, config=self.config, clock=self.clock, faults=self.faults)
-        if not callable(getattr(sut, "crash", None)):
-            raise TypeError(f"the implementation {type(sut).__name__} has no crash() method")
-        return sut
+        return checked_queue(sut, self.factory)
 
     def _reopen(self, *, crash: bool) -> None:
         """Crash (or close) the SUT and open a new instance on the same path."""
@@ -252,7 +262,7 @@ class Lockstep:
         """``_reopen``, but a SUT that cannot come back is a divergence, not an error."""
         try:
             self._reopen(crash=crash)
-        except InjectedCrash:
+        except (InjectedCrash, BadImplError):
             raise
         except Exception as exc:
             raise _unrecoverable(
@@ -301,13 +311,20 @@ class Lockstep:
     # ------------------------------------------------------------------ checks
 
     def _sut_snapshot(
-        self, topics: list[str] | None, messages_from: dict[str, int] | None
+        self, topics: list[str] | None = None, messages_from: dict[str, int] | None = None
     ) -> State:
         if topics is None or not self._partial:
-            return self.sut.snapshot()
-        if messages_from is not None and self._tail:
-            return self.sut.snapshot(topics=topics, messages_from=messages_from)  # type: ignore[call-arg]
-        return self.sut.snapshot(topics=topics)  # type: ignore[call-arg]
+            state = self.sut.snapshot()
+        elif messages_from is not None and self._tail:
+            state = self.sut.snapshot(topics=topics, messages_from=messages_from)  # type: ignore[call-arg]
+        else:
+            state = self.sut.snapshot(topics=topics)  # type: ignore[call-arg]
+        if not isinstance(state, State):  # the adapter's contract, not a state divergence
+            raise BadImplError(
+                f"snapshot() returned {type(state).__name__}, not model.api.State: build it "
+                "with State.build(topics, groups)"
+            )
+        return state
 
     def _compare(
         self,
@@ -329,6 +346,8 @@ class Lockstep:
         expected = self.model.snapshot(topics=topics, messages_from=messages_from)
         try:
             actual = self._sut_snapshot(topics, messages_from)
+        except BadImplError:
+            raise
         except Exception as exc:
             raise Divergence(
                 "outcome-mismatch",
@@ -370,6 +389,8 @@ class Lockstep:
         self._pending = None
         self.faults.step = index
         try:
+            if index == 1 and self.open_failure is not None:
+                raise _unrecoverable(index, step, self.open_failure)
             if index == 1 and self.open_crash_info is not None:
                 failure = self.open_crash_info.get("failure")
                 where = f"after a crash at {self.open_crash_info['point']} in the first open"
@@ -449,7 +470,9 @@ class Lockstep:
         doing = f"after a crash at {crash.point} (hit {crash.hit})"
         self._recover(index, step, crash=True, doing=doing)
         try:
-            actual = self.sut.snapshot()
+            actual = self._sut_snapshot()
+        except BadImplError:
+            raise
         except Exception as exc:
             detail = f"{doing}, snapshot() raised {type(exc).__name__}: {exc}"
             raise _unrecoverable(index, step, detail, expected) from None
