@@ -287,12 +287,21 @@ def save_regressions(results: list[Any], directory: Path | None) -> None:
     """Save failing results into the corpus when ``--save-regression`` was given."""
     if directory is None:
         return
+    from conformance.adapter import DEFAULT_IMPL
     from conformance.corpus import save_regression
 
     for result in results:
         if not result.ok:
             path = save_regression(result, directory)
             click.echo(f"rmqsim: regression saved: {path}", err=True)
+            if result.impl != DEFAULT_IMPL:
+                # The file replays on our queue by default (a corpus serves every queue);
+                # say how to check the one it failed on.
+                click.echo(
+                    f"rmqsim: replay it on {result.impl}: rmqsim replay {path} "
+                    f"--impl {result.impl}",
+                    err=True,
+                )
 
 
 #: Where ``run``, ``gate``, ``fuzz`` and ``crash-sweep`` put what they write by default.

@@ -91,6 +91,7 @@ def replay_regression(path: Path, impl: str | Factory = DEFAULT_IMPL) -> RunResu
     names the file and how to repeat it."""
     result = replay_run_trace(read_run_trace(path), impl=impl)
     result.trace_path = path
+    result.replay_only = True  # the repro below is the one command: no bare replay line
     command = f"rmqsim replay {path}"
     result.repro = command if impl == DEFAULT_IMPL else f"{command} --impl {result.impl}"
     return result

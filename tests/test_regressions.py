@@ -13,6 +13,7 @@ from conformance.adapter import DEFAULT_IMPL, make_model_factory, model_factory
 from conformance.consumer_run import read_run_trace
 from conformance.corpus import corpus_files, program_digest, replay_regression, save_regression
 from conformance.gate import GateResult, junit_xml, run_corpus, summary_json
+from conformance.report import render_failure
 from conformance.run import replay_trace, run_seed
 from conformance.trace import read_trace
 from model import ReferenceMQ
@@ -96,6 +97,14 @@ def test_run_save_regression_writes_the_failure_into_the_corpus(tmp_path: Path) 
     assert done.exit_code == 1, done.output
     [saved] = corpus.glob("duplicate-*.jsonl")
     assert replay_regression(saved).ok
+    # The file replays on our queue by default: the run says how to check the one it
+    # failed on, and that command fails again.
+    found_on = "tests.fuzz_wrong_models:seek_redelivers"
+    assert f"rmqsim replay {saved} --impl {found_on}" in done.output, done.output
+    again = replay_regression(saved, impl=found_on)
+    assert not again.ok
+    replays = [line for line in render_failure(again).splitlines() if "rmqsim replay" in line]
+    assert replays and all(f"--impl {found_on}" in line for line in replays), replays
 
 
 def test_a_failing_consumer_run_in_the_corpus_replays_clean_and_fails_where_found(
