@@ -28,7 +28,7 @@ from conformance.apply import RUNNER_KINDS, apply_op
 from conformance.statediff import Difference, diff_states
 from model import ReferenceMQ
 from model.api import MessageQueue, MQConfig, State
-from scenarios.ops import STATE_CHANGING, Outcome, Step
+from scenarios.ops import STATE_CHANGING, GetLatest, Outcome, Step
 
 #: Compare the whole state at least this often (state-changing operations) by default.
 DEFAULT_FULL_CHECK_EVERY = 64
@@ -254,9 +254,30 @@ class Lockstep:
             else:
                 self.faults.begin("close")
                 self.sut.close()
+                self._probe_closed()
         finally:
             self.stats.reopens += 1
         self.sut = self._open()
+
+    def _probe_closed(self) -> None:
+        """SPEC: after ``close()`` every operation but ``close()`` raises NotServing, and
+        checks run closed first, arguments next. Ask the closed SUT one read with an
+        invalid name (so a queue that checks its arguments first shows too), and close it
+        twice; the model, closed alike, says what is expected. Reads only: a queue that
+        still serves must not change what the reopen then compares."""
+        probe = GetLatest("")
+        closed_model = self.model.fork()
+        closed_model.close()
+        expected = apply_op(closed_model, probe)
+        actual = apply_op(self.sut, probe)
+        if actual != expected:
+            raise _ServesWhenClosed(expected, actual, "get_latest_msg('') after close()")
+        try:
+            self.sut.close()
+        except Exception as exc:
+            raise _ServesWhenClosed(
+                Outcome(), Outcome(error=type(exc).__name__), "a second close()"
+            ) from None
 
     def _recover(self, index: int, step: Step, *, crash: bool, doing: str) -> None:
         """``_reopen``, but a SUT that cannot come back is a divergence, not an error."""
@@ -264,6 +285,14 @@ class Lockstep:
             self._reopen(crash=crash)
         except (InjectedCrash, BadImplError):
             raise
+        except _ServesWhenClosed as found:
+            detail = (
+                f"{found.what} answered otherwise than the closed model (SPEC: after "
+                "close(), every operation but close() raises NotServing; close() twice is fine)"
+            )
+            raise Divergence(
+                "error-mismatch", index, step, found.expected, found.actual, [], detail
+            ) from None
         except Exception as exc:
             raise _unrecoverable(
                 index, step, f"{doing}, reopening raised {type(exc).__name__}: {exc}"
@@ -515,6 +544,16 @@ def _unrecoverable(
 ) -> Divergence:
     """The SUT cannot be reopened (or read) after a crash or a close."""
     return Divergence("unrecoverable", index, step, expected, None, [], detail)
+
+
+class _ServesWhenClosed(Exception):
+    """The closed SUT answered otherwise than the closed model (``_probe_closed``)."""
+
+    def __init__(self, expected: Outcome, actual: Outcome, what: str) -> None:
+        super().__init__(what)
+        self.expected = expected
+        self.actual = actual
+        self.what = what
 
 
 class _Unopened:

@@ -33,7 +33,18 @@ from pathlib import Path
 from typing import Any
 
 from conformance.adapter import BadImplError, Factory, FaultHook, load_factory
-from model.api import Clock, ConsumerMessage, MessageQueue, MQConfig, ProducerMessage, State
+from model.api import (
+    Clock,
+    ConsumerMessage,
+    MessageQueue,
+    MQConfig,
+    NotServingError,
+    ProducerMessage,
+    State,
+)
+
+#: ``_dead`` of a proxy whose queue was closed (not crashed, not killed).
+_CLOSED = "was closed"
 
 CRASH_MODES = ("inprocess", "process")
 DEFAULT_CRASH_MODE = "inprocess"
@@ -218,6 +229,11 @@ class ProcessQueue:
         return (want, hit, calls)
 
     def _call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if self._dead == _CLOSED:
+            # The child closed its queue and exited; this proxy is that closed queue, and
+            # answers as SPEC says a closed queue does (so in process mode the lockstep's
+            # probe after close() checks the proxy, not the child's queue).
+            raise NotServingError("the queue is closed")
         if self._dead is not None:
             raise ChildDiedError(self._dead)
         try:
@@ -272,7 +288,7 @@ class ProcessQueue:
             try:
                 self._call("close", (), {})
             finally:
-                self._dead = "was closed"
+                self._dead = _CLOSED
         self._reap()
 
     # -- the queue
