@@ -209,8 +209,15 @@ class LockstepMachine(RuleBasedStateMachine):
             if crash is not None:
                 self.lockstep.execute(Step(self.now_s, FUZZ_ACTOR, ops.ArmCrash(hit=crash)))
             return self.lockstep.execute(Step(self.now_s, FUZZ_ACTOR, op))
-        except Divergence:
+        except Divergence as divergence:
             self._failed()
+            # What differed, for a test run by hypothesis's own runner (``TestCase``),
+            # which shows the exception and its notes but not rmqsim's failure report.
+            divergence.add_note(f"model: {render_outcome(divergence.expected)}")
+            divergence.add_note(f"sut:   {render_outcome(divergence.actual)}")
+            divergence.add_note(f"detail: {divergence.detail}")
+            for difference in divergence.diffs:
+                divergence.add_note(f"  {difference.render()}")
             raise
 
     def _failed(self) -> None:

@@ -240,3 +240,5 @@ def test_make_machine_test_case_runs_under_pytest(tmp_path: Path) -> None:
     assert "PASSED test_own_queue.py::TestOurQueue::runTest" in done.stdout, done.stdout
     assert "FAILED test_own_queue.py::TestWrongQueue::runTest" in done.stdout, done.stdout
     assert "Divergence" in done.stdout, done.stdout
+    # What differed is shown, not only the anomaly's name.
+    assert "model: " in done.stdout and "sut:   " in done.stdout, done.stdout
