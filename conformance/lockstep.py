@@ -97,6 +97,9 @@ class FaultInjector:
         self.log: list[PointPass] | None = [] if log else None
         #: The most calls one operation of each kind has made.
         self.max_calls: dict[str, int] = {}
+        #: Set while the runner probes the SUT between operations (``_probe_closed``):
+        #: calls are then not operations' points, so they are not counted, logged or fired.
+        self.suspended = False
 
     def begin(self, op_kind: str) -> None:
         self.op_kind = op_kind
@@ -106,6 +109,8 @@ class FaultInjector:
     def __call__(self, point: str) -> None:
         # Called at every point the SUT passes (a few per operation): plain dicts, no
         # Counter, since this is per-operation overhead of every run.
+        if self.suspended:
+            return
         calls = self.calls_in_op = self.calls_in_op + 1
         point_calls = self.point_calls_in_op
         hits = point_calls[point] = point_calls.get(point, 0) + 1
@@ -269,15 +274,19 @@ class Lockstep:
         closed_model = self.model.fork()
         closed_model.close()
         expected = apply_op(closed_model, probe)
-        actual = apply_op(self.sut, probe)
-        if actual != expected:
-            raise _ServesWhenClosed(expected, actual, "get_latest_msg('') after close()")
+        self.faults.suspended = True  # not an operation: no crash point inside it counts
         try:
-            self.sut.close()
-        except Exception as exc:
-            raise _ServesWhenClosed(
-                Outcome(), Outcome(error=type(exc).__name__), "a second close()"
-            ) from None
+            actual = apply_op(self.sut, probe)
+            if actual != expected:
+                raise _ServesWhenClosed(expected, actual, "get_latest_msg('') after close()")
+            try:
+                self.sut.close()
+            except Exception as exc:
+                raise _ServesWhenClosed(
+                    Outcome(), Outcome(error=type(exc).__name__), "a second close()"
+                ) from None
+        finally:
+            self.faults.suspended = False
 
     def _recover(self, index: int, step: Step, *, crash: bool, doing: str) -> None:
         """``_reopen``, but a SUT that cannot come back is a divergence, not an error."""

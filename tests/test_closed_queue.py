@@ -5,14 +5,18 @@ arguments first, or fails a second close diverges at that step."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conformance.adapter import model_factory
+from conformance.lockstep import Lockstep
 from conformance.run import replay_trace, run_seed
 from conformance.trace import parse_lines
-from model.api import InvalidArgumentError
+from model.api import InvalidArgumentError, MQConfig
+from scenarios import ops
+from scenarios.ops import Step
 
 
 class _Wrapped:
@@ -102,3 +106,33 @@ def test_a_queue_that_serves_after_close_diverges_at_the_close(cls: type, sut_ou
 
 def test_a_queue_that_honours_close_passes_the_same_seed() -> None:
     assert run_seed("smoke", _a_close_reopen_seed(), impl=model_factory).ok
+
+
+class FaultsInClose(_Wrapped):
+    """Passes a crash point at every ``close()``, closed or not."""
+
+    def __init__(self, queue: Any, faults: Any) -> None:
+        super().__init__(queue)
+        self._faults = faults
+
+    def close(self) -> None:
+        self._faults("close.point")
+        self._queue.close()
+
+
+def test_the_probe_is_not_an_operation_its_crash_points_neither_count_nor_fire(
+    tmp_path: Path,
+) -> None:
+    """A crash armed at the 2nd point of a close must not fire in the probe's second
+    ``close()``: the probe would otherwise change which crash a trace's step injects."""
+
+    def factory(**kwargs: Any) -> Any:
+        return FaultsInClose(model_factory(**kwargs), kwargs["faults"])
+
+    lockstep = Lockstep(factory, MQConfig(), tmp_path)
+    lockstep.execute(Step(1, "t", ops.CreateTopic("t")))
+    lockstep.execute(Step(2, "t", ops.ArmCrash(hit=2, point=None)))
+    lockstep.execute(Step(3, "t", ops.CloseReopen()))
+    assert lockstep.stats.crashes_injected == 0
+    assert lockstep.faults.seen[("close", "close.point")] == 1
+    lockstep.close()
