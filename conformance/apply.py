@@ -62,8 +62,15 @@ def apply_op(mq: MessageQueue, op: ops.Op) -> Outcome:
     call = _CALLS[op.kind]
     try:
         value = call(mq, op)
-    except MQError as exc:
-        return Outcome(error=getattr(type(exc), "kind", type(exc).__name__))
     except Exception as exc:
-        return Outcome(error=f"unexpected:{type(exc).__name__}: {str(exc)[:200]}")
+        return error_outcome(exc)
     return Outcome(value=value)
+
+
+def error_outcome(exc: Exception) -> Outcome:
+    """The outcome of a call that raised ``exc``: an ``MQError``'s kind, or
+    ``unexpected:<Type>: <message>`` for anything else (a bug of the implementation,
+    compared and traced like any outcome, never a crash of rmqsim)."""
+    if isinstance(exc, MQError):
+        return Outcome(error=getattr(type(exc), "kind", type(exc).__name__))
+    return Outcome(error=f"unexpected:{type(exc).__name__}: {str(exc)[:200]}")

@@ -31,6 +31,7 @@ from conformance.adapter import (
     is_consumer_factory,
     resolve_impl,
 )
+from conformance.apply import error_outcome
 from conformance.consumer_check import ConsumerViolation, GroupHistory
 from conformance.lockstep import Divergence, Stats
 from conformance.run import RunResult, _header, execute_recorded, replay_trace
@@ -47,7 +48,6 @@ from model.api import (
     InvalidArgumentError,
     MessageQueue,
     MQConfig,
-    MQError,
     NotServingError,
     ProducerMessage,
 )
@@ -253,10 +253,8 @@ def plain(value: Any) -> Any:
 def _outcome(apply: Callable[[], Any]) -> tuple[Any, Outcome]:
     try:
         raw = apply()
-    except MQError as exc:
-        return None, Outcome(error=exc.kind)
-    except Exception as exc:  # a SUT bug: compared and traced, not a crash of rmqsim
-        return None, Outcome(error=f"unexpected:{type(exc).__name__}: {str(exc)[:200]}")
+    except Exception as exc:  # an MQError, or a SUT bug: compared and traced
+        return None, error_outcome(exc)
     try:
         return raw, Outcome(plain(raw))
     except Exception as exc:

@@ -18,13 +18,14 @@ from __future__ import annotations
 import contextlib
 import inspect
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from conformance.adapter import BadImplError, Factory, checked_queue
 from conformance.anomalies import Before, classify_outcome, classify_state
-from conformance.apply import RUNNER_KINDS, apply_op
+from conformance.apply import RUNNER_KINDS, apply_op, error_outcome
 from conformance.statediff import Difference, diff_states
 from model import ReferenceMQ
 from model.api import MessageQueue, MQConfig, State
@@ -251,7 +252,7 @@ class Lockstep:
         sut = self.factory(path=self.path, config=self.config, clock=self.clock, faults=self.faults)
         return checked_queue(sut, self.factory)
 
-    def _reopen(self, *, crash: bool) -> None:
+    def _reopen(self, index: int, step: Step, *, crash: bool) -> None:
         """Crash (or close) the SUT and open a new instance on the same path."""
         try:
             if crash:
@@ -259,49 +260,48 @@ class Lockstep:
             else:
                 self.faults.begin("close")
                 self.sut.close()
-                self._probe_closed()
+                self._probe_closed(index, step)
         finally:
             self.stats.reopens += 1
         self.sut = self._open()
 
-    def _probe_closed(self) -> None:
+    def _probe_closed(self, index: int, step: Step) -> None:
         """SPEC: after ``close()`` every operation but ``close()`` raises NotServing, and
         checks run closed first, arguments next. Ask the closed SUT one read with an
         invalid name (so a queue that checks its arguments first shows too), and close it
         twice; the model, closed alike, says what is expected. Reads only: a queue that
         still serves must not change what the reopen then compares."""
-        probe = GetLatest("")
         closed_model = self.model.fork()
         closed_model.close()
-        expected = apply_op(closed_model, probe)
+        probes: list[tuple[str, Callable[[MessageQueue], Outcome]]] = [
+            ("get_latest_msg('') after close()", lambda mq: apply_op(mq, GetLatest(""))),
+            ("a second close()", _closing),
+        ]
         self.faults.suspended = True  # not an operation: no crash point inside it counts
         try:
-            actual = apply_op(self.sut, probe)
-            if actual != expected:
-                raise _ServesWhenClosed(expected, actual, "get_latest_msg('') after close()")
-            try:
-                self.sut.close()
-            except Exception as exc:
-                raise _ServesWhenClosed(
-                    Outcome(), Outcome(error=type(exc).__name__), "a second close()"
-                ) from None
+            for what, probe in probes:
+                expected, actual = probe(closed_model), probe(self.sut)
+                if actual != expected:
+                    raise Divergence(
+                        "error-mismatch",
+                        index,
+                        step,
+                        expected,
+                        actual,
+                        [],
+                        f"{what} answered otherwise than the closed model (SPEC: after "
+                        "close(), every operation but close() raises NotServing; close() "
+                        "twice is fine)",
+                    )
         finally:
             self.faults.suspended = False
 
     def _recover(self, index: int, step: Step, *, crash: bool, doing: str) -> None:
         """``_reopen``, but a SUT that cannot come back is a divergence, not an error."""
         try:
-            self._reopen(crash=crash)
-        except (InjectedCrash, BadImplError):
+            self._reopen(index, step, crash=crash)
+        except (InjectedCrash, BadImplError, Divergence):
             raise
-        except _ServesWhenClosed as found:
-            detail = (
-                f"{found.what} answered otherwise than the closed model (SPEC: after "
-                "close(), every operation but close() raises NotServing; close() twice is fine)"
-            )
-            raise Divergence(
-                "error-mismatch", index, step, found.expected, found.actual, [], detail
-            ) from None
         except Exception as exc:
             raise _unrecoverable(
                 index, step, f"{doing}, reopening raised {type(exc).__name__}: {exc}"
@@ -555,14 +555,13 @@ def _unrecoverable(
     return Divergence("unrecoverable", index, step, expected, None, [], detail)
 
 
-class _ServesWhenClosed(Exception):
-    """The closed SUT answered otherwise than the closed model (``_probe_closed``)."""
-
-    def __init__(self, expected: Outcome, actual: Outcome, what: str) -> None:
-        super().__init__(what)
-        self.expected = expected
-        self.actual = actual
-        self.what = what
+def _closing(mq: MessageQueue) -> Outcome:
+    """The outcome of ``close()`` (the closed-queue probe's second close)."""
+    try:
+        mq.close()
+    except Exception as exc:
+        return error_outcome(exc)
+    return Outcome()
 
 
 class _Unopened:

@@ -87,7 +87,7 @@ def _a_close_reopen_seed() -> int:
     [
         (ServesWhenClosed, "InvalidArgument"),  # it serves, so it checks the name
         (ArgumentsFirst, "InvalidArgument"),
-        (CloseOnce, "RuntimeError"),
+        (CloseOnce, "unexpected:RuntimeError: already closed"),
     ],
 )
 def test_a_queue_that_serves_after_close_diverges_at_the_close(cls: type, sut_outcome: str) -> None:
