@@ -144,7 +144,7 @@ class Context:
     def group_or_bootstrap(self) -> tuple[str, str] | CreateTopic | CreateGroup:
         """A (topic, group) to operate on, or the create to emit first (see above)."""
         topic = self.topic_or_bootstrap()
-        if type(topic) is CreateTopic:
+        if isinstance(topic, CreateTopic):
             return topic
         groups = self.world.groups.get(topic)
         if groups is not None and self.create_group_on and len(groups) < self.target_groups:
@@ -242,7 +242,7 @@ class Producer(Actor):
     def next_op(self) -> Op:
         ctx = self.ctx
         topic = ctx.topic_or_bootstrap()
-        if type(topic) is CreateTopic:
+        if isinstance(topic, CreateTopic):
             return topic
         if ctx.invalid():
             topic = ctx.invalid_name()
@@ -260,7 +260,7 @@ class Consumer(Actor):
     def next_op(self) -> Op:
         ctx = self.ctx
         target = ctx.group_or_bootstrap()
-        if type(target) is not tuple:
+        if not isinstance(target, tuple):
             return target
         topic, group = target
         n = ctx.rng.choice(ctx.poll_sizes)
@@ -306,7 +306,7 @@ class Seeker(Actor):
     def next_op(self) -> Op:
         ctx = self.ctx
         target = ctx.group_or_bootstrap()
-        if type(target) is not tuple:
+        if not isinstance(target, tuple):
             return target
         topic, group = target
         kind = self.choose_kind()
@@ -331,7 +331,7 @@ class GroupChurn(Actor):
         ctx = self.ctx
         rng = ctx.rng
         topic = ctx.topic_or_bootstrap()
-        if type(topic) is CreateTopic:
+        if isinstance(topic, CreateTopic):
             return topic
         kind = self.choose_kind()
         groups = ctx.world.groups.get(topic) or []
@@ -369,6 +369,7 @@ class TopicChurn(Actor):
         ctx = self.ctx
         rng = ctx.rng
         kind = self.choose_kind()
+        name: str | None
         if ctx.invalid():
             name = ctx.invalid_name()
         elif kind == "create_topic":
@@ -396,7 +397,7 @@ class Observer(Actor):
     def next_op(self) -> Op:
         ctx = self.ctx
         topic = ctx.topic_or_bootstrap()
-        if type(topic) is CreateTopic:
+        if isinstance(topic, CreateTopic):
             return topic
         kind = self.choose_kind()
         if ctx.invalid():

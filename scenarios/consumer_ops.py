@@ -130,7 +130,7 @@ ConsumerOp = (
 )
 #: Kind -> operation type; ``RunRetention`` is the queue's own (``scenarios.ops``): a
 #: retention pass at the simulated clock, which only the guard groups hold back.
-CONSUMER_OP_TYPES: dict[str, type] = {
+CONSUMER_OP_TYPES: dict[str, type[ConsumerOp]] = {
     t.kind: t
     for t in (
         ProduceBatch,
@@ -221,7 +221,7 @@ def consumer_op_from_json(obj: object) -> ConsumerOp:
             f"op({kind}).refused_positions: positions must be distinct and ascending, "
             f"got {str(obj['refused_positions'])[:80]}"
         )
-    return op_type(**values)  # type: ignore[no-any-return]
+    return op_type(**values)
 
 
 def consumer_outcome_from_json(obj: object) -> Outcome:

@@ -35,7 +35,7 @@ from scenarios.ops import Outcome, Step
 
 __all__ = ["ConsumerSimulation", "ConsumerWorld"]
 
-Execute = Callable[[Step], Outcome]
+Execute = Callable[[Step[ConsumerOp]], Outcome]
 #: A worker with nothing to do looks again after this many seconds.
 IDLE_S = 1
 
@@ -54,16 +54,21 @@ class ConsumerWorld:
         return all(len(done) == self.produced for done in self.finished.values())
 
     def learn(self, op: ConsumerOp, outcome: Outcome) -> None:
+        """Learn from a successful outcome, whose value is plain data (see ``consumer_ops``):
+        the ids of a produce, a delivered batch or None, a completion."""
         value = outcome.value
         if outcome.error is not None:
             return
         if type(op) is ProduceBatch:
+            assert type(value) is tuple, "a produce returns its ids"
             self.produced = max(self.produced, *value) if value else self.produced
         elif type(op) is Deliver and value is not None:
+            assert type(value) is tuple, "a batch is (seq, queue, messages)"
             _, queue, messages = value
             for msg_id, _origin_topic, origin_id, _k, _payload in messages:
                 self.origins[op.client][(queue, msg_id)] = origin_id
         elif type(op) is Complete:
+            assert type(value) is tuple, "a completion is (queue, acked, retried, dead, ...)"
             queue, acked, _retried, dead, _kept, _offset = value
             origins = self.origins[op.client]
             for msg_id in (*acked, *(old for old, _ in dead)):
@@ -113,12 +118,12 @@ class ConsumerSimulation:
             env.process(self._crasher())
         if self.profile.retention_every_s is not None:
             env.process(self._retainer(self.profile.retention_every_s))
-        deadline_s: int | None = None
+        deadline_s: int | None = None  # set when the drain starts
         while True:
-            if not self.draining and self.executed >= self.steps:
+            if deadline_s is None and self.executed >= self.steps:
                 self.draining = True
-                deadline_s = env.now + self.profile.drain_limit_s
-            if self.draining and (self.drained or env.now > deadline_s):  # type: ignore[operator]
+                deadline_s = int(env.now) + self.profile.drain_limit_s
+            if deadline_s is not None and (self.drained or env.now > deadline_s):
                 break
             try:
                 env.step()
@@ -130,8 +135,10 @@ class ConsumerSimulation:
 
     def _emit(self, actor: str, op: ConsumerOp) -> Outcome:
         step = Step(int(self.env.now), actor, op)
+        execute = self._execute
+        assert execute is not None, "actors run only inside run(), which sets the executor"
         try:
-            outcome = self._execute(step)  # type: ignore[misc]
+            outcome = execute(step)
         except BaseException as exc:  # stop the run at once (see Simulation._emit)
             self._failure = exc
             raise
@@ -176,6 +183,7 @@ class ConsumerSimulation:
             if batch is None:
                 yield self.env.timeout(IDLE_S)
                 continue
+            assert type(batch) is tuple, "a batch is (seq, queue, messages)"
             seq, _queue, messages = batch
             yield self.env.timeout(self._between(client.process_time_s))
             if self.world.incarnation[group] != incarnation:

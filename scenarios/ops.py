@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 __all__ = [
     "ERROR_KINDS",
@@ -44,6 +45,7 @@ __all__ = [
     "Op",
     "OpDecodeError",
     "OpEncodeError",
+    "OpT",
     "Outcome",
     "Produce",
     "Properties",
@@ -285,7 +287,7 @@ Op = (
 )
 
 #: Operation classes by kind, in the vocabulary's canonical order.
-OP_TYPES: dict[str, type] = {
+OP_TYPES: dict[str, type[Op]] = {
     cls.kind: cls
     for cls in (
         CreateTopic,
@@ -331,9 +333,9 @@ def _same_types(a: object, b: object) -> bool:
     """
     if type(a) is not type(b):
         return False
-    if type(a) is not tuple:
+    if type(a) is not tuple or type(b) is not tuple:  # b has a's type: this only narrows it
         return True
-    for x, y in zip(a, b, strict=True):  # type: ignore[call-overload]
+    for x, y in zip(a, b, strict=True):
         if type(x) is not type(y):
             return False
         if type(x) is Delivered and (
@@ -383,17 +385,24 @@ class Outcome:
         return self.error is None
 
 
+#: What a ``Step`` carries: an ``Op`` of this vocabulary, or a consumer simulation's
+#: operation (``scenarios.consumer_ops.ConsumerOp``), which shares the step's shape.
+OpT = TypeVar("OpT", covariant=True)
+
+
 @dataclass(frozen=True, slots=True)
-class Step:
+class Step(Generic[OpT]):
     """One operation of a simulation: the SUT clock at that moment, who issued it, and what.
 
     ``time_s`` is simulated time plus the accumulated clock skew, in integer seconds; the
-    runner sets the queue's clock to it before applying ``op``.
+    runner sets the queue's clock to it before applying ``op``. ``Step[Op]`` is a step of
+    the queue simulations (the JSON codec below), ``Step[ConsumerOp]`` one of the consumer
+    simulation.
     """
 
     time_s: int
     actor: str
-    op: Op
+    op: OpT
 
 
 # --------------------------------------------------------------------------- JSON encoding
@@ -416,7 +425,7 @@ def op_to_json(op: Op) -> dict[str, Any]:
     kind = getattr(type(op), "kind", None)
     if kind is None or OP_TYPES.get(kind) is not type(op):
         raise OpEncodeError(f"not an operation of this vocabulary: {type(op).__name__}")
-    if kind == "produce":
+    if type(op) is Produce:
         return {
             "kind": kind,
             "topic": op.topic,
@@ -456,7 +465,7 @@ def outcome_to_json(outcome: Outcome) -> dict[str, Any]:
     return {"value": _encode_value(outcome.value), "error": outcome.error}
 
 
-def step_to_json(step: Step) -> dict[str, Any]:
+def step_to_json(step: Step[Op]) -> dict[str, Any]:
     """Encode ``step`` as ``{"time_s": ..., "actor": ..., "op": {...}}``."""
     return {"time_s": step.time_s, "actor": step.actor, "op": op_to_json(step.op)}
 
@@ -537,7 +546,9 @@ def _positive_int(value: object, where: str) -> int:
     return number
 
 
-_FIELD_DECODERS = {
+#: Decoder of each operation field, by field name. A decoder checks its JSON value and
+#: returns the field's type, which depends on the name: hence ``Any``, not ``object``.
+_FIELD_DECODERS: dict[str, Callable[[object, str], Any]] = {
     "topic": _str,
     "group": _str,
     "messages": _messages,
@@ -610,7 +621,7 @@ def outcome_from_json(obj: object) -> Outcome:
     return Outcome(value=value, error=error)
 
 
-def step_from_json(obj: object) -> Step:
+def step_from_json(obj: object) -> Step[Op]:
     """Decode a step from the JSON shape of ``step_to_json``; strict."""
     fields = _fields(obj, "step", ("time_s", "actor", "op"))
     return Step(

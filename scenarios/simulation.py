@@ -31,7 +31,7 @@ from scenarios.world import World
 __all__ = ["MAX_STEPS", "Execute", "Simulation"]
 
 #: The executor: applies one step and returns what the (model) queue returned.
-Execute = Callable[[Step], Outcome]
+Execute = Callable[[Step[Op]], Outcome]
 
 #: Upper bound on one run's operation budget: far above any sensible run, low enough that a
 #: typo (an extra zero or three) fails at once instead of running for hours.
@@ -78,7 +78,9 @@ class Simulation:
 
     def clock_s(self) -> int:
         """The clock the queue sees now: simulated seconds plus the accumulated skew."""
-        return self.env.now + self._skew_s
+        now_s = self.env.now
+        assert type(now_s) is int, "simulated time stays in whole seconds: think times are ints"
+        return now_s + self._skew_s
 
     def run(self, execute: Execute) -> int:
         """Run until ``steps`` operations were executed (or no actor is left); return the count.
@@ -120,9 +122,11 @@ class Simulation:
         """Execute one operation and learn from its outcome."""
         # One operation per wake-up and a budget check after each event keep this true.
         assert self._count < self.steps, "an actor emitted past the step budget"
-        step = Step(self.env.now + self._skew_s, actor, op)
+        step = Step(self.clock_s(), actor, op)
+        execute = self._execute
+        assert execute is not None, "actors run only inside run(), which sets the executor"
         try:
-            outcome = self._execute(step)  # type: ignore[misc]
+            outcome = execute(step)
             if type(outcome) is not Outcome:
                 raise TypeError(
                     f"execute must return an Outcome, got {type(outcome).__name__} for {step}"

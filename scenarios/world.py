@@ -12,8 +12,6 @@ iterates a set, so the actors' random choices over these sequences replay exactl
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from scenarios.ops import (
     Consume,
     CreateGroup,
@@ -31,6 +29,9 @@ from scenarios.ops import (
 )
 
 __all__ = ["World"]
+
+#: The operations that name a group.
+_GROUP_OPS = (CreateGroup, DestroyGroup, ExistGroup, Consume, Seek, SeekToLatest)
 
 
 class World:
@@ -91,20 +92,39 @@ class World:
         if error is not None:
             self._learn_error(op, error)
             return
-        learner = _LEARNERS.get(type(op))
-        if learner is not None:
-            learner(self, op, outcome.value)
+        value = outcome.value
+        match op:
+            case Produce():
+                self._learn_produce(op, value)
+            case Consume():
+                self._learn_consume(op, value)
+            case CreateTopic():
+                self.add_topic(op.topic)
+            case DestroyTopic():
+                self.forget_topic(op.topic)
+            case CreateGroup() | Seek() | SeekToLatest():
+                self.add_group(op.topic, op.group)
+            case DestroyGroup():
+                self.forget_group(op.topic, op.group)
+            case ExistGroup():
+                self._learn_exist_group(op, value)
+            case GetLatest():
+                self._learn_get_latest(op, value)
 
     def _learn_error(self, op: Op, error: str) -> None:
         topic = getattr(op, "topic", None)
         if topic is None:
             return
-        if error == "TopicNotFound":
-            self.forget_topic(topic)
-        elif error == "GroupNotFound":
-            self.forget_group(topic, op.group)  # type: ignore[union-attr]
-        elif error == "GroupExists":
-            self.add_group(topic, op.group)  # type: ignore[union-attr]
+        if error not in ("GroupNotFound", "GroupExists"):
+            if error == "TopicNotFound":
+                self.forget_topic(topic)
+            return
+        # SPEC raises these only for an operation that names a group.
+        assert isinstance(op, _GROUP_OPS), f"{error} for {type(op).__name__}"
+        if error == "GroupNotFound":
+            self.forget_group(topic, op.group)
+        else:
+            self.add_group(topic, op.group)
 
     def _learn_produce(self, op: Produce, value: object) -> None:
         self.add_topic(op.topic)
@@ -133,20 +153,3 @@ class World:
         if type(value) is int:
             self._saw_id(op.topic, value)
 
-
-def _learn_group(world: World, op: CreateGroup | Seek | SeekToLatest, value: object) -> None:
-    world.add_group(op.topic, op.group)
-
-
-_LEARNERS: dict[type, Callable[[World, object, object], None]] = {
-    CreateTopic: lambda world, op, value: world.add_topic(op.topic),
-    DestroyTopic: lambda world, op, value: world.forget_topic(op.topic),
-    CreateGroup: _learn_group,
-    DestroyGroup: lambda world, op, value: world.forget_group(op.topic, op.group),
-    ExistGroup: World._learn_exist_group,
-    Produce: World._learn_produce,
-    Consume: World._learn_consume,
-    Seek: _learn_group,
-    SeekToLatest: _learn_group,
-    GetLatest: World._learn_get_latest,
-}
