@@ -26,6 +26,9 @@ from pathlib import Path
 
 import click
 
+from conformance.cli_common import friendly_errors
+from conformance.scratch import scratch_root
+
 __all__ = [
     "MEASUREMENTS",
     "TARGET_RATIO",
@@ -218,12 +221,13 @@ MEASUREMENTS: tuple[Callable[[Path, int, int], Measurement], ...] = (
 
 
 def run_bench(messages: int, repeats: int, workdir: Path | None = None) -> list[Measurement]:
-    """Every measurement, in a temporary directory (or ``workdir``)."""
+    """Every measurement, in a temporary directory under ``workdir`` (default: the
+    scratch root, ``RMQSIM_WORKDIR`` when set)."""
     if messages < BATCH_MESSAGES or messages % BATCH_MESSAGES:
         raise ValueError(f"messages must be a positive multiple of {BATCH_MESSAGES}")
     if repeats < 1:
         raise ValueError("repeats must be >= 1")
-    with tempfile.TemporaryDirectory(prefix="rmqsim-bench-", dir=workdir) as tmp:
+    with tempfile.TemporaryDirectory(prefix="rmqsim-bench-", dir=scratch_root(workdir)) as tmp:
         return [measure(Path(tmp), messages, repeats) for measure in MEASUREMENTS]
 
 
@@ -258,6 +262,7 @@ def run_bench(messages: int, repeats: int, workdir: Path | None = None) -> list[
     "state-changing operation (the targets are for 1, the default checks; a larger N shows "
     "what those checks cost).",
 )
+@friendly_errors
 def bench(messages: int, repeats: int, lockstep_seeds: int, check_every: int) -> None:
     """Throughput of impl.RocksMQ vs raw rocksdict (produce and consume), with ratios."""
     from rich.console import Console

@@ -10,6 +10,8 @@ from __future__ import annotations
 import functools
 import importlib
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import metadata
 from importlib.util import find_spec
 from pathlib import Path
@@ -29,6 +31,7 @@ from conformance.cli_common import (
     crash_rate_option,
     friendly_errors,
     impl_option,
+    interrupt_signal,
     out_option,
     parse_profiles,
     progress,
@@ -292,22 +295,21 @@ def gate_command(
 ) -> None:
     """The CI gate: every standard profile over the seeds, then a crash sweep of the first
     seed of each; JUnit XML and a JSON summary."""
-    from rich.console import Console
-    from rich.table import Table
-
     from conformance.adapter import DEFAULT_IMPL, load_factory
     from conformance.corpus import DEFAULT_CORPUS
-    from conformance.crash_sweep import DEFAULT_SWEEP_STEPS
+    from conformance.crash_sweep import DEFAULT_SWEEP_STEPS, SweepResult
     from conformance.gate import (
         DEFAULT_GATE_SEEDS,
         GATE_CONSUMER_PROFILES,
         GATE_PROFILES,
+        GateResult,
         run_corpus,
         run_profiles,
         run_sweeps,
         write_outputs,
     )
     from conformance.report import render_failure
+    from conformance.run import RunResult
 
     impl = impl or DEFAULT_IMPL
     load_factory(impl)
@@ -321,44 +323,69 @@ def gate_command(
         raise UsageError("--master needs --spark")
     runner = functools.partial(gate_runner("spark"), master=master) if spark else run_profiles
     writable_dir(out)
-    with progress(len(names) * len(seed_range), "gate") as bar:
-        shrink_bar = ShrinkBar(bar, shrink) if shrink is not None else None
+    gate = GateResult(impl=impl, seeds=seed_range)  # what has finished, as it finishes
+    with _outputs_when_interrupted(gate, out):
+        with progress(len(names) * len(seed_range), "gate") as bar:
+            shrink_bar = ShrinkBar(bar, shrink) if shrink is not None else None
 
-        def on_result(_result: object) -> None:
-            bar.advance(bar.task_ids[0])
-            if shrink_bar is not None:
-                shrink_bar.done()
+            def on_result(result: RunResult) -> None:
+                gate.add(result)
+                bar.advance(bar.task_ids[0])
+                if shrink_bar is not None:
+                    shrink_bar.done()
 
-        gate = runner(
-            names,
-            seed_range,
-            impl=impl,
-            out=out,
-            steps=steps,
-            shrink=shrink,
-            crash_rate=crash_rate,
-            on_result=on_result,
-            on_shrink_run=None if shrink_bar is None else shrink_bar.on_run,
-        )
-    # The crash sweep replays queue scenarios; consumer runs crash their own way (client and
-    # process crashes drawn by the scenario) and are not swept.
-    swept = [name for name in names if name not in GATE_CONSUMER_PROFILES]
-    if sweep and swept:
-        with progress(len(swept), "crash sweep") as bar:
-            gate.sweeps = run_sweeps(
-                swept,
-                seed_range.start,
+            ran = runner(
+                names,
+                seed_range,
                 impl=impl,
                 out=out,
-                steps=sweep_steps or DEFAULT_SWEEP_STEPS,
-                on_sweep=lambda _s: bar.advance(bar.task_ids[0]),
-                crash_mode=sweep_crash_mode,
+                steps=steps,
+                shrink=shrink,
+                crash_rate=crash_rate,
+                on_result=on_result,
+                on_shrink_run=None if shrink_bar is None else shrink_bar.on_run,
             )
-    run_corpus(gate, corpus, impl=impl)
+            assert len(ran.results) == len(gate.results), "a gate runner reports every run"
+        # The crash sweep replays queue scenarios; consumer runs crash their own way (client
+        # and process crashes drawn by the scenario) and are not swept.
+        swept = [name for name in names if name not in GATE_CONSUMER_PROFILES]
+        if sweep and swept:
+            with progress(len(swept), "crash sweep") as bar:
+
+                def on_sweep(done: SweepResult) -> None:
+                    gate.sweeps.append(done)
+                    bar.advance(bar.task_ids[0])
+
+                run_sweeps(
+                    swept,
+                    seed_range.start,
+                    impl=impl,
+                    out=out,
+                    steps=sweep_steps or DEFAULT_SWEEP_STEPS,
+                    on_sweep=on_sweep,
+                    crash_mode=sweep_crash_mode,
+                )
+        run_corpus(gate, corpus, impl=impl)
     save_regressions(gate.results, save_regression)
     junit, summary = write_outputs(gate, out)
+    _print_gate_tables(gate)
+    for failure in (gate.failures + gate.sweep_failures)[:5]:
+        click.echo(render_failure(failure), err=True)
+    click.echo(
+        f"rmqsim gate: {'PASS' if gate.ok else 'FAIL'} ({len(gate.failures)} failing runs, "
+        f"{len(gate.sweep_failures)} failing crash cases); {junit}, {summary}"
+    )
+    sys.exit(EXIT_OK if gate.ok else EXIT_DIVERGENCE)
+
+
+def _print_gate_tables(gate: Any) -> None:
+    """The gate's table of profiles and, when it swept, its table of crash sweeps."""
+    from rich.console import Console
+    from rich.table import Table
+
+    seed_range = gate.seeds
     console = Console()
-    table = Table(title=f"rmqsim gate: {impl}, seeds {seed_range.start}:{seed_range.stop}")
+    table = Table(title=f"rmqsim gate: {gate.impl}, seeds {seed_range.start}:{seed_range.stop}")
     for column in ("profile", "runs", "failed", "operations", "ops/s", "anomalies"):
         table.add_column(column, justify="left" if column in ("profile", "anomalies") else "right")
     for s in gate.summaries.values():
@@ -385,13 +412,25 @@ def gate_command(
                 f"{s.wall_s:.1f}",
             )
         console.print(sweeps)
-    for failure in (gate.failures + gate.sweep_failures)[:5]:
-        click.echo(render_failure(failure), err=True)
-    click.echo(
-        f"rmqsim gate: {'PASS' if gate.ok else 'FAIL'} ({len(gate.failures)} failing runs, "
-        f"{len(gate.sweep_failures)} failing crash cases); {junit}, {summary}"
-    )
-    sys.exit(EXIT_OK if gate.ok else EXIT_DIVERGENCE)
+
+
+@contextmanager
+def _outputs_when_interrupted(gate: Any, out: Path) -> Iterator[None]:
+    """Within the block, SIGINT or SIGTERM (``KeyboardInterrupt``, ``Terminated``) first
+    writes ``gate``'s JUnit XML and JSON summary of what has finished, marked interrupted,
+    then goes on (the command exits 130 or 143)."""
+    from conformance.gate import write_outputs
+
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        gate.interrupted_by = interrupt_signal(exc).name
+        junit, summary = write_outputs(gate, out)
+        click.echo(
+            f"rmqsim gate: INTERRUPTED by {gate.interrupted_by} after {len(gate.results)} "
+            f"run(s) ({len(gate.failures)} failing); {junit}, {summary}"
+        )
+        raise
 
 
 def main() -> None:

@@ -9,8 +9,11 @@ that adding a command touches one module.
 from __future__ import annotations
 
 import functools
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -36,25 +39,72 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
 
 
 def friendly_errors(func: F) -> F:
-    """Turn known bad-input errors into one line and exit 2; anything else into exit 3."""
+    """Turn known bad-input errors into one line and exit 2; anything else into exit 3.
+
+    ``RMQSIM_WORKDIR`` is checked first (every command creates its temporary directories
+    there). SIGINT and SIGTERM unwind the command (``sigterm_raises``) and exit with
+    130 and 143."""
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread as Ctrl-C raises ``KeyboardInterrupt`` (of which
+    it is a kind, so that code which stops on Ctrl-C stops on it too): every ``with`` and
+    ``finally`` on the way out runs, so temporary directories are removed, child processes
+    killed, and a command can write what it has finished."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def interrupt_signal(exc: KeyboardInterrupt) -> signal.Signals:
+    """The signal behind ``exc``: SIGTERM for ``Terminated``, else SIGINT (Ctrl-C)."""
+    return signal.Signals(exc.signum) if isinstance(exc, Terminated) else signal.SIGINT
+
+
+def interrupt_exit_code(exc: KeyboardInterrupt) -> int:
+    """The shell's convention, 128 + the signal: 130 for SIGINT, 143 for SIGTERM."""
+    return 128 + interrupt_signal(exc)
+
+
+def _raise_terminated(signum: int, _frame: Any) -> None:
+    # One clean-up per process: a second SIGTERM must not cut the first one's short.
+    signal.signal(signum, signal.SIG_IGN)
+    raise Terminated(signum)
+
+
+@contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """Within the block, SIGTERM raises ``Terminated`` in the main thread (Python's own
+    default kills the process at once, leaving its temporary directories behind)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set signal handlers (and receives signals)
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from conformance.adapter import BadImplError
         from conformance.lockstep import InjectedCrash
-        from conformance.scratch import ScratchDirError
+        from conformance.scratch import ScratchDirError, scratch_root
         from conformance.trace import TraceFormatError
         from scenarios.profiles import ProfileError
 
         bad_input = (UsageError, BadImplError, TraceFormatError, ProfileError, ScratchDirError)
         try:
-            return func(*args, **kwargs)
+            with sigterm_raises():
+                scratch_root()
+                return func(*args, **kwargs)
         except bad_input as exc:
             fail(str(exc))
-        except KeyboardInterrupt:
-            fail("interrupted", 130)
-        except click.exceptions.Exit:
-            raise
+        except KeyboardInterrupt as exc:
+            fail(f"interrupted by {interrupt_signal(exc).name}", interrupt_exit_code(exc))
+        except (click.exceptions.Exit, click.ClickException):
+            raise  # click's own exits and usage errors (exit 2, with the usage line)
         except (Exception, InjectedCrash) as exc:
             fail(f"internal error ({type(exc).__name__}: {exc}); please report it", EXIT_INTERNAL)
 

@@ -35,6 +35,7 @@ from conformance.apply import error_outcome
 from conformance.consumer_check import ConsumerViolation, GroupHistory
 from conformance.lockstep import Divergence, Stats
 from conformance.run import RunResult, _header, execute_recorded, replay_trace
+from conformance.scratch import scratch_root
 from conformance.statediff import state_digest
 from conformance.trace import Trace, TraceFormatError, dumps, parse_lines, read_trace
 from model import ReferenceMQ
@@ -433,7 +434,7 @@ def _run(
     lines = [dumps(header)]
     divergence: Divergence | None = None
     last: Step | None = None
-    with tempfile.TemporaryDirectory(prefix="rmqsim-consumer-", dir=workdir) as tmp:
+    with tempfile.TemporaryDirectory(prefix="rmqsim-consumer-", dir=scratch_root(workdir)) as tmp:
         root = Path(tmp)
         # One offset store directory per group (a group name may not be a file name).
         slot = {c.group: index for index, c in enumerate(profile.clients)}

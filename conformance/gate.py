@@ -63,6 +63,14 @@ class GateResult:
     sweeps: list[SweepResult] = field(default_factory=list)
     #: Replays of the regression corpus (``conformance.corpus``), one per file.
     corpus: list[RunResult] = field(default_factory=list)
+    #: The signal that stopped the gate before its end (``"SIGINT"``, ``"SIGTERM"``), or
+    #: None: the outputs then hold only what had finished.
+    interrupted_by: str | None = None
+
+    def add(self, result: RunResult) -> None:
+        """Count one finished profile run (its profile's summary is made on first use)."""
+        self.summaries.setdefault(result.profile, ProfileSummary(result.profile)).add(result)
+        self.results.append(result)
 
     @property
     def failures(self) -> list[RunResult]:
@@ -125,12 +133,15 @@ def run_profiles(
                 result.trace_lines = []  # a passing run's trace is not kept: memory stays flat
             else:
                 save_failure(result, out)
-                if shrink is not None and len(gate.failures) < MAX_SHRUNK_FAILURES:
+            shrinks = not result.ok and len(gate.failures) < MAX_SHRUNK_FAILURES
+            try:
+                if shrink is not None and shrinks:
                     shrink_and_save(result, impl=impl, budget=shrink, on_run=on_shrink_run)
-            summary.add(result)
-            gate.results.append(result)
-            if on_result is not None:
-                on_result(result)
+            finally:  # a failure counts, unshrunk, when its shrink is interrupted (Ctrl-C)
+                summary.add(result)
+                gate.results.append(result)
+                if on_result is not None:
+                    on_result(result)
             if until_failure and not result.ok:
                 return gate
     return gate
@@ -239,14 +250,42 @@ def junit_xml(gate: GateResult) -> bytes:
                 failure.text = render_failure(result)
     if gate.sweeps:
         _sweep_suite(root, gate.sweeps)
+    if gate.interrupted_by is not None:
+        _interrupted_suite(root, gate)
     ET.indent(root)
     return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 
 
+def _interrupted_suite(root: ET.Element, gate: GateResult) -> None:
+    """A suite with one erring test case that says the gate did not finish: a CI that
+    reads only the JUnit XML must not take a cut-short gate for a pass."""
+    suite = ET.SubElement(
+        root, "testsuite", name="rmqsim.interrupted", tests="1", failures="0", errors="1"
+    )
+    case = ET.SubElement(suite, "testcase", classname="rmqsim.interrupted", name="gate")
+    error = ET.SubElement(
+        case, "error", message=f"interrupted by {gate.interrupted_by}", type="interrupted"
+    )
+    error.text = (
+        f"the gate was stopped by {gate.interrupted_by} after {len(gate.results)} profile "
+        f"run(s), {len(gate.sweeps)} crash sweep(s) and {len(gate.corpus)} corpus replay(s); "
+        "only those are reported"
+    )
+
+
+def _status(gate: GateResult) -> str:
+    if gate.interrupted_by is not None:
+        return "interrupted"
+    return "ok" if gate.ok else "divergence"
+
+
 def summary_json(gate: GateResult) -> dict[str, Any]:
-    """The gate's JSON summary (what a dashboard or a later job reads)."""
+    """The gate's JSON summary (what a dashboard or a later job reads). An interrupted
+    gate's status is ``interrupted`` (``interrupted_by`` names the signal), whatever
+    its finished runs found."""
     return {
-        "status": "ok" if gate.ok else "divergence",
+        "status": _status(gate),
+        "interrupted_by": gate.interrupted_by,
         "impl": gate.impl,
         "seeds": [gate.seeds.start, gate.seeds.stop],
         "profiles": {

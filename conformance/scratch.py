@@ -34,12 +34,18 @@ class ScratchDirError(Exception):
     """``RMQSIM_WORKDIR`` names something runs cannot use; the message says what."""
 
 
-def scratch_root() -> Path:
-    """The directory in which runs create their temporary directories.
+def scratch_root(workdir: Path | None = None) -> Path:
+    """The directory in which runs create their temporary directories: ``workdir`` when
+    a caller chose one, else ``RMQSIM_WORKDIR``, else a RAM-backed directory or the
+    system's temporary directory.
 
-    ``RMQSIM_WORKDIR`` is created when missing; one that is not a writable directory
-    raises ``ScratchDirError`` (bad input, exit 2), not an error from deep in a run.
+    ``RMQSIM_WORKDIR`` is created when missing but its parent exists (a typo in the parent
+    must not create a tree of directories); one that cannot be created or is not a
+    writable directory raises ``ScratchDirError`` (bad input, exit 2), not an error from
+    deep in a run.
     """
+    if workdir is not None:
+        return workdir
     chosen = os.environ.get(WORKDIR_ENV)
     if chosen:
         return _checked_workdir(chosen)
@@ -49,10 +55,16 @@ def scratch_root() -> Path:
 @functools.cache
 def _checked_workdir(chosen: str) -> Path:
     """``chosen`` as a directory runs can write in (checked once per value)."""
-    problem = unwritable_dir(Path(chosen))
+    path = Path(chosen)
+    if not path.exists() and not path.parent.exists():
+        raise ScratchDirError(
+            f"{WORKDIR_ENV}={path}: its parent directory {path.parent} does not exist "
+            "(only the last part of the path is created)"
+        )
+    problem = unwritable_dir(path)
     if problem is not None:
         raise ScratchDirError(f"{WORKDIR_ENV}={problem}")
-    return Path(chosen)
+    return path
 
 
 def unwritable_dir(path: Path) -> str | None:

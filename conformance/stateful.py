@@ -52,6 +52,7 @@ from conformance.adapter import DEFAULT_IMPL, Factory, queue_factory
 from conformance.lockstep import Divergence, Lockstep
 from conformance.report import render_op, render_outcome
 from conformance.run import RunResult, lockstep_result, trace_header
+from conformance.scratch import scratch_root
 from conformance.trace import parse_lines
 from model.api import MQConfig
 from scenarios import ops
@@ -194,7 +195,7 @@ class LockstepMachine(RuleBasedStateMachine):
         cls = type(self)
         cls.last = self
         cls.examples += 1
-        self._tmp = tempfile.TemporaryDirectory(prefix="rmqsim-fuzz-")
+        self._tmp = tempfile.TemporaryDirectory(prefix="rmqsim-fuzz-", dir=scratch_root())
         self.lockstep: Lockstep | None = None
         self.now_s = 0
         self.diverged = False

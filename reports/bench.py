@@ -22,6 +22,7 @@ import click
 
 from conformance.adapter import DEFAULT_IMPL
 from conformance.cli_common import friendly_errors
+from conformance.scratch import scratch_root
 
 #: Masters the sweep benchmark compares.
 SWEEP_MASTERS = ("local[1]", "local[2]")
@@ -34,7 +35,7 @@ def sweep_throughput(master: str, profile: str, seeds: range, steps: int) -> flo
 
     common = {"profiles": (profile,), "impl": DEFAULT_IMPL, "steps": steps, "sample": 0}
     with (
-        tempfile.TemporaryDirectory(prefix="rmqsim-bench-") as tmp,
+        tempfile.TemporaryDirectory(prefix="rmqsim-bench-", dir=scratch_root()) as tmp,
         spark_session(master, "rmqsim sweep-bench") as spark,
     ):
         run_sweep(spark, seeds=range(0, 4), out=Path(tmp) / "warm", **common)
@@ -126,7 +127,7 @@ def report_times(rows: int) -> dict[str, Any]:
     over ``rows`` synthetic rows, and both totals."""
     from reports.synthetic import write_synthetic
 
-    with tempfile.TemporaryDirectory(prefix="rmqsim-bench-rows-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="rmqsim-bench-rows-", dir=scratch_root()) as tmp:
         sweep_dir = Path(tmp)
         started = time.perf_counter()
         write_synthetic(sweep_dir, rows)

@@ -133,7 +133,7 @@ def test_an_unusable_workdir_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 
 def test_a_missing_workdir_is_created(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    workdir = tmp_path / "new" / "work"
+    workdir = tmp_path / "work"  # its parent exists (else exit 2: tests/test_scratch.py)
     monkeypatch.setenv(scratch.WORKDIR_ENV, str(workdir))
     out = str(tmp_path / "out")
     result = invoke("run", "--profile", "smoke", "--seed", "0", "--steps", "20", "--out", out)

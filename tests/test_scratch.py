@@ -40,3 +40,73 @@ def test_a_run_uses_the_scratch_root_and_cleans_up(
     assert result.ok
     assert seen and all(tmp_path in p.parents for p in seen)
     assert list(tmp_path.iterdir()) == []  # the run's temporary directory is gone
+
+
+def _recording_factory(seen: list[Path]):  # noqa: ANN202 (a factory(path=, ...) for --impl)
+    from conformance.adapter import rocksmq_factory
+
+    def factory(**kwargs: object):  # noqa: ANN202
+        seen.append(Path(str(kwargs["path"])))
+        return rocksmq_factory(**kwargs)  # type: ignore[arg-type]
+
+    return factory
+
+
+def test_consumer_runs_use_the_scratch_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A consumer profile's queue and offset stores live under RMQSIM_WORKDIR too (they
+    went to the system's temporary directory). A missing RMQSIM_WORKDIR whose parent
+    exists is created."""
+    monkeypatch.setenv(WORKDIR_ENV, str(tmp_path / "work"))
+    seen: list[Path] = []
+    result = run_seed("consumer", 0, impl=_recording_factory(seen), steps=30)
+    assert result.ok
+    assert seen and all(tmp_path / "work" in p.parents for p in seen), seen
+    assert list((tmp_path / "work").iterdir()) == []
+
+
+def test_fuzz_uses_the_scratch_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``rmqsim fuzz`` opens its databases under RMQSIM_WORKDIR (it ignored the variable)."""
+    from conformance.stateful import fuzz
+
+    monkeypatch.setenv(WORKDIR_ENV, str(tmp_path / "work"))
+    (tmp_path / "work").mkdir()
+    seen: list[Path] = []
+    result = fuzz(_recording_factory(seen), profile="dev", examples=3, steps=5, seed=1)
+    assert result.failure is None
+    assert seen and all(tmp_path / "work" in p.parents for p in seen), seen
+    assert list((tmp_path / "work").iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "--profile", "smoke", "--seed", "0", "--steps", "5"],
+        ["gate", "--seeds", "0:1", "--profiles", "smoke", "--steps", "5"],
+        ["crash-sweep", "--profile", "smoke", "--steps", "5"],
+        ["fuzz", "--profile", "dev", "--examples", "1", "--steps", "2"],
+        ["mutants", "--seeds", "0:1", "--only", "lost-write"],
+        ["bench", "--messages", "100", "--repeats", "1", "--lockstep-seeds", "0"],
+    ],
+    ids=lambda args: args[0],
+)
+def test_a_workdir_whose_parent_is_missing_is_bad_input_for_every_command(
+    args: list[str], tmp_path: Path
+) -> None:
+    """RMQSIM_WORKDIR=/no/such/dir is exit 2 naming it, before anything runs, and nothing
+    is created (the whole path was created, and fuzz and bench did not look at it)."""
+    from click.testing import CliRunner
+
+    from conformance.cli import cli
+
+    workdir = tmp_path / "missing" / "dir"
+    out = ["--out", str(tmp_path / "out")] if args[0] != "bench" else []
+    result = CliRunner().invoke(cli, [*args, *out], env={WORKDIR_ENV: str(workdir)})
+    assert result.exit_code == 2, result.output
+    [line] = result.output.splitlines()
+    assert line == (
+        f"rmqsim: error: {WORKDIR_ENV}={workdir}: its parent directory {workdir.parent} "
+        "does not exist (only the last part of the path is created)"
+    )
+    assert not workdir.parent.exists()

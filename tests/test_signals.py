@@ -1,0 +1,133 @@
+"""SIGINT and SIGTERM stop a command cleanly: its temporary directories are removed, what
+it has finished is written (a gate's JUnit XML and summary, a failing run's trace), and it
+exits 130 or 143. Real processes, real signals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from conformance.scratch import WORKDIR_ENV
+from tests.signal_impls import SIGNAL_AT_ENV
+
+ROOT = Path(__file__).resolve().parent.parent
+RMQSIM = str(Path(sys.executable).with_name("rmqsim"))
+SELF_SIGNALLING = "tests.signal_impls:stale_acks_then_signal"
+#: The opening of ``stale_acks_then_signal`` that falls in the shrink of the gate's first
+#: failing run (smoke seed 0 opens its queue five times; each shrink candidate once more).
+OPEN_IN_FIRST_SHRINK = 10
+
+
+def _env(workdir: Path, **extra: str) -> dict[str, str]:
+    path = os.environ.get("PYTHONPATH")
+    pythonpath = f"{ROOT}{os.pathsep}{path}" if path else str(ROOT)
+    return dict(os.environ, PYTHONPATH=pythonpath, **{WORKDIR_ENV: str(workdir)}, **extra)
+
+
+def _summary(out: Path) -> dict:
+    return json.loads((out / "summary.json").read_text())
+
+
+def _interrupted_suite(out: Path) -> ET.Element:
+    root = ET.parse(out / "junit.xml").getroot()
+    [suite] = [s for s in root if s.get("name") == "rmqsim.interrupted"]
+    return suite
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
+def test_a_signal_mid_gate_cleans_up_and_writes_what_is_done(
+    sig: signal.Signals, tmp_path: Path
+) -> None:
+    workdir, out = tmp_path / "work", tmp_path / "out"
+    workdir.mkdir()
+    args = [RMQSIM, "gate", "--profiles", "smoke", "--seeds", "0:500", "--out", str(out)]
+    child = subprocess.Popen(
+        args, cwd=tmp_path, env=_env(workdir), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    # The check of RMQSIM_WORKDIR makes one directory, each run one more: once three have
+    # been seen, the first run has finished and the second is under way.
+    seen: set[str] = set()
+    deadline = time.monotonic() + 120
+    while len(seen) < 3 and child.poll() is None and time.monotonic() < deadline:
+        seen.update(os.listdir(workdir))
+        time.sleep(0.002)
+    assert child.poll() is None, "the gate ended before it was signalled"
+    child.send_signal(sig)
+    stdout, stderr = child.communicate(timeout=120)
+
+    assert child.returncode == 128 + sig, (child.returncode, stderr)
+    assert stderr.splitlines()[-1] == f"rmqsim: error: interrupted by {sig.name}"
+    assert "Traceback" not in stderr
+    assert list(workdir.iterdir()) == []  # no database left behind
+    summary = _summary(out)
+    assert summary["status"] == "interrupted" and summary["interrupted_by"] == sig.name
+    runs = summary["profiles"]["smoke"]["runs"]
+    assert 1 <= runs < 500
+    assert f"INTERRUPTED by {sig.name} after {runs} run(s)" in stdout
+    root = ET.parse(out / "junit.xml").getroot()
+    [smoke] = [s for s in root if s.get("name") == "rmqsim.smoke"]
+    assert len(smoke.findall("testcase")) == runs
+    [error] = _interrupted_suite(out).iter("error")
+    assert error.get("message") == f"interrupted by {sig.name}"
+
+
+def test_a_gate_interrupted_while_shrinking_keeps_the_failure_and_its_trace(
+    tmp_path: Path,
+) -> None:
+    """SIGTERM arrives inside the shrink of the first failing run: the failure is in the
+    summary and the JUnit XML, unshrunk, and its trace is on disk."""
+    workdir, out = tmp_path / "work", tmp_path / "out"
+    workdir.mkdir()
+    done = subprocess.run(
+        [RMQSIM, "gate", "--profiles", "smoke", "--seeds", "0:10", "--no-crash-sweep",
+         "--impl", SELF_SIGNALLING, "--out", str(out)],
+        cwd=tmp_path, env=_env(workdir, **{SIGNAL_AT_ENV: f"SIGTERM@{OPEN_IN_FIRST_SHRINK}"}),
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 143, done.stderr
+    assert list(workdir.iterdir()) == []
+    summary = _summary(out)
+    assert summary["status"] == "interrupted"
+    [failure] = summary["failures"]
+    assert (failure["seed"], failure["anomaly"], failure["shrunk_trace"]) == (
+        0,
+        "ack-mismatch",
+        None,
+    )
+    trace = Path(failure["trace"])
+    trace = trace if trace.is_absolute() else tmp_path / trace
+    header = json.loads(trace.read_text().splitlines()[0])
+    assert header["type"] == "header" and header["seed"] == 0
+    assert sorted(p.name for p in out.iterdir()) == [
+        "junit.xml",
+        "smoke-seed0-ack-mismatch.jsonl",
+        "summary.json",
+    ]
+    root = ET.parse(out / "junit.xml").getroot()
+    assert [f.get("message") for f in root.iter("failure")] == ["ack-mismatch"]
+
+
+def test_a_run_interrupted_while_shrinking_leaves_its_trace_and_no_scratch(
+    tmp_path: Path,
+) -> None:
+    workdir, out = tmp_path / "work", tmp_path / "out"
+    workdir.mkdir()
+    done = subprocess.run(
+        [RMQSIM, "run", "--profile", "smoke", "--seeds", "0:10", "--impl", SELF_SIGNALLING,
+         "--out", str(out)],
+        cwd=tmp_path, env=_env(workdir, **{SIGNAL_AT_ENV: f"SIGTERM@{OPEN_IN_FIRST_SHRINK}"}),
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 143, done.stderr
+    assert done.stderr.splitlines()[-1] == "rmqsim: error: interrupted by SIGTERM"
+    assert list(workdir.iterdir()) == []
+    assert sorted(p.name for p in out.iterdir()) == ["smoke-seed0-ack-mismatch.jsonl"]
