@@ -26,6 +26,21 @@ try:  # the real implementation: impl.RocksMQ.open(path, config=..., clock=..., 
 except ImportError:  # pragma: no cover - only while the implementation is being written
     RocksMQ = None
 
+try:  # the commit-log backend: impl.commitlog.CommitLogMQ.open(path, ..., policy=...)
+    from impl.commitlog import CommitLogMQ, FlushPolicy
+except ImportError:  # pragma: no cover - only while the backend is being written
+    CommitLogMQ = None
+
+#: Backends with a store on disk, and how each opens one.
+_STORE_KINDS = ("impl", "commitlog-sync", "commitlog-async")
+
+
+def _open_store(kind: str, path: Path, **kwargs: Any) -> MessageQueue:
+    if kind == "impl":
+        return RocksMQ.open(str(path), faults=None, **kwargs)
+    mode = kind.removeprefix("commitlog-")
+    return CommitLogMQ.open(str(path), faults=None, policy=FlushPolicy(mode=mode), **kwargs)
+
 #: The start of every FakeClock: far from real time, so a stray ``time.time()`` shows.
 FAKE_EPOCH = 1_000
 
@@ -61,7 +76,7 @@ _NO_CLOCK: Any = object()  # "do not pass clock=": the implementation's default 
 class QueueFactory:
     """Makes fresh queues of one backend: ``make(config=MQConfig(), clock=...)``.
 
-    ``kind`` is ``"model"`` or ``"impl"``. ``reopen(mq)`` (durability tests) closes ``mq``
+    ``kind`` is ``"model"``, ``"impl"`` or ``"commitlog-sync"``/``"commitlog-async"``. ``reopen(mq)`` (durability tests) closes ``mq``
     (or crashes it with ``crash=True``) and opens the same store again; it skips the test on a
     backend without a store. Every queue made here is closed at teardown.
     """
@@ -77,7 +92,7 @@ class QueueFactory:
 
     @property
     def has_store(self) -> bool:
-        return self.kind == "impl"
+        return self.kind in _STORE_KINDS
 
     def __call__(self, config: MQConfig | None = None, clock: Any = _NO_CLOCK) -> MessageQueue:
         return self.make(config, clock)
@@ -91,7 +106,7 @@ class QueueFactory:
             mq = ReferenceMQ(**kwargs)
         else:
             path = self._tmp_path / f"db-{next(self._counter)}"
-            mq = RocksMQ.open(str(path), faults=None, **kwargs)
+            mq = _open_store(self.kind, path, **kwargs)
             self._origin[id(mq)] = (path, config, clock)
         self._open.append(mq)
         return mq
@@ -120,7 +135,7 @@ class QueueFactory:
         kwargs: dict[str, Any] = {"config": config}
         if clock is not _NO_CLOCK:
             kwargs["clock"] = clock
-        new = RocksMQ.open(str(path), faults=None, **kwargs)
+        new = _open_store(self.kind, path, **kwargs)
         self._origin[id(new)] = (path, config, clock)
         self._open.append(new)
         return new
@@ -139,7 +154,7 @@ class QueueFactory:
             raise errors[0]
 
 
-BACKENDS = ("model", "impl")
+BACKENDS = ("model", "impl", "commitlog-sync", "commitlog-async")
 
 
 def _backend_missing(kind: str) -> str | None:
@@ -147,6 +162,8 @@ def _backend_missing(kind: str) -> str | None:
         return "model.ReferenceMQ not available yet"
     if kind == "impl" and RocksMQ is None:
         return "impl.RocksMQ not available yet"
+    if kind.startswith("commitlog") and CommitLogMQ is None:
+        return "impl.commitlog not available yet"
     return None
 
 

@@ -194,6 +194,9 @@ def test_model_and_impl_agree_on_a_mixed_history(both_factories: Any, clock: Any
                 outcomes[kind] = ("error", getattr(exc, "kind", type(exc).__name__))
         assert outcomes["model"] == outcomes["impl"]
         assert queues["model"].snapshot() == queues["impl"].snapshot()
+        for kind in queues:  # every other backend (the commit log's two modes) as well
+            assert outcomes[kind] == outcomes["model"], kind
+            assert queues[kind].snapshot() == queues["model"].snapshot(), kind
 
     step(lambda mq: mq.create_topic("t"))
     step(lambda mq: mq.create_topic("tt"))

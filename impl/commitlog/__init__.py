@@ -1,0 +1,53 @@
+"""A second implementation of SPEC.md: RocketMQ's storage design on plain files.
+
+Every message is appended to one *commit log* of preallocated segment files; per topic
+incarnation a *consume queue* of fixed 20-byte entries indexes it; a *checkpoint* holds
+the metadata at a log offset; an *abort* marker tells a crash from a clean close. All
+metadata changes (topics, groups, positions, acks, retention) are control records in the
+same log, so one operation is one appended batch, all or nothing. docs/STORAGE.md has the
+format, the durability promise of each flush mode and recovery step by step.
+
+Modules: ``fs`` (the one file-system interface, and the OS one), ``records`` (record
+layout and checks), ``log`` (segments), ``cq`` (consume queues), ``state`` (metadata as
+events, checkpoint encoding), ``recovery`` (open and recover), ``queue`` (``CommitLogMQ``).
+
+``open_queue`` and ``open_queue_async`` are adapter factories:
+``--impl impl.commitlog:open_queue`` (sync flush) or ``impl.commitlog:open_queue_async``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from impl.commitlog.fs import FileSystem, OsFileSystem
+from impl.commitlog.queue import FLUSH_MODES, CommitLogMQ, FlushPolicy
+from impl.commitlog.recovery import Geometry
+from impl.faults import FaultHook
+from model.api import Clock, MQConfig
+
+__all__ = [
+    "FLUSH_MODES",
+    "CommitLogMQ",
+    "FileSystem",
+    "FlushPolicy",
+    "Geometry",
+    "OsFileSystem",
+    "open_queue",
+    "open_queue_async",
+]
+
+
+def open_queue(
+    *, path: Path, config: MQConfig, clock: Clock, faults: FaultHook | None
+) -> CommitLogMQ:
+    """Adapter factory: the commit-log queue, ``sync`` flush (every produce is synced)."""
+    return CommitLogMQ.open(path, config=config, clock=clock, faults=faults,
+                            policy=FlushPolicy(mode="sync"))
+
+
+def open_queue_async(
+    *, path: Path, config: MQConfig, clock: Clock, faults: FaultHook | None
+) -> CommitLogMQ:
+    """Adapter factory: the commit-log queue, ``async`` flush (RocketMQ's defaults)."""
+    return CommitLogMQ.open(path, config=config, clock=clock, faults=faults,
+                            policy=FlushPolicy(mode="async"))

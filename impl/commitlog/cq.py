@@ -1,0 +1,167 @@
+"""Consume queues: per topic incarnation, fixed-size entries that index the commit log.
+
+``consumequeue/<20-digit incarnation>/<20-digit first entry index>``: files of
+``entries_per_file`` entries of 20 bytes (RocketMQ's ``CQ_STORE_UNIT_SIZE``): commit-log
+offset u64, record size u32, message id u64 (where RocketMQ keeps a tag hash; the id lets
+recovery check that an entry points at the right record). Entry ``i`` is the message with
+id ``base_id + i`` of the incarnation. A zero entry (size 0) is "none". Consume queues are
+derived data: the dispatcher writes them after the log, they are synced at checkpoints and
+at close, and recovery rebuilds what the log holds beyond the checkpoint.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from impl.commitlog.fs import FileSystem
+from impl.errors import CorruptDatabaseError
+
+__all__ = ["ENTRY_SIZE_BYTES", "ConsumeQueue", "Entry", "correct_min_offset"]
+
+_ENTRY = struct.Struct(">QIQ")
+ENTRY_SIZE_BYTES = _ENTRY.size  # 20
+_NAME_DIGITS = 20
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    offset: int
+    size_bytes: int
+    msg_id: int
+
+
+class ConsumeQueue:
+    """The consume queue of one incarnation (its files are opened on demand)."""
+
+    def __init__(self, fs: FileSystem, directory: str, entries_per_file: int) -> None:
+        self.fs = fs
+        self.directory = directory
+        self.entries_per_file = entries_per_file
+        self.handles: dict[int, int] = {}  # first index -> handle
+        self.dirty: set[int] = set()
+        self.created = False
+
+    @property
+    def file_size_bytes(self) -> int:
+        return self.entries_per_file * ENTRY_SIZE_BYTES
+
+    def path_of(self, first_index: int) -> str:
+        return f"{self.directory}/{first_index:0{_NAME_DIGITS}d}"
+
+    def load(self, report: list[str]) -> None:
+        """Open the files that exist; a file of the wrong length is resized (its entries
+        are checked by recovery) and reported; a foreign name is an error."""
+        if not self.fs.exists(self.directory):
+            return
+        self.created = True
+        for name in self.fs.list(self.directory):
+            path = f"{self.directory}/{name}"
+            if len(name) != _NAME_DIGITS or not name.isdigit():
+                raise CorruptDatabaseError(f"{path}: not a consume-queue file name")
+            first = int(name)
+            if first % self.entries_per_file:
+                raise CorruptDatabaseError(f"{path}: does not start at a file boundary")
+            handle = self.fs.open(path, create=False)
+            size = self.fs.size(handle)
+            if size != self.file_size_bytes:
+                report.append(f"{path}: {size} bytes, not {self.file_size_bytes}: resized")
+                self.fs.truncate(handle, self.file_size_bytes)
+                self.dirty.add(first)
+            self.handles[first] = handle
+
+    def _handle(self, index: int, *, create: bool) -> tuple[int | None, int]:
+        first = index - index % self.entries_per_file
+        handle = self.handles.get(first)
+        if handle is None and create:
+            if not self.created:
+                self.fs.make_dir(self.directory)
+                self.created = True
+            handle = self.fs.open(self.path_of(first), create=True)
+            self.fs.truncate(handle, self.file_size_bytes)
+            self.handles[first] = handle
+        return handle, (index - first) * ENTRY_SIZE_BYTES
+
+    def put(self, index: int, entry: Entry) -> None:
+        handle, position = self._handle(index, create=True)
+        assert handle is not None
+        self.fs.write_at(handle, position, _ENTRY.pack(entry.offset, entry.size_bytes,
+                                                       entry.msg_id))
+        self.dirty.add(index - index % self.entries_per_file)
+
+    def get(self, first: int, count: int) -> list[Entry | None]:
+        """Entries ``first .. first+count-1`` (None where there is none)."""
+        result: list[Entry | None] = []
+        index = first
+        while index < first + count:
+            handle, position = self._handle(index, create=False)
+            in_file = min(first + count - index, self.entries_per_file - position // 20)
+            if handle is None:
+                result.extend([None] * in_file)
+            else:
+                data = self.fs.read(handle, position, in_file * ENTRY_SIZE_BYTES)
+                data = data.ljust(in_file * ENTRY_SIZE_BYTES, b"\0")
+                for offset, size, msg_id in _ENTRY.iter_unpack(data):
+                    result.append(Entry(offset, size, msg_id) if size else None)
+            index += in_file
+        return result
+
+    def clear_from(self, index: int) -> bool:
+        """Zero every entry from ``index`` on; True if any was set."""
+        changed = False
+        for first in sorted(self.handles):
+            end = first + self.entries_per_file
+            if end <= index:
+                continue
+            start = max(index, first)
+            handle = self.handles[first]
+            position = (start - first) * ENTRY_SIZE_BYTES
+            length = (end - start) * ENTRY_SIZE_BYTES
+            if any(self.fs.read(handle, position, length)):
+                self.fs.write_at(handle, position, bytes(length))
+                self.dirty.add(first)
+                changed = True
+        return changed
+
+    def reclaim(self, min_index: int) -> list[str]:
+        """Remove the files whose every entry is below ``min_index``."""
+        removed: list[str] = []
+        for first in sorted(self.handles):
+            if first + self.entries_per_file > min_index:
+                break
+            self.fs.close(self.handles.pop(first))
+            self.dirty.discard(first)
+            self.fs.remove(self.path_of(first))
+            removed.append(self.path_of(first))
+        return removed
+
+    def flush(self) -> None:
+        for first in sorted(self.dirty):
+            handle = self.handles.get(first)
+            if handle is not None:
+                self.fs.sync(handle)
+        self.dirty.clear()
+
+    def close(self) -> None:
+        for handle in self.handles.values():
+            self.fs.close(handle)
+        self.handles.clear()
+
+    def destroy(self) -> None:
+        """Remove every file and the directory (the incarnation is gone)."""
+        self.close()
+        if not self.fs.exists(self.directory):
+            return
+        for name in self.fs.list(self.directory):
+            self.fs.remove(f"{self.directory}/{name}")
+        self.fs.remove_dir(self.directory)
+
+
+def correct_min_offset(entries: list[Entry | None], log_min_offset: int) -> int:
+    """RocketMQ's ``ConsumeQueue.correctMinOffset``: the index of the first entry whose
+    commit-log offset is at or after ``log_min_offset`` (entries below point into
+    reclaimed segments); ``len(entries)`` when there is none."""
+    for index, entry in enumerate(entries):
+        if entry is not None and entry.offset >= log_min_offset:
+            return index
+    return len(entries)

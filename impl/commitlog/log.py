@@ -1,0 +1,303 @@
+"""The commit log: preallocated segment files named by their start offset.
+
+``commitlog/<20-digit start offset>``; every segment is ``segment_size_bytes`` long (a
+record bigger than that gets a segment of the next multiple). Records are appended at the
+log's end and never span segments: when a record plus an 8-byte filler does not fit, a
+blank filler closes the segment and the record starts the next one. Offsets are physical
+(bytes since the log began), so reclaimed segments leave the later offsets unchanged.
+
+Writes go to the OS at once (``FileSystem.write_at``); ``flush`` syncs every segment
+written since the last flush, and the directory when a segment was created or removed.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from impl.commitlog import records
+from impl.commitlog.fs import FileSystem
+from impl.commitlog.records import Record, RecordError
+from impl.errors import CorruptDatabaseError
+
+__all__ = ["CommitLog", "PendingRecord", "ScanResult", "Segment", "segment_name"]
+
+_NAME_DIGITS = 20
+_ZERO_CHUNK_BYTES = 1 << 20
+
+
+def segment_name(start_offset: int) -> str:
+    return f"{start_offset:0{_NAME_DIGITS}d}"
+
+
+@dataclass(slots=True)
+class Segment:
+    start: int
+    size_bytes: int
+    handle: int
+    path: str
+
+    @property
+    def end(self) -> int:
+        return self.start + self.size_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRecord:
+    """A record to append; its physical offset is decided by the log."""
+
+    flags: int
+    queue_offset: int
+    store_time: int
+    incarnation: int
+    topic: bytes
+    properties: bytes
+    body: bytes
+
+
+@dataclass(slots=True)
+class ScanResult:
+    """What a scan found: the valid records, where validity ends, and why it ended (None
+    for the clean end of the log: zeros, or no more segments)."""
+
+    records: list[Record]
+    end_offset: int
+    problem: str | None
+
+
+class CommitLog:
+    """The segments of one store, open for reading and appending."""
+
+    def __init__(self, fs: FileSystem, directory: str, segment_size_bytes: int) -> None:
+        self.fs = fs
+        self.directory = directory
+        self.segment_size_bytes = segment_size_bytes
+        self.segments: list[Segment] = []
+        self.end_offset = 0
+        self.dirty: set[int] = set()  # starts of segments written since the last flush
+        self.dirty_bytes = 0
+        self.dir_dirty = False
+
+    # ----------------------------------------------------------------- loading
+
+    def load(self, report: list[str]) -> None:
+        """Open every segment, checking names and lengths. A last segment of the wrong
+        length is resized (what it holds is checked by the scan); a wrong name, a gap, or
+        a wrong length before the last raise ``CorruptDatabaseError`` naming the file."""
+        names = self.fs.list(self.directory)
+        for name in names:
+            path = f"{self.directory}/{name}"
+            if len(name) != _NAME_DIGITS or not name.isdigit():
+                raise CorruptDatabaseError(f"{path}: not a commit-log segment name")
+            handle = self.fs.open(path, create=False)
+            segment = Segment(int(name), self.fs.size(handle), handle, path)
+            self.segments.append(segment)
+        for index, segment in enumerate(self.segments):
+            last = index == len(self.segments) - 1
+            if not last and segment.end != self.segments[index + 1].start:
+                raise CorruptDatabaseError(
+                    f"{segment.path}: {segment.size_bytes} bytes, but the next segment "
+                    f"starts at {self.segments[index + 1].start} (wrong length or a gap)"
+                )
+            good = segment.size_bytes > 0 and segment.size_bytes % self.segment_size_bytes == 0
+            if not good and not last:
+                raise CorruptDatabaseError(
+                    f"{segment.path}: {segment.size_bytes} bytes, not a multiple of the "
+                    f"segment size {self.segment_size_bytes}"
+                )
+            if not good:
+                size = max(1, -(-segment.size_bytes // self.segment_size_bytes))
+                size *= self.segment_size_bytes
+                report.append(
+                    f"{segment.path}: {segment.size_bytes} bytes, not a multiple of the "
+                    f"segment size {self.segment_size_bytes}: resized to {size}"
+                )
+                self.fs.truncate(segment.handle, size)
+                segment.size_bytes = size
+                self.dirty.add(segment.start)
+        self.end_offset = self.segments[0].start if self.segments else 0
+
+    @property
+    def min_offset(self) -> int:
+        return self.segments[0].start if self.segments else self.end_offset
+
+    def close(self) -> None:
+        for segment in self.segments:
+            self.fs.close(segment.handle)
+        self.segments.clear()
+
+    # ----------------------------------------------------------------- scanning
+
+    def scan(self, from_offset: int) -> ScanResult:
+        """Every valid record from ``from_offset`` on, stopping at the first invalid one."""
+        found: list[Record] = []
+        index = self._segment_index(from_offset, allow_end=True)
+        position = from_offset
+        while index is not None and index < len(self.segments):
+            segment = self.segments[index]
+            data = self.fs.read(segment.handle, 0, segment.size_bytes)
+            relative = position - segment.start
+            while relative < segment.size_bytes:
+                try:
+                    parsed = records.parse_record(data, relative, segment.start + relative)
+                except RecordError as exc:
+                    return ScanResult(found, segment.start + relative, self._why(index, data,
+                                                                                relative, exc))
+                if isinstance(parsed, int):
+                    relative += parsed
+                    continue
+                found.append(parsed)
+                relative += parsed.size_bytes
+            index += 1
+            position = segment.end
+        return ScanResult(found, position, None)
+
+    def _why(self, index: int, data: bytes, relative: int, exc: RecordError) -> str | None:
+        """None when the scan reached the clean end (zeros to the end of the last
+        segment); otherwise what is wrong and where."""
+        last = index == len(self.segments) - 1
+        if last and not any(data[relative:]):
+            return None
+        segment = self.segments[index]
+        return f"{segment.path} at byte {relative}: {exc}"
+
+    def _segment_index(self, offset: int, *, allow_end: bool = False) -> int | None:
+        starts = [segment.start for segment in self.segments]
+        index = bisect.bisect_right(starts, offset) - 1
+        if index < 0:
+            return None
+        if offset >= self.segments[index].end:
+            return index + 1 if allow_end else None
+        return index
+
+    # ----------------------------------------------------------------- reading
+
+    def read_record(self, offset: int, size_bytes: int) -> Record:
+        """The record at ``offset``, checked (CRC, lengths, place); ``CorruptDatabaseError``
+        naming the segment if it is not valid."""
+        index = self._segment_index(offset)
+        if index is None or offset + size_bytes > self.segments[index].end:
+            raise CorruptDatabaseError(
+                f"{self.directory}: no segment holds bytes {offset}..{offset + size_bytes}"
+            )
+        segment = self.segments[index]
+        data = self.fs.read(segment.handle, offset - segment.start, size_bytes)
+        try:
+            parsed = records.parse_record(data, 0, offset)
+        except RecordError as exc:
+            raise CorruptDatabaseError(f"{segment.path} at byte {offset - segment.start}: "
+                                       f"{exc}") from None
+        if isinstance(parsed, int) or parsed.size_bytes != size_bytes:
+            raise CorruptDatabaseError(
+                f"{segment.path} at byte {offset - segment.start}: not the expected record"
+            )
+        return parsed
+
+    # ----------------------------------------------------------------- writing
+
+    def append(self, batch: Iterable[PendingRecord]) -> list[tuple[int, int]]:
+        """Append the records (one operation), returning ``(offset, size)`` of each."""
+        placed: list[tuple[int, int]] = []
+        chunks: dict[int, list[bytes]] = {}
+        first_of: dict[int, int] = {}
+        position = self.end_offset
+        for pending in batch:
+            size = records.record_size(pending.topic, pending.properties, pending.body)
+            segment = self._room_for(position, size, chunks, first_of)
+            position = max(position, segment.start)
+            data = records.encode_record(
+                offset=position, flags=pending.flags, queue_offset=pending.queue_offset,
+                store_time=pending.store_time, incarnation=pending.incarnation,
+                topic=pending.topic, properties=pending.properties, body=pending.body,
+            )  # fmt: skip
+            first_of.setdefault(segment.start, position)
+            chunks.setdefault(segment.start, []).append(data)
+            placed.append((position, size))
+            position += size
+        self._write(chunks, first_of)
+        self.end_offset = position
+        return placed
+
+    def _room_for(
+        self, position: int, size: int, chunks: dict[int, list[bytes]], first_of: dict[int, int]
+    ) -> Segment:
+        """The segment the record of ``size`` at ``position`` goes in: the last one, or a
+        new one after a blank filler."""
+        last = self.segments[-1] if self.segments else None
+        if last is not None and position + size + records.BLANK_SIZE_BYTES <= last.end:
+            return last
+        if last is not None and position < last.end:
+            first_of.setdefault(last.start, position)
+            chunks.setdefault(last.start, []).append(records.blank(last.end - position))
+        start = last.end if last is not None else position
+        unit = self.segment_size_bytes
+        return self.new_segment(start, -(-(size + records.BLANK_SIZE_BYTES) // unit) * unit)
+
+    def new_segment(self, start: int, size_bytes: int) -> Segment:
+        path = f"{self.directory}/{segment_name(start)}"
+        handle = self.fs.open(path, create=True)
+        self.fs.truncate(handle, size_bytes)
+        segment = Segment(start, size_bytes, handle, path)
+        self.segments.append(segment)
+        self.dir_dirty = True
+        self.dirty.add(start)
+        return segment
+
+    def _write(self, chunks: dict[int, list[bytes]], first_of: dict[int, int]) -> None:
+        by_start = {segment.start: segment for segment in self.segments}
+        for start, parts in chunks.items():
+            segment = by_start[start]
+            data = b"".join(parts)
+            self.fs.write_at(segment.handle, first_of[start] - start, data)
+            self.dirty.add(start)
+            self.dirty_bytes += len(data)
+
+    def flush(self) -> None:
+        """Sync every segment written since the last flush (and the directory)."""
+        by_start = {segment.start: segment for segment in self.segments}
+        for start in sorted(self.dirty):
+            segment = by_start.get(start)
+            if segment is not None:
+                self.fs.sync(segment.handle)
+        if self.dir_dirty:
+            self.fs.sync_dir(self.directory)
+        self.dirty.clear()
+        self.dirty_bytes = 0
+        self.dir_dirty = False
+
+    # ----------------------------------------------------------------- truncating, reclaiming
+
+    def truncate(self, end_offset: int) -> list[str]:
+        """Drop everything from ``end_offset`` on: zero the rest of its segment (so no
+        stale record can come back at a later recovery) and remove later segments.
+        Returns the removed paths."""
+        removed: list[str] = []
+        while self.segments and self.segments[-1].start > end_offset:
+            segment = self.segments.pop()
+            self.fs.close(segment.handle)
+            self.fs.remove(segment.path)
+            removed.append(segment.path)
+            self.dir_dirty = True
+        if self.segments and end_offset < self.segments[-1].end:
+            segment = self.segments[-1]
+            position = end_offset - segment.start
+            while position < segment.size_bytes:
+                length = min(_ZERO_CHUNK_BYTES, segment.size_bytes - position)
+                self.fs.write_at(segment.handle, position, bytes(length))
+                position += length
+            self.dirty.add(segment.start)
+        self.end_offset = end_offset
+        return removed
+
+    def reclaim(self, below_offset: int) -> list[str]:
+        """Remove the segments that end at or before ``below_offset``, never the last."""
+        removed: list[str] = []
+        while len(self.segments) > 1 and self.segments[0].end <= below_offset:
+            segment = self.segments.pop(0)
+            self.fs.close(segment.handle)
+            self.fs.remove(segment.path)
+            self.dirty.discard(segment.start)
+            removed.append(segment.path)
+            self.dir_dirty = True
+        return removed

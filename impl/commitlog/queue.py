@@ -1,0 +1,536 @@
+"""``CommitLogMQ``: the queue of SPEC.md on a commit log and consume queues.
+
+Each writing operation: check serving, validate, take the queue's lock, check topic and
+group, compute its *events* (message records and control records), call the fault hook
+(``<op>.before_write``), append them to the log as one batch (the last record carries the
+batch-end flag), flush as the mode says, call the hook (``<op>.after_write``), and only
+then apply the same events to the in-memory metadata and dispatch the messages to the
+consume queues. Recovery applies the same events read back from the log, so an operation
+is in the recovered state exactly when its batch is whole in the log.
+
+Flush modes: ``sync`` syncs the log before an operation returns (and before its
+``after_write`` point); ``async`` returns once the bytes are in the OS and syncs when at
+least ``flush_least_pages`` pages (4 KiB) are dirty or ``flush_thorough_interval_s`` of
+the injected clock passed since the last flush (RocketMQ's defaults: 4 pages, 10 s), so a
+run is deterministic; ``background_flush_interval_s`` adds a real flusher thread.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from impl.commitlog import records
+from impl.commitlog.cq import Entry
+from impl.commitlog.fs import FileSystem, OsFileSystem
+from impl.commitlog.log import PendingRecord
+from impl.commitlog.recovery import Geometry, OpenStore, open_store, write_checkpoint
+from impl.commitlog.state import TopicMeta, apply_event, apply_message
+from impl.errors import CorruptDatabaseError
+from impl.faults import FaultHook, write_points
+from impl.retention import pages_to_delete
+from model.api import (
+    Clock,
+    ConsumerMessage,
+    GroupExistsError,
+    GroupNotFoundError,
+    InvalidArgumentError,
+    MQConfig,
+    NotServingError,
+    ProducerMessage,
+    State,
+    TopicNotFoundError,
+    TopicState,
+    validate_count,
+    validate_messages,
+    validate_msg_id,
+    validate_name,
+)
+
+__all__ = ["FLUSH_MODES", "PAGE_SIZE_BYTES", "CommitLogMQ", "FlushPolicy"]
+
+FLUSH_MODES = ("sync", "async")
+#: The OS page, the unit of RocketMQ's ``flushCommitLogLeastPages``.
+PAGE_SIZE_BYTES = 4096
+_DEFAULT_CONFIG = MQConfig()
+_SERVING, _CLOSED, _FAILED, _CRASHED = "serving", "closed", "failed", "crashed"
+
+
+@dataclass(frozen=True, slots=True)
+class FlushPolicy:
+    """When the log is synced (module docstring)."""
+
+    mode: str = "sync"
+    flush_least_pages: int = 4
+    flush_thorough_interval_s: int = 10
+    background_flush_interval_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in FLUSH_MODES:
+            raise InvalidArgumentError(f"flush mode must be one of {FLUSH_MODES}: {self.mode!r}")
+        interval = self.background_flush_interval_s
+        if interval is not None and not (isinstance(interval, (int, float)) and
+                                         math.isfinite(interval) and interval > 0):
+            raise InvalidArgumentError(f"background_flush_interval_s must be > 0: {interval!r}")
+
+
+def _system_clock() -> int:
+    return int(time.time())
+
+
+class CommitLogMQ:
+    """SPEC.md's ``MessageQueue`` on files, plus ``close()``, ``crash()`` and ``flush()``.
+    Make one with ``CommitLogMQ.open(path, ...)``."""
+
+    def __init__(
+        self, store: OpenStore, config: MQConfig, clock: Clock, faults: FaultHook | None,
+        policy: FlushPolicy,
+    ) -> None:  # fmt: skip
+        """Private: use ``CommitLogMQ.open``."""
+        self._store = store
+        self._config = config
+        self._clock = clock
+        self._faults = faults
+        self._policy = policy
+        self._state = _SERVING
+        self._lock = threading.RLock()
+        self._last_flush_s: int | None = None
+        self._stop = threading.Event()
+        self._flusher: threading.Thread | None = None
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        config: MQConfig = _DEFAULT_CONFIG,
+        clock: Clock | None = None,
+        faults: FaultHook | None = None,
+        *,
+        policy: FlushPolicy | None = None,
+        fs: FileSystem | None = None,
+        geometry: Geometry | None = None,
+    ) -> CommitLogMQ:
+        """Open (create or recover) the store at directory ``path``. ``fs``: the file
+        system (default the OS); ``geometry``: file sizes of a new store."""
+        if not isinstance(config, MQConfig):
+            raise InvalidArgumentError(f"config must be an MQConfig, got {type(config).__name__}")
+        policy = policy or FlushPolicy()
+        geometry = geometry or Geometry(segment_size_bytes=1 << 20, cq_entries_per_file=4096)
+        store = open_store(fs or OsFileSystem(), os.fspath(path), geometry, faults)
+        mq = cls(store, config, clock or _system_clock, faults, policy)
+        if policy.background_flush_interval_s is not None:
+            mq._start_flusher(float(policy.background_flush_interval_s))
+        return mq
+
+    @property
+    def recovery_report(self) -> tuple[str, ...]:
+        """What the last open found wrong and dropped or repaired (empty when clean)."""
+        return tuple(self._store.report)
+
+    @property
+    def path(self) -> str:
+        return self._store.root
+
+    # ----------------------------------------------------------------------- lifecycle
+
+    def close(self) -> None:
+        """Stop serving, sync everything, remove the abort marker. Twice is fine."""
+        self._stop_flusher(join=True)
+        with self._lock:
+            if self._state in (_CLOSED, _CRASHED):
+                return
+            self._state = _CLOSED
+            self._fault("close.before_flush")
+            self._sync_all()
+            store = self._store
+            store.fs.remove(f"{store.root}/abort")
+            store.fs.sync_dir(store.root)
+            self._fault("close.after_flush")
+            store.release()
+
+    def crash(self) -> None:
+        """Stop as a killed process would: close every handle, sync and write nothing."""
+        self._stop_flusher(join=False)
+        if self._state == _CRASHED:
+            return
+        self._state = _CRASHED
+        self._store.release()
+
+    def flush(self) -> None:
+        """Sync the log and the consume queues now."""
+        with self._lock:
+            self._check_serving()
+            self._sync_all()
+
+    def _sync_all(self) -> None:
+        self._store.log.flush()
+        for queue in self._store.cqs.values():
+            queue.flush()
+
+    # ----------------------------------------------------------------------- topics
+
+    def create_topic(self, topic: str) -> None:
+        self._check_serving()
+        validate_name("topic", topic)
+        with self._lock:
+            self._check_serving()
+            if topic in self._store.meta.topics:
+                return
+            inc = self._store.meta.next_incarnation
+            self._commit("create_topic", [], {"op": "create_topic", "name": topic, "inc": inc})
+
+    def destroy_topic(self, topic: str) -> None:
+        self._check_serving()
+        validate_name("topic", topic)
+        with self._lock:
+            cached = self._topic(topic)
+            self._commit("destroy_topic", [], {"op": "destroy_topic", "inc": cached.incarnation})
+            queue = self._store.cqs.pop(cached.incarnation, None)
+            if queue is not None:
+                queue.destroy()
+            self._reclaim()
+
+    # ----------------------------------------------------------------------- groups
+
+    def create_consumer_group(self, topic: str, group: str) -> None:
+        self._check_serving()
+        validate_name("topic", topic)
+        validate_name("group", group)
+        with self._lock:
+            cached = self._topic(topic)
+            if group in cached.groups:
+                raise GroupExistsError(f"group {group!r} already exists on topic {topic!r}")
+            event = {"op": "create_group", "inc": cached.incarnation, "group": group}
+            self._commit("create_consumer_group", [], event)
+
+    def destroy_consumer_group(self, topic: str, group: str) -> None:
+        self._check_serving()
+        validate_name("topic", topic)
+        validate_name("group", group)
+        with self._lock:
+            cached = self._topic(topic)
+            if group not in cached.groups:
+                return
+            remaining = {name: pos for name, pos in cached.groups.items() if name != group}
+            event = {"op": "destroy_group", "inc": cached.incarnation, "group": group}
+            self._commit("destroy_consumer_group", [], self._with_acks(cached, remaining, event))
+
+    def exist_consumer_group(self, topic: str, group: str) -> bool:
+        self._check_serving()
+        validate_name("topic", topic)
+        validate_name("group", group)
+        with self._lock:
+            cached = self._store.meta.topics.get(topic)
+            return cached is not None and group in cached.groups
+
+    # ----------------------------------------------------------------------- messages
+
+    def produce(self, topic: str, messages: Sequence[ProducerMessage]) -> list[int]:
+        self._check_serving()
+        validate_name("topic", topic)
+        batch = validate_messages(messages)
+        with self._lock:
+            cached = self._topic(topic)
+            if not batch:
+                return []
+            now = self._now()
+            topic_bytes = topic.encode()
+            pending: list[PendingRecord] = []
+            open_bytes = cached.open_page_bytes
+            for index, message in enumerate(batch):
+                size = len(message.payload)
+                closes = open_bytes + size > self._config.page_size_bytes
+                open_bytes = 0 if closes else open_bytes + size
+                pending.append(PendingRecord(
+                    records.FLAG_PAGE_CLOSE if closes else 0, cached.last_id + 1 + index, now,
+                    cached.incarnation, topic_bytes,
+                    records.encode_properties(message.properties), bytes(message.payload),
+                ))  # fmt: skip
+            self._commit("produce", pending, None, now)
+            return list(range(cached.last_id - len(batch) + 1, cached.last_id + 1))
+
+    def consume(self, topic: str, group: str, n: int) -> list[ConsumerMessage]:
+        self._check_serving()
+        validate_name("topic", topic)
+        validate_name("group", group)
+        validate_count(n)
+        with self._lock:
+            cached = self._topic(topic)
+            position = cached.groups.get(group)
+            if position is None:
+                raise GroupNotFoundError(f"group {group!r} does not exist on topic {topic!r}")
+            first_id = max(position, cached.trim_id + 1)
+            last_id = min(cached.last_id, first_id + n - 1)
+            if n == 0 or first_id > last_id:
+                return []
+            result = self._read(cached, first_id, last_id)
+            self._move(cached, "consume", group, last_id + 1)
+            return result
+
+    def seek(self, topic: str, group: str, msg_id: int) -> None:
+        self._check_serving()
+        validate_name("topic", topic)
+        validate_name("group", group)
+        validate_msg_id(msg_id)
+        with self._lock:
+            cached = self._group_topic(topic, group)
+            retained = cached.trim_id < msg_id <= cached.last_id
+            self._move(cached, "seek", group, msg_id if retained else -1)
+
+    def seek_to_latest(self, topic: str, group: str) -> None:
+        self._check_serving()
+        validate_name("topic", topic)
+        validate_name("group", group)
+        with self._lock:
+            cached = self._group_topic(topic, group)
+            latest = cached.latest_retained()
+            self._move(cached, "seek_to_latest", group, latest + 1 if latest != -1 else 0)
+
+    def get_latest_msg(self, topic: str) -> int:
+        self._check_serving()
+        validate_name("topic", topic)
+        with self._lock:
+            return self._topic(topic).latest_retained()
+
+    # ----------------------------------------------------------------------- retention
+
+    def run_retention(self) -> None:
+        """One retention pass over every topic, written as one control record."""
+        self._check_serving()
+        with self._lock:
+            self._check_serving()
+            trims: list[list[int]] = []
+            now_value: list[int] = []
+
+            def now() -> int:
+                if not now_value:
+                    now_value.append(self._now())
+                return now_value[0]
+
+            for cached in sorted(self._store.meta.topics.values(), key=lambda t: t.incarnation):
+                count = pages_to_delete(
+                    cached.pages[: cached.acked_count],
+                    retention_time_s=self._config.retention_time_s,
+                    retention_size_bytes=self._config.retention_size_bytes,
+                    now=now,
+                )
+                if count:
+                    trims.append([cached.incarnation, cached.pages[count - 1].end_id])
+            if not trims:
+                return
+            self._commit("retention", [], {"op": "retention", "trims": trims})
+            self._reclaim()
+
+    # ----------------------------------------------------------------------- state
+
+    def snapshot(
+        self, topics: Iterable[str] | None = None, messages_from: Mapping[str, int] | None = None
+    ) -> State:
+        """The logical state; messages are read back from the log through the consume
+        queues. ``topics`` and ``messages_from`` restrict it (as ``impl.RocksMQ``)."""
+        self._check_serving()
+        with self._lock:
+            self._check_serving()
+            meta = self._store.meta
+            names = sorted(meta.topics) if topics is None else list(topics)
+            result: dict[str, TopicState] = {}
+            groups: dict[tuple[str, str], int] = {}
+            for name in names:
+                cached = meta.topics.get(name) if isinstance(name, str) else None
+                if cached is None:
+                    continue
+                first = max(cached.trim_id + 1, (messages_from or {}).get(name, 0))
+                messages = self._read(cached, first, cached.last_id)
+                result[name] = TopicState(tuple(messages), tuple(cached.pages),
+                                          cached.open_page_bytes, cached.last_id)
+                for group, position in cached.groups.items():
+                    groups[(name, group)] = position
+            return State.build(result, groups)
+
+    # ----------------------------------------------------------------------- internals
+
+    def _check_serving(self) -> None:
+        if self._state != _SERVING:
+            reason = {
+                _CLOSED: "the queue is closed",
+                _CRASHED: "the queue crashed (crash() was called)",
+                _FAILED: "the queue failed at a crash point; crash() and reopen it",
+            }[self._state]
+            raise NotServingError(reason)
+
+    def _topic(self, name: str) -> TopicMeta:
+        self._check_serving()
+        cached = self._store.meta.topics.get(name)
+        if cached is None:
+            raise TopicNotFoundError(f"topic {name!r} does not exist")
+        return cached
+
+    def _group_topic(self, name: str, group: str) -> TopicMeta:
+        cached = self._topic(name)
+        if group not in cached.groups:
+            raise GroupNotFoundError(f"group {group!r} does not exist on topic {name!r}")
+        return cached
+
+    def _now(self) -> int:
+        value = self._clock()
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"the clock must return int seconds, got {type(value).__name__}")
+        if not -(2**63) <= value < 2**63:
+            raise ValueError(f"the clock returned {value}, outside the i64 range")
+        return value
+
+    def _fault(self, point: str) -> None:
+        if self._faults is None:
+            return
+        try:
+            self._faults(point)
+        except BaseException:
+            if self._state == _SERVING:
+                self._state = _FAILED
+            raise
+
+    def _with_acks(self, cached: TopicMeta, groups: dict[str, int], event: dict[str, Any]
+                   ) -> dict[str, Any]:
+        """``event`` plus the pages these ``groups`` ack (SPEC "Acks": every position >
+        end_id, at least one group) and the time, read only if a page is acked."""
+        ack_end_id = None
+        if groups and cached.acked_count < len(cached.pages):
+            lowest = min(groups.values())
+            for page in cached.pages[cached.acked_count :]:
+                if page.end_id >= lowest:
+                    break
+                ack_end_id = page.end_id
+        return {**event, "ack_end_id": ack_end_id,
+                "ts": self._now() if ack_end_id is not None else 0}
+
+    def _move(self, cached: TopicMeta, operation: str, group: str, position: int) -> None:
+        after = dict(cached.groups)
+        after[group] = position
+        event = {"op": "move", "inc": cached.incarnation, "group": group, "position": position}
+        self._commit(operation, [], self._with_acks(cached, after, event))
+
+    def _commit(
+        self, operation: str, pending: list[PendingRecord], event: dict[str, Any] | None,
+        now: int = 0,
+    ) -> None:  # fmt: skip
+        """Write one operation's records as one batch, then apply them (module docstring)."""
+        batch = list(pending)
+        if event is not None:
+            body = json.dumps(event, sort_keys=True, separators=(",", ":")).encode()
+            batch.append(PendingRecord(records.FLAG_CONTROL, 0, now, event.get("inc", 0), b"",
+                                       b"", body))
+        last = batch[-1]
+        batch[-1] = PendingRecord(last.flags | records.FLAG_BATCH_END, last.queue_offset,
+                                  last.store_time, last.incarnation, last.topic,
+                                  last.properties, last.body)
+        log = self._store.log
+        segments_before = len(log.segments)
+        before, after = write_points(operation)
+        self._fault(before)
+        placed = log.append(batch)
+        if self._policy.mode == "sync":
+            log.flush()
+        self._fault(after)
+        self._apply(batch, placed)
+        self._after_write(len(log.segments) != segments_before)
+
+    def _apply(self, batch: list[PendingRecord], placed: list[tuple[int, int]]) -> None:
+        """Apply the written records (the same functions recovery replays) and dispatch."""
+        meta = self._store.meta
+        for record, (offset, size) in zip(batch, placed, strict=True):
+            if record.flags & records.FLAG_CONTROL:
+                apply_event(meta, json.loads(record.body))
+                continue
+            topic = apply_message(meta, record.incarnation, record.queue_offset,
+                                  len(record.body), bool(record.flags & records.FLAG_PAGE_CLOSE),
+                                  record.store_time)
+            assert topic is not None
+            self._store.cq(record.incarnation).put(
+                topic.cq_index(record.queue_offset), Entry(offset, size, record.queue_offset)
+            )
+
+    def _after_write(self, rolled: bool) -> None:
+        """Async flush policy, and a checkpoint when a new segment was started."""
+        log = self._store.log
+        if self._policy.mode == "async" and log.dirty_bytes:
+            now = self._now()
+            if self._last_flush_s is None:
+                self._last_flush_s = now
+            due = now - self._last_flush_s >= self._policy.flush_thorough_interval_s
+            if due or log.dirty_bytes >= self._policy.flush_least_pages * PAGE_SIZE_BYTES:
+                log.flush()
+                self._last_flush_s = now
+        if rolled:
+            self._reclaim(force_checkpoint=True)
+
+    def _reclaim(self, *, force_checkpoint: bool = False) -> None:
+        """Checkpoint, then remove log segments and consume-queue files that hold nothing
+        live: every segment below the oldest retained message of every topic."""
+        store = self._store
+        live = [t for t in store.meta.topics.values() if t.last_id > t.trim_id]
+        oldest = store.log.end_offset
+        for topic in live:
+            entry = store.cq(topic.incarnation).get(topic.cq_index(topic.trim_id + 1), 1)[0]
+            if entry is None:
+                raise CorruptDatabaseError(
+                    f"{store.cq(topic.incarnation).directory}: no entry for id {topic.trim_id + 1}"
+                )
+            oldest = min(oldest, entry.offset)
+        reclaimable = len(store.log.segments) > 1 and store.log.segments[0].end <= oldest
+        if not (reclaimable or force_checkpoint):
+            return
+        write_checkpoint(store)
+        store.log.reclaim(oldest)
+        for topic in store.meta.topics.values():
+            store.cq(topic.incarnation).reclaim(topic.cq_index(topic.trim_id + 1))
+        store.log.flush()
+
+    def _read(self, cached: TopicMeta, first_id: int, last_id: int) -> list[ConsumerMessage]:
+        """Messages ``first_id..last_id`` through the consume queue, each record checked."""
+        if first_id > last_id:
+            return []
+        queue = self._store.cq(cached.incarnation)
+        entries = queue.get(cached.cq_index(first_id), last_id - first_id + 1)
+        result: list[ConsumerMessage] = []
+        for msg_id, entry in enumerate(entries, start=first_id):
+            if entry is None or entry.msg_id != msg_id:
+                raise CorruptDatabaseError(f"{queue.directory}: no entry for id {msg_id}")
+            record = self._store.log.read_record(entry.offset, entry.size_bytes)
+            if (record.is_control or record.incarnation != cached.incarnation
+                    or record.queue_offset != msg_id):
+                raise CorruptDatabaseError(
+                    f"{queue.directory}: the entry of id {msg_id} points at another record "
+                    f"(offset {entry.offset})"
+                )
+            try:
+                properties = records.decode_properties(record.properties)
+            except records.RecordError as exc:
+                raise CorruptDatabaseError(f"{queue.directory}: id {msg_id}: {exc}") from None
+            result.append(ConsumerMessage(msg_id, record.body, properties))
+        return result
+
+    # ----------------------------------------------------------------------- flusher
+
+    def _start_flusher(self, interval_s: float) -> None:
+        def loop() -> None:
+            while not self._stop.wait(interval_s):
+                try:
+                    self.flush()
+                except NotServingError:
+                    return
+
+        self._flusher = threading.Thread(target=loop, name=f"rmqsim-flush:{self.path}",
+                                         daemon=True)
+        self._flusher.start()
+
+    def _stop_flusher(self, *, join: bool) -> None:
+        self._stop.set()
+        flusher = self._flusher
+        if join and flusher is not None and flusher is not threading.current_thread():
+            flusher.join(30.0)

@@ -1,0 +1,220 @@
+"""Commit-log records: layout, encoding, and the checks recovery and reads apply.
+
+A record (all integers big-endian), RocketMQ's layout reduced to what this queue stores:
+
+====== ============================== =====
+offset field                          bytes
+====== ============================== =====
+0      total size (whole record)      4
+4      magic (``MAGIC_MESSAGE``)      4
+8      CRC32 of bytes 12..total       4
+12     flags (``FLAG_*``)             4
+16     queue offset (message id)      8
+24     physical offset (in the log)   8
+32     store time (clock seconds)     8 (signed)
+40     topic incarnation              8
+48     topic length + topic (UTF-8)   2 + t
+..     properties length + props      4 + p
+..     body length + body             4 + n
+====== ============================== =====
+
+The CRC covers everything after it (header fields, topic, properties and body), so a
+flipped bit anywhere but in the size and magic fails the check, and those two are checked
+against the record's own lengths. A *control* record (``FLAG_CONTROL``) carries a JSON
+event in its body (create/destroy of topics and groups, position moves, retention) and
+queue offset 0. ``FLAG_BATCH_END`` marks the last record of one operation: recovery keeps
+whole operations only. ``FLAG_PAGE_CLOSE`` marks a message that closed its topic's page.
+
+The *blank filler* (RocketMQ's ``BLANK_MAGIC_CODE``) is 8 bytes, ``{size = the rest of the
+segment, MAGIC_BLANK}``, written when a record (plus 8) does not fit in what is left of a
+segment: records never span segments, and a reader jumps to the next segment.
+
+Properties: count u32, then per pair key length u32, key, value length u32, value (UTF-8),
+in the producer's order. No pickle anywhere.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+__all__ = [
+    "BLANK_SIZE_BYTES",
+    "FLAG_BATCH_END",
+    "FLAG_CONTROL",
+    "FLAG_PAGE_CLOSE",
+    "HEADER_SIZE_BYTES",
+    "MAGIC_BLANK",
+    "MAGIC_MESSAGE",
+    "Record",
+    "RecordError",
+    "blank",
+    "decode_properties",
+    "encode_record",
+    "parse_record",
+    "record_size",
+]
+
+MAGIC_MESSAGE = 0xDAA320A7
+MAGIC_BLANK = 0xCBD43194
+FLAG_BATCH_END = 1
+FLAG_PAGE_CLOSE = 2
+FLAG_CONTROL = 4
+_KNOWN_FLAGS = FLAG_BATCH_END | FLAG_PAGE_CLOSE | FLAG_CONTROL
+
+_HEAD = struct.Struct(">IIIIQQqQ")  # size, magic, crc, flags, queue off, phys off, time, inc
+_BLANK = struct.Struct(">II")
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+#: The fixed part of a record: header plus the three length fields.
+HEADER_SIZE_BYTES = _HEAD.size + 2 + 4 + 4
+BLANK_SIZE_BYTES = _BLANK.size
+
+
+class RecordError(ValueError):
+    """The bytes at an offset are not a whole, valid record (the reason says why)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One decoded record and where it lies."""
+
+    offset: int
+    size_bytes: int
+    flags: int
+    queue_offset: int
+    store_time: int
+    incarnation: int
+    topic: str
+    properties: bytes
+    body: bytes
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.flags & FLAG_CONTROL)
+
+    @property
+    def is_batch_end(self) -> bool:
+        return bool(self.flags & FLAG_BATCH_END)
+
+
+def encode_properties(properties: Mapping[str, str]) -> bytes:
+    if not properties:
+        return b""
+    parts = [_U32.pack(len(properties))]
+    for key, value in properties.items():
+        key_bytes, value_bytes = key.encode(), value.encode()
+        parts += [_U32.pack(len(key_bytes)), key_bytes, _U32.pack(len(value_bytes)), value_bytes]
+    return b"".join(parts)
+
+
+def decode_properties(data: bytes) -> dict[str, str]:
+    """The properties of ``encode_properties``; ``RecordError`` if they do not parse."""
+    if not data:
+        return {}
+    try:
+        (count,) = _U32.unpack_from(data, 0)
+        position = 4
+        result: dict[str, str] = {}
+        for _ in range(count):
+            pair = []
+            for _side in range(2):
+                (length,) = _U32.unpack_from(data, position)
+                position += 4
+                if position + length > len(data):
+                    raise RecordError("a property runs past the record")
+                pair.append(data[position : position + length].decode())
+                position += length
+            result[pair[0]] = pair[1]
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise RecordError(f"properties do not parse: {exc}") from None
+    if position != len(data):
+        raise RecordError("properties have trailing bytes")
+    return result
+
+
+def record_size(topic: bytes, properties: bytes, body: bytes) -> int:
+    return HEADER_SIZE_BYTES + len(topic) + len(properties) + len(body)
+
+
+def encode_record(
+    *,
+    offset: int,
+    flags: int,
+    queue_offset: int,
+    store_time: int,
+    incarnation: int,
+    topic: bytes,
+    properties: bytes,
+    body: bytes,
+) -> bytes:
+    """The bytes of one record to be written at physical ``offset``."""
+    size = record_size(topic, properties, body)
+    tail = b"".join(
+        (
+            _U16.pack(len(topic)),
+            topic,
+            _U32.pack(len(properties)),
+            properties,
+            _U32.pack(len(body)),
+            body,
+        )
+    )
+    head = _HEAD.pack(size, MAGIC_MESSAGE, 0, flags, queue_offset, offset, store_time, incarnation)
+    crc = zlib.crc32(tail, zlib.crc32(head[12:]))
+    return b"".join((head[:8], _U32.pack(crc), head[12:], tail))
+
+
+def blank(remaining_bytes: int) -> bytes:
+    """The end-of-segment filler for the ``remaining_bytes`` left in a segment."""
+    assert remaining_bytes >= BLANK_SIZE_BYTES, remaining_bytes
+    return _BLANK.pack(remaining_bytes, MAGIC_BLANK)
+
+
+def parse_record(data: bytes | memoryview, position: int, offset: int) -> Record | int:
+    """The record at ``data[position:]`` (physical ``offset``), or, for a blank filler,
+    its size (an int: skip to the next segment). ``RecordError`` when the bytes there are
+    not a valid record: too short, unknown magic (zeros: the end of the log), wrong CRC,
+    lengths that do not add up, a physical offset other than ``offset``."""
+    remaining = len(data) - position
+    if remaining < BLANK_SIZE_BYTES:
+        raise RecordError(f"only {remaining} bytes left")
+    size, magic = _BLANK.unpack_from(data, position)
+    if magic == MAGIC_BLANK:
+        if size != remaining:
+            raise RecordError(f"blank filler of {size} bytes where {remaining} are left")
+        return size
+    if magic != MAGIC_MESSAGE:
+        raise RecordError("no record here" if size == magic == 0 else f"bad magic {magic:#x}")
+    if not HEADER_SIZE_BYTES <= size <= remaining:
+        raise RecordError(f"record size {size} outside {HEADER_SIZE_BYTES}..{remaining}")
+    raw = bytes(data[position : position + size])
+    _s, _m, crc, flags, queue_offset, physical, store_time, inc = _HEAD.unpack_from(raw, 0)
+    if zlib.crc32(raw[12:]) != crc:
+        raise RecordError("CRC mismatch")
+    if physical != offset:
+        raise RecordError(f"record says it lies at {physical}")
+    if flags & ~_KNOWN_FLAGS:
+        raise RecordError(f"unknown flags {flags:#x}")
+    return _split(raw, offset, flags, queue_offset, store_time, inc)
+
+
+def _split(raw: bytes, offset: int, flags: int, queue_offset: int, time: int, inc: int) -> Record:
+    position = _HEAD.size
+    fields: list[bytes] = []
+    for width in (_U16, _U32, _U32):
+        if position + width.size > len(raw):
+            raise RecordError("lengths run past the record")
+        (length,) = width.unpack_from(raw, position)
+        position += width.size
+        fields.append(raw[position : position + length])
+        position += length
+    if position != len(raw):
+        raise RecordError(f"lengths add up to {position}, the record is {len(raw)} bytes")
+    try:
+        topic = fields[0].decode()
+    except UnicodeDecodeError:
+        raise RecordError("topic is not UTF-8") from None
+    return Record(offset, len(raw), flags, queue_offset, time, inc, topic, fields[1], fields[2])
