@@ -76,8 +76,9 @@ _NO_CLOCK: Any = object()  # "do not pass clock=": the implementation's default 
 class QueueFactory:
     """Makes fresh queues of one backend: ``make(config=MQConfig(), clock=...)``.
 
-    ``kind`` is ``"model"``, ``"impl"`` or ``"commitlog-sync"``/``"commitlog-async"``. ``reopen(mq)`` (durability tests) closes ``mq``
-    (or crashes it with ``crash=True``) and opens the same store again; it skips the test on a
+    ``kind`` is ``"model"``, ``"impl"`` or ``"commitlog-sync"``/``"commitlog-async"``.
+    ``reopen(mq)`` (durability tests) closes ``mq`` (or crashes it with ``crash=True``) and
+    opens the same store again; it skips the test on a
     backend without a store. Every queue made here is closed at teardown.
     """
 
