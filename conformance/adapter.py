@@ -22,9 +22,12 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeGuard
 
 from model.api import Clock, MessageQueue, MQConfig
+
+if TYPE_CHECKING:
+    from model import ReferenceMQ
 
 DEFAULT_IMPL = "conformance.adapter:rocksmq_factory"
 MODEL_IMPL = "conformance.adapter:model_factory"
@@ -62,9 +65,9 @@ def checked_queue(queue: object, factory: Factory) -> MessageQueue:
     """``queue``, which ``factory`` just returned, if it has every method a queue needs;
     else ``BadImplError`` naming what it lacks (rather than an ``AttributeError`` deep
     inside a run, which would read as an error of rmqsim's)."""
-    missing = [name for name in QUEUE_METHODS if not callable(getattr(queue, name, None))]
-    if not missing:
-        return queue  # type: ignore[return-value]
+    if _has_queue_methods(queue):
+        return queue
+    missing = _missing_methods(queue)
     name = resolve_impl(factory)[0]
     if queue is None:
         raise BadImplError(f"the factory {name} returned None instead of a queue")
@@ -73,6 +76,14 @@ def checked_queue(queue: object, factory: Factory) -> MessageQueue:
         f"{', '.join(method + '()' for method in missing)}: a queue needs every method of "
         "model.api.MessageQueue, and crash()"
     )
+
+
+def _missing_methods(queue: object) -> list[str]:
+    return [name for name in QUEUE_METHODS if not callable(getattr(queue, name, None))]
+
+
+def _has_queue_methods(queue: object) -> TypeGuard[MessageQueue]:
+    return not _missing_methods(queue)
 
 
 def rocksmq_factory(
@@ -92,13 +103,19 @@ class _ModelDisk:
     model a perfectly durable SUT, for testing the harness itself, never for gating.
     """
 
+    #: The models by path. ``Any``: each also gets ``faults``, which models do not declare.
     _disks: ClassVar[dict[str, Any]] = {}
 
     def __init__(
-        self, model_cls: type, path: Path, config: MQConfig, clock: Clock, faults: FaultHook | None
+        self,
+        model_cls: type[ReferenceMQ],
+        path: Path,
+        config: MQConfig,
+        clock: Clock,
+        faults: FaultHook | None,
     ) -> None:
         key = str(path)
-        model = self._disks.get(key)
+        model: Any = self._disks.get(key)
         if model is None or model.config != config or type(model) is not model_cls:
             model = model_cls(config=config, clock=clock)
             self._disks[key] = model
@@ -118,7 +135,7 @@ class _ModelDisk:
         cls._disks.pop(str(path), None)
 
 
-def make_model_factory(model_cls: type | None = None) -> Factory:
+def make_model_factory(model_cls: type[ReferenceMQ] | None = None) -> Factory:
     """A factory serving ``model_cls`` (default ``ReferenceMQ``) through the adapter: the
     way small, deliberately wrong implementations are written for the harness's tests.
     A subclass may call ``self.faults(point)`` to offer crash points."""
@@ -129,7 +146,7 @@ def make_model_factory(model_cls: type | None = None) -> Factory:
     def factory(
         *, path: Path, config: MQConfig, clock: Clock, faults: FaultHook | None
     ) -> MessageQueue:
-        return _ModelDisk(cls, path, config, clock, faults)  # type: ignore[return-value]
+        return _ModelDisk(cls, path, config, clock, faults)
 
     return factory
 
@@ -168,13 +185,13 @@ def load_factory(spec: str) -> Factory:
     try:
         signature = inspect.signature(target)
     except ValueError:  # builtins without a signature: trust them
-        return target  # type: ignore[no-any-return]
+        return target
     for keywords in (QUEUE_FACTORY_KEYWORDS, CONSUMER_FACTORY_KEYWORDS):
         try:
             signature.bind(**dict.fromkeys(keywords))
         except TypeError:
             continue
-        return target  # type: ignore[no-any-return]
+        return target
     raise BadImplError(
         f"--impl {spec}: must accept factory({'=, '.join(QUEUE_FACTORY_KEYWORDS)}=) (a queue) "
         f"or factory({'=, '.join(CONSUMER_FACTORY_KEYWORDS)}=) (a push consumer core)"
@@ -218,8 +235,10 @@ def is_consumer_factory(factory: object) -> bool:
     """True for a push consumer factory (``CONSUMER_FACTORY_KEYWORDS``), False for a queue
     factory: ``--impl`` may name either layer, and ours stands in for the other one. A
     factory that accepts both (``**kwargs``) is a queue factory."""
+    if not callable(factory):
+        return False
     try:
-        signature = inspect.signature(factory)  # type: ignore[arg-type]
+        signature = inspect.signature(factory)
         signature.bind(**dict.fromkeys(CONSUMER_FACTORY_KEYWORDS))
     except (TypeError, ValueError):
         return False

@@ -25,6 +25,10 @@ machine and on a slow one, a laptop and CI alike. An optional wall-clock cap
 (``max_seconds``) is for people who would rather wait less; a search it stops depends on
 the machine's speed, and ``ShrinkStats`` says so, with the operations budget that
 reproduces that result anywhere.
+
+Candidates run under a short liveness bound (``watchdog.SHRINK_OP_TIMEOUT_S``, or the
+command's ``--op-timeout-s`` when shorter): a failure that is a ``hang`` makes every
+candidate that still fails wait out the bound once.
 """
 
 from __future__ import annotations
@@ -51,10 +55,21 @@ from conformance.shrink_budget import (
     ShrinkBudget,
     ShrinkStats,
 )
-from conformance.shrink_consumer import drop_batches
+from conformance.shrink_consumer import AnyStep, drop_batches
 from conformance.trace import Trace, TraceFormatError, TraceStep
-from scenarios.consumer_ops import Complete, ProduceBatch
-from scenarios.ops import ArmCrash, Consume, Message, Produce, Step
+from conformance.watchdog import op_timeout, shrink_op_timeout_s
+from scenarios.consumer_ops import (
+    Complete,
+    ConsumerOp,
+    CrashClient,
+    CrashQueue,
+    Deliver,
+    Persist,
+    ProduceBatch,
+    Pull,
+    StartClient,
+)
+from scenarios.ops import ArmCrash, Consume, Message, Op, Produce, Step
 
 #: Suffix of a shrunk trace written beside the original.
 SHRUNK_SUFFIX = ".shrunk.jsonl"
@@ -66,7 +81,7 @@ class _OutOfBudget(Exception):
 
 #: Executes a candidate's steps from scratch (outcomes decided by the model, none
 #: expected): a queue trace's replay, or a consumer run's.
-Runner = Callable[[tuple[Step, ...]], RunResult]
+Runner = Callable[[tuple[AnyStep, ...]], RunResult]
 
 
 @dataclass(slots=True)
@@ -86,11 +101,11 @@ class _Search:
     operations: int = 0
     stopped_by: str | None = None
     #: Every candidate tried, with what ``fails`` returned for it.
-    cache: dict[tuple[Step, ...], tuple[tuple[Step, ...], RunResult] | None] = field(
+    cache: dict[tuple[AnyStep, ...], tuple[tuple[AnyStep, ...], RunResult] | None] = field(
         default_factory=dict
     )
 
-    def fails(self, steps: tuple[Step, ...]) -> tuple[Step, ...] | None:
+    def fails(self, steps: tuple[AnyStep, ...]) -> tuple[AnyStep, ...] | None:
         """Run ``steps``; if they fail with the target anomaly, return them cut after the
         diverging step, else None. The passes move to every candidate that fails, and
         never to a longer or less simple one, so the last failing run is the best."""
@@ -105,7 +120,7 @@ class _Search:
     def stats(self) -> ShrinkStats:
         return ShrinkStats(self.runs, self.operations, self.stopped_by)
 
-    def _run(self, steps: tuple[Step, ...]) -> tuple[tuple[Step, ...], RunResult] | None:
+    def _run(self, steps: tuple[AnyStep, ...]) -> tuple[tuple[AnyStep, ...], RunResult] | None:
         # The first run (the failing steps as they are) always runs: without it there is
         # no telling a spent budget from a failure that does not recur.
         if self.runs and self.operations >= self.budget.max_operations:
@@ -115,7 +130,9 @@ class _Search:
             self.stopped_by = STOPPED_BY_TIME
             raise _OutOfBudget
         self.runs += 1
-        result = self.run(steps)
+        # Each candidate that still hangs waits out the liveness bound: keep it short.
+        with op_timeout(shrink_op_timeout_s()):
+            result = self.run(steps)
         self.operations += max(result.steps, 1)
         if self.on_run is not None:
             self.on_run(self.stats())
@@ -125,11 +142,11 @@ class _Search:
         return steps[: result.steps], result
 
 
-def _steps_of(trace: Trace) -> tuple[Step, ...]:
+def _steps_of(trace: Trace) -> tuple[AnyStep, ...]:
     return tuple(Step(s.time_s, s.actor, s.op) for s in trace.steps)
 
 
-def _drop_actors(search: _Search, steps: tuple[Step, ...]) -> tuple[Step, ...]:
+def _drop_actors(search: _Search, steps: tuple[AnyStep, ...]) -> tuple[AnyStep, ...]:
     """Drop all steps of one actor at a time (actors in first-appearance order)."""
     for actor in dict.fromkeys(s.actor for s in steps):
         if not any(s.actor == actor for s in steps):
@@ -140,7 +157,7 @@ def _drop_actors(search: _Search, steps: tuple[Step, ...]) -> tuple[Step, ...]:
     return steps
 
 
-def _drop_topics(search: _Search, steps: tuple[Step, ...]) -> tuple[Step, ...]:
+def _drop_topics(search: _Search, steps: tuple[AnyStep, ...]) -> tuple[AnyStep, ...]:
     """Drop all operations on one topic at a time (topics in first-appearance order)."""
     for topic in dict.fromkeys(_topic_of(s) for s in steps):
         if topic is None or not any(_topic_of(s) == topic for s in steps):
@@ -151,12 +168,12 @@ def _drop_topics(search: _Search, steps: tuple[Step, ...]) -> tuple[Step, ...]:
     return steps
 
 
-def _topic_of(step: Step) -> str | None:
+def _topic_of(step: AnyStep) -> str | None:
     topic = getattr(step.op, "topic", None)
     return topic if isinstance(topic, str) else None
 
 
-def _ddmin(search: _Search, steps: tuple[Step, ...]) -> tuple[Step, ...]:
+def _ddmin(search: _Search, steps: tuple[AnyStep, ...]) -> tuple[AnyStep, ...]:
     """Delta debugging over complements: remove chunks while the failure persists."""
     chunks = 2
     while len(steps) >= 2:
@@ -192,7 +209,7 @@ def _simpler_payloads(payloads: tuple[bytes, ...]) -> Iterator[tuple[bytes, ...]
         yield tuple(m.payload for m in messages)
 
 
-def _simpler_ops(step: Step) -> Iterator[Step]:
+def _simpler_ops(step: AnyStep) -> Iterator[AnyStep]:
     """Simpler variants of one step, most aggressive first."""
     op = step.op
     if isinstance(op, Produce):
@@ -211,7 +228,7 @@ def _simpler_ops(step: Step) -> Iterator[Step]:
         yield replace(step, op=replace(op, hit=op.hit - 1))
 
 
-def _simplify(search: _Search, steps: tuple[Step, ...]) -> tuple[Step, ...]:
+def _simplify(search: _Search, steps: tuple[AnyStep, ...]) -> tuple[AnyStep, ...]:
     """Replace steps by simpler variants while the failure persists."""
     index = 0
     while index < len(steps):
@@ -225,7 +242,7 @@ def _simplify(search: _Search, steps: tuple[Step, ...]) -> tuple[Step, ...]:
     return steps
 
 
-PASSES: tuple[Callable[[_Search, tuple[Step, ...]], tuple[Step, ...]], ...] = (
+PASSES: tuple[Callable[[_Search, tuple[AnyStep, ...]], tuple[AnyStep, ...]], ...] = (
     _drop_actors,
     _drop_topics,
     drop_batches,  # consumer runs: a delivery with its completion
@@ -283,11 +300,32 @@ def _runner(lines: list[str], impl: str | Factory) -> tuple[Trace, Runner]:
     if consumer:
         return trace, lambda steps: run_consumer_steps(header, steps, impl=impl)
 
-    def replay(steps: tuple[Step, ...]) -> RunResult:
-        numbered = [TraceStep(i, s.time_s, s.actor, s.op, None) for i, s in enumerate(steps, 1)]
+    def replay(steps: tuple[AnyStep, ...]) -> RunResult:
+        numbered = [
+            TraceStep(i, s.time_s, s.actor, _queue_op(s.op), None) for i, s in enumerate(steps, 1)
+        ]
         return replay_trace(Trace(header=header, steps=numbered), impl=impl)
 
     return trace, replay
+
+
+#: The operations only a consumer run has (``RunRetention`` is the queue's too).
+_CONSUMER_ONLY = (
+    ProduceBatch,
+    StartClient,
+    Pull,
+    Deliver,
+    Complete,
+    Persist,
+    CrashClient,
+    CrashQueue,
+)
+
+
+def _queue_op(op: Op | ConsumerOp) -> Op:
+    """``op`` of a queue run's candidate, which is cut from a queue trace."""
+    assert not isinstance(op, _CONSUMER_ONLY), f"a consumer operation in a queue run: {op!r}"
+    return op
 
 
 @dataclass(frozen=True, slots=True)

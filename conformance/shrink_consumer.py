@@ -17,10 +17,20 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from conformance.run import RunResult
-from scenarios.consumer_ops import Complete, CrashClient, CrashQueue, Deliver, StartClient
-from scenarios.ops import Step
+from scenarios.consumer_ops import (
+    Complete,
+    ConsumerOp,
+    CrashClient,
+    CrashQueue,
+    Deliver,
+    StartClient,
+)
+from scenarios.ops import Op, Step
 
-__all__ = ["client_epochs", "drop_batches", "without_batch"]
+__all__ = ["AnyStep", "client_epochs", "drop_batches", "without_batch"]
+
+#: A step of the runs the shrinker cuts: a queue run's or a consumer run's.
+AnyStep = Step[Op | ConsumerOp]
 
 
 class Search(Protocol):
@@ -28,14 +38,14 @@ class Search(Protocol):
 
     best: RunResult | None
 
-    def fails(self, steps: tuple[Step, ...]) -> tuple[Step, ...] | None: ...
+    def fails(self, steps: tuple[AnyStep, ...]) -> tuple[AnyStep, ...] | None: ...
 
 
 #: A batch: (the client, how many times it had started, its seq).
 BatchKey = tuple[str, int, int]
 
 
-def drop_batches(search: Search, steps: tuple[Step, ...]) -> tuple[Step, ...]:
+def drop_batches(search: Search, steps: tuple[AnyStep, ...]) -> tuple[AnyStep, ...]:
     """Drop one delivered batch at a time, its ``deliver`` and its ``complete``
     together, renumbering the client's later batches."""
     index = 0
@@ -51,7 +61,7 @@ def drop_batches(search: Search, steps: tuple[Step, ...]) -> tuple[Step, ...]:
             index += 1
 
 
-def client_epochs(steps: tuple[Step, ...]) -> list[int]:
+def client_epochs(steps: tuple[AnyStep, ...]) -> list[int]:
     """For each step, how many times its client had (re)started (0 for other steps)."""
     starts: dict[str, int] = {}
     epochs = []
@@ -67,8 +77,8 @@ def client_epochs(steps: tuple[Step, ...]) -> list[int]:
 
 
 def without_batch(
-    steps: tuple[Step, ...], position: int, batch: BatchKey, epochs: list[int]
-) -> tuple[Step, ...]:
+    steps: tuple[AnyStep, ...], position: int, batch: BatchKey, epochs: list[int]
+) -> tuple[AnyStep, ...]:
     """``steps`` without the delivery at ``position`` and the completion of its
     ``batch``; the client's later batches (same start) move down by one."""
     client, epoch, seq = batch
@@ -96,7 +106,7 @@ def _outcomes(search: Search) -> dict[int, Any]:
     return {line["i"]: line.get("outcome") for line in lines if line.get("type") == "step"}
 
 
-def _delivered(search: Search, steps: tuple[Step, ...]) -> list[tuple[int, BatchKey]]:
+def _delivered(search: Search, steps: tuple[AnyStep, ...]) -> list[tuple[int, BatchKey]]:
     """``(position, batch)`` of each delivery in ``steps`` that handed out a batch."""
     if not any(isinstance(s.op, Deliver) for s in steps):
         return []

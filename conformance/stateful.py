@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import io
 import random
+import shlex
 import tempfile
 import time
 import unittest
@@ -32,7 +33,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import seed as hypothesis_seed
@@ -58,8 +59,10 @@ from model.api import MQConfig
 from scenarios import ops
 from scenarios.names import (
     AT_LIMIT_NAMES,
+    CASE_PAIRS,
     DEFAULT_GROUP_NAMES,
     DEFAULT_TOPIC_NAMES,
+    NORMALIZATION_PAIRS,
     OVER_LIMIT_NAMES,
     PROPERTY_KEYS,
     PROPERTY_VALUES,
@@ -71,7 +74,19 @@ FUZZ_PROFILE_NAME = "fuzz"
 #: The actor of every fuzzer step (one sequential client).
 FUZZ_ACTOR = "fuzz"
 
-_COMMON = {
+
+class _CommonSettings(TypedDict):
+    """The hypothesis settings every fuzz profile shares."""
+
+    deadline: None
+    database: None
+    print_blob: bool
+    report_multiple_bugs: bool
+    suppress_health_check: tuple[HealthCheck, ...]
+    phases: tuple[Phase, ...]
+
+
+_COMMON: _CommonSettings = {
     "deadline": None,
     "database": None,
     "print_blob": True,
@@ -100,10 +115,23 @@ FUZZ_CONFIGS: tuple[MQConfig, ...] = (
 )
 
 #: Valid topic names: prefixes and suffixes of each other, one at the byte limit and one a
-#: byte under it (those two contain each other too). The first is what examples shrink to.
-TOPIC_NAMES: tuple[str, ...] = (*DEFAULT_TOPIC_NAMES[:4], AT_LIMIT_NAMES[0], AT_LIMIT_NAMES[1])
+#: byte under it (those two contain each other too), and names that differ from another
+#: only by case or only by Unicode normalization (NFC vs NFD). The first is what examples
+#: shrink to.
+TOPIC_NAMES: tuple[str, ...] = (
+    *DEFAULT_TOPIC_NAMES[:4],
+    AT_LIMIT_NAMES[0],
+    AT_LIMIT_NAMES[1],
+    CASE_PAIRS[0][1],
+    *NORMALIZATION_PAIRS[0],
+)
 #: Valid group names, in the same spirit ("0" and "10" collide with "t1"+"0" and "t"+"10").
-GROUP_NAMES: tuple[str, ...] = (*DEFAULT_GROUP_NAMES[:6], AT_LIMIT_NAMES[3])
+GROUP_NAMES: tuple[str, ...] = (
+    *DEFAULT_GROUP_NAMES[:6],
+    AT_LIMIT_NAMES[3],
+    CASE_PAIRS[1][1],
+    *NORMALIZATION_PAIRS[1],
+)
 #: Invalid names (empty, slashes, NUL, a byte over the limit): one rule of their own, so
 #: that most steps use valid names and reach deep states.
 INVALID_NAMES: tuple[str, ...] = ("", "t/1", "t\0", OVER_LIMIT_NAMES[1])
@@ -147,18 +175,19 @@ class _SeedOnlyTestCase:
     before this: seed 7 on a wrong model ran 1,211 examples in a bare process and 2,655
     after one user module and one rmqsim module more were imported)."""
 
-    def __get__(self, obj: object, owner: type[LockstepMachine]) -> type[unittest.TestCase]:
+    def __get__(
+        self, obj: LockstepMachine | None, owner: type[LockstepMachine]
+    ) -> type[unittest.TestCase]:
         machine = owner if obj is None else type(obj)
         base = super(LockstepMachine, machine).TestCase
 
-        class TestCase(base):  # type: ignore[misc, valid-type]
+        class TestCase(base):  # type: ignore[misc, valid-type]  # a base known at run time
             def runTest(self) -> None:
                 with _without_local_constants():
                     super().runTest()
 
             # What hypothesis's pytest plugin looks for on a state machine's test.
-            runTest.is_hypothesis_test = True  # type: ignore[attr-defined]
-            runTest._hypothesis_state_machine_class = machine  # type: ignore[attr-defined]
+            vars(runTest).update(is_hypothesis_test=True, _hypothesis_state_machine_class=machine)
 
         TestCase.__name__ = base.__name__
         TestCase.__qualname__ = base.__qualname__
@@ -188,7 +217,7 @@ class LockstepMachine(RuleBasedStateMachine):
     ids = Bundle("ids")
 
     #: ``make_machine(f).TestCase``: hypothesis's, but depending on the seed only.
-    TestCase = _SeedOnlyTestCase()  # type: ignore[assignment]
+    TestCase = _SeedOnlyTestCase()  # type: ignore[assignment]  # a descriptor for the class
 
     def __init__(self) -> None:
         super().__init__()
@@ -294,7 +323,10 @@ class LockstepMachine(RuleBasedStateMachine):
     @rule(target=ids, topic=topics, messages=_messages, crash=_crash_hits)
     def produce(self, topic: str, messages: tuple[Message, ...], crash: int | None) -> Any:
         outcome = self._do(ops.Produce(topic, messages), crash)
-        return multiple(*outcome.value) if outcome.ok else multiple()
+        if not outcome.ok:
+            return multiple()
+        assert type(outcome.value) is tuple, "a produce returns its ids"
+        return multiple(*outcome.value)
 
     @rule(pair=groups, n=st.sampled_from(CONSUME_SIZES), crash=_crash_hits)
     def consume(self, pair: tuple[str, str], n: int, crash: int | None) -> None:
@@ -408,14 +440,14 @@ def resolve_seed(profile: str, seed: int | None) -> int:
 
 def fuzz_repro(impl: str, profile: str, seed: int, examples: int | None, steps: int | None) -> str:
     """The ``rmqsim fuzz`` command line that repeats a campaign."""
-    parts = ["rmqsim fuzz", f"--profile {profile}", f"--seed {seed}"]
+    parts = ["rmqsim", "fuzz", "--profile", profile, "--seed", str(seed)]
     if examples is not None:
-        parts.append(f"--examples {examples}")
+        parts += ["--examples", str(examples)]
     if steps is not None:
-        parts.append(f"--steps {steps}")
+        parts += ["--steps", str(steps)]
     if impl != DEFAULT_IMPL:
-        parts.append(f"--impl {impl}")
-    return " ".join(parts)
+        parts += ["--impl", impl]
+    return shlex.join(parts)
 
 
 @contextmanager

@@ -152,4 +152,3 @@ class World:
         self.add_topic(op.topic)
         if type(value) is int:
             self._saw_id(op.topic, value)
-
