@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 from typing import Protocol, runtime_checkable
 
-from model.api import InvalidArgumentError, MQError, validate_name
+from model.api import InvalidArgumentError, MessageQueue, MQError, validate_name
 
 __all__ = [
     "DML_TYPES",
@@ -421,7 +421,9 @@ class MsgStream(Protocol):
 
 @runtime_checkable
 class StreamFactory(Protocol):
-    """Makes streams over one queue (Milvus's ``msgstream.Factory``)."""
+    """Makes streams over one queue, ``mq`` (Milvus's ``msgstream.Factory``)."""
+
+    mq: MessageQueue
 
     def new_msg_stream(self) -> MsgStream: ...
 
