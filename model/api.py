@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeGuard, runtime_checkable
 
 __all__ = [
     "DLQ_PREFIX",
@@ -222,7 +222,7 @@ def validate_name(what: str, name: object) -> str:
     return name
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -230,16 +230,16 @@ def validate_count(n: object) -> int:
     """``consume``'s ``n``: an int >= 0."""
     if not _is_int(n):
         raise InvalidArgumentError(f"n must be an int, got {type(n).__name__}")
-    if n < 0:  # type: ignore[operator]
+    if n < 0:
         raise InvalidArgumentError(f"n must be >= 0, got {n}")
-    return n  # type: ignore[return-value]
+    return n
 
 
 def validate_msg_id(msg_id: object) -> int:
     """``seek``'s id: any int (one that names no retained message resets to -1)."""
     if not _is_int(msg_id):
         raise InvalidArgumentError(f"msg_id must be an int, got {type(msg_id).__name__}")
-    return msg_id  # type: ignore[return-value]
+    return msg_id
 
 
 def validate_messages(messages: object) -> list[ProducerMessage]:
@@ -419,9 +419,9 @@ class ConsumerConfig:
 
 def validate_consumer_group(group: object) -> str:
     """A consumer group name: a valid name whose retry/dead-letter/pull names are valid too."""
-    validate_name("group", group)
-    validate_name("retry topic", retry_topic(group))  # type: ignore[arg-type]
-    return group  # type: ignore[return-value]
+    name = validate_name("group", group)
+    validate_name("retry topic", retry_topic(name))
+    return name
 
 
 @dataclass(frozen=True, slots=True)
