@@ -38,12 +38,6 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     sys.exit(code)
 
 
-def friendly_errors(func: F) -> F:
-    """Turn known bad-input errors into one line and exit 2; anything else into exit 3.
-
-    ``RMQSIM_WORKDIR`` is checked first (every command creates its temporary directories
-    there). SIGINT and SIGTERM unwind the command (``sigterm_raises``) and exit with
-    130 and 143."""
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised in the main thread as Ctrl-C raises ``KeyboardInterrupt`` (of which
     it is a kind, so that code which stops on Ctrl-C stops on it too): every ``with`` and
@@ -85,6 +79,12 @@ def sigterm_raises() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def friendly_errors(func: F) -> F:
+    """Turn known bad-input errors into one line and exit 2; anything else into exit 3.
+
+    ``RMQSIM_WORKDIR`` is checked first (every command creates its temporary directories
+    there). SIGINT and SIGTERM unwind the command (``sigterm_raises``) and exit with
+    130 and 143."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
