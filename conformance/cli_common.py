@@ -339,6 +339,7 @@ def save_regressions(results: list[Any], directory: Path | None) -> None:
         return
     from conformance.adapter import DEFAULT_IMPL
     from conformance.corpus import save_regression
+    from conformance.report import replay_command
 
     for result in results:
         if not result.ok:
@@ -347,11 +348,8 @@ def save_regressions(results: list[Any], directory: Path | None) -> None:
             if result.impl != DEFAULT_IMPL:
                 # The file replays on our queue by default (a corpus serves every queue);
                 # say how to check the one it failed on.
-                click.echo(
-                    f"rmqsim: replay it on {result.impl}: rmqsim replay {path} "
-                    f"--impl {result.impl}",
-                    err=True,
-                )
+                command = replay_command(path, "--impl", result.impl)
+                click.echo(f"rmqsim: replay it on {result.impl}: {command}", err=True)
 
 
 #: Where ``run``, ``gate``, ``fuzz`` and ``crash-sweep`` put what they write by default.

@@ -90,7 +90,7 @@ def crash_sweep_command(
     from conformance.adapter import DEFAULT_IMPL, load_factory
     from conformance.crash_sweep import DEFAULT_SWEEP_STEPS, crash_sweep
     from conformance.gate import save_failure
-    from conformance.report import render_failure
+    from conformance.report import render_failure, replay_command
     from scenarios.profiles import get_profile
 
     get_profile(profile_name)
@@ -119,7 +119,8 @@ def crash_sweep_command(
         click.echo(f"CRASH CASE {case.label()}", err=True)
         click.echo(render_failure(failed), err=True)
     for case, failed in result.failures:
-        click.echo(f"  FAIL {case.label()}: {failed.anomaly}  rmqsim replay {failed.trace_path}")
+        command = replay_command(failed.trace_path) if failed.trace_path else "(no trace saved)"
+        click.echo(f"  FAIL {case.label()}: {failed.anomaly}  {command}")
     resolved = ", ".join(f"{k} {v}" for k, v in sorted(result.resolutions.items())) or "-"
     click.echo(
         f"rmqsim crash-sweep: profile {profile_name} seed {seed} impl {result.impl}: "

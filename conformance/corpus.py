@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from pathlib import Path
 
 from conformance.adapter import DEFAULT_IMPL, Factory
@@ -92,8 +93,10 @@ def replay_regression(path: Path, impl: str | Factory = DEFAULT_IMPL) -> RunResu
     result = replay_run_trace(read_run_trace(path), impl=impl)
     result.trace_path = path
     result.replay_only = True  # the repro below is the one command: no bare replay line
-    command = f"rmqsim replay {path}"
-    result.repro = command if impl == DEFAULT_IMPL else f"{command} --impl {result.impl}"
+    command = ["rmqsim", "replay", str(path)]
+    if impl != DEFAULT_IMPL:
+        command += ["--impl", result.impl]
+    result.repro = shlex.join(command)
     return result
 
 

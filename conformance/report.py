@@ -3,6 +3,8 @@ minute. Plain text (it goes to terminals, CI logs and JUnit XML alike)."""
 
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
 from typing import Any
 
 from conformance.anomalies import ANOMALIES
@@ -48,19 +50,26 @@ def render_outcome(outcome: Outcome | None) -> str:
     return _clip(repr(value))
 
 
+def replay_command(trace_path: Path | str, *more: str) -> str:
+    """``rmqsim replay TRACE [MORE...]``, quoted for a POSIX shell (a path may hold spaces
+    or quotes): a line a user can paste."""
+    return shlex.join(["rmqsim", "replay", str(trace_path), *more])
+
+
 def render_failure(result: RunResult) -> str:
     """The full report of a failed run."""
     div = result.divergence
     assert div is not None
     meaning = ANOMALIES.get(div.anomaly) or CONSUMER_ANOMALIES.get(div.anomaly, "")
     step = div.step
+    expected, actual = outcome_labels(div.anomaly)
     lines = [
         f"DIVERGENCE {div.anomaly}: {meaning}",
         f"  profile {result.profile}  seed {result.seed}  impl {result.impl}",
         f"  step {div.step_index} of {result.steps}  t={step.time_s}s  actor {step.actor}",
         f"  operation  {render_op(step.op)}",
-        f"  model      {render_outcome(div.expected)}",
-        f"  sut        {render_outcome(div.actual)}",
+        f"  {expected:<10} {render_outcome(div.expected)}",
+        f"  {actual:<10} {render_outcome(div.actual)}",
     ]
     if div.detail:
         lines.append(f"  detail     {div.detail}")
@@ -75,7 +84,7 @@ def render_failure(result: RunResult) -> str:
         lines.append(f"  trace      {result.trace_path}")
     lines.append(f"  repro      {result.repro_command()}")
     if result.trace_path is not None and not result.replay_only:
-        lines.append(f"             rmqsim replay {result.trace_path}")
+        lines.append(f"             {replay_command(result.trace_path)}")
     shrunk = result.shrunk
     if shrunk is not None:
         lines.append(
@@ -85,7 +94,7 @@ def render_failure(result: RunResult) -> str:
         if shrunk.shrink_stats is not None:
             lines.append(f"             {shrunk.shrink_stats.describe()}")
         if shrunk.trace_path is not None:
-            lines.append(f"             rmqsim replay {shrunk.trace_path}")
+            lines.append(f"             {replay_command(shrunk.trace_path)}")
         lines.extend(
             f"    {step.index:>3} t={step.time_s}s {step.actor}: {render_op(step.op)}"
             for step in parse_run_lines(shrunk.trace_lines).steps[:MAX_SHRUNK_LINES]

@@ -10,6 +10,7 @@ import dataclasses
 import functools
 import hashlib
 import platform
+import shlex
 import subprocess
 import tempfile
 import time
@@ -130,20 +131,23 @@ class RunResult:
         return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     def repro_command(self) -> str:
+        """The command line that repeats this run, its words quoted for a POSIX shell."""
         if self.repro is not None:
             return self.repro
         if self.replay_only:
-            return f"rmqsim replay {self.trace_path or '<trace file>'}"
-        parts = ["rmqsim run", f"--profile {self.profile}", f"--seed {self.seed}"]
+            if self.trace_path is None:
+                return "rmqsim replay <trace file>"
+            return shlex.join(["rmqsim", "replay", str(self.trace_path)])
+        parts = ["rmqsim", "run", "--profile", self.profile, "--seed", str(self.seed)]
         if self.impl != DEFAULT_IMPL:
-            parts.append(f"--impl {self.impl}")
+            parts += ["--impl", self.impl]
         if self.step_budget is not None:
-            parts.append(f"--steps {self.step_budget}")
+            parts += ["--steps", str(self.step_budget)]
         if self.crash_rate:
-            parts.append(f"--crash-rate {self.crash_rate}")
+            parts += ["--crash-rate", str(self.crash_rate)]
         if self.crash_mode != "inprocess":
-            parts.append(f"--crash-mode {self.crash_mode}")
-        return " ".join(parts)
+            parts += ["--crash-mode", self.crash_mode]
+        return shlex.join(parts)
 
 
 def trace_header(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
@@ -113,6 +114,7 @@ def sweep_command(
     for profile, seed in outcome.determinism_mismatches[:10]:
         click.echo(f"  NONDETERMINISTIC {profile} seed {seed}: two runs, two trace digests")
     if outcome.errors:
-        click.echo(f"  see `rmqsim report {out}`: rmqsim failed on some runs", err=True)
+        command = shlex.join(["rmqsim", "report", str(out)])
+        click.echo(f"  see `{command}`: rmqsim failed on some runs", err=True)
         sys.exit(EXIT_INTERNAL)
     sys.exit(EXIT_OK if outcome.ok else EXIT_DIVERGENCE)

@@ -9,6 +9,7 @@ to Parquet under ``out`` (``rmqsim report OUT`` works on a gate's directory).
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -65,7 +66,7 @@ def run_profiles_spark(
     if broken:
         raise SparkGateError(
             f"rmqsim failed on {len(broken)} run(s), e.g. {broken[0].profile} seed "
-            f"{broken[0].seed}; `rmqsim report {out}` lists them"
+            f"{broken[0].seed}; `{shlex.join(['rmqsim', 'report', str(out)])}` lists them"
         )
     for name in names:
         gate.summaries[name] = ProfileSummary(name)

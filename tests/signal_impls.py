@@ -8,7 +8,7 @@ import os
 import signal
 from typing import Any
 
-from conformance.mutants.classic import stale_acks
+from tests.spark_impls import lost_write
 
 #: ``SIGNAL@N``: send SIGNAL (``SIGTERM``, ``SIGINT``) when the N-th queue is opened.
 SIGNAL_AT_ENV = "RMQSIM_TEST_SIGNAL_AT"
@@ -16,12 +16,12 @@ SIGNAL_AT_ENV = "RMQSIM_TEST_SIGNAL_AT"
 _opened = 0
 
 
-def stale_acks_then_signal(**kwargs: Any) -> Any:
-    """The ``stale_acks`` mutant (a page's acked time goes stale: ``ack-mismatch``), whose
-    N-th opening signals this process (``SIGNAL_AT_ENV``)."""
+def lost_write_then_signal(**kwargs: Any) -> Any:
+    """A queue that loses the last message of a batch (``lost-write``; smoke seed 0 at its
+    third operation), whose N-th opening signals this process (``SIGNAL_AT_ENV``)."""
     global _opened
     _opened += 1
     name, _, at = os.environ[SIGNAL_AT_ENV].partition("@")
     if _opened == int(at):
         os.kill(os.getpid(), signal.Signals[name])
-    return stale_acks(**kwargs)
+    return lost_write(**kwargs)

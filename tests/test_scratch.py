@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,12 +44,13 @@ def test_a_run_uses_the_scratch_root_and_cleans_up(
     assert list(tmp_path.iterdir()) == []  # the run's temporary directory is gone
 
 
-def _recording_factory(seen: list[Path]):  # noqa: ANN202 (a factory(path=, ...) for --impl)
+def _recording_factory(seen: list[Path]) -> Callable[..., Any]:
+    """Our queue's factory, noting the path of every database it opens."""
     from conformance.adapter import rocksmq_factory
 
-    def factory(**kwargs: object):  # noqa: ANN202
+    def factory(**kwargs: Any) -> Any:
         seen.append(Path(str(kwargs["path"])))
-        return rocksmq_factory(**kwargs)  # type: ignore[arg-type]
+        return rocksmq_factory(**kwargs)
 
     return factory
 

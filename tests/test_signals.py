@@ -20,10 +20,10 @@ from tests.signal_impls import SIGNAL_AT_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 RMQSIM = str(Path(sys.executable).with_name("rmqsim"))
-SELF_SIGNALLING = "tests.signal_impls:stale_acks_then_signal"
-#: The opening of ``stale_acks_then_signal`` that falls in the shrink of the gate's first
-#: failing run (smoke seed 0 opens its queue five times; each shrink candidate once more).
-OPEN_IN_FIRST_SHRINK = 10
+SELF_SIGNALLING = "tests.signal_impls:lost_write_then_signal"
+#: The opening of ``lost_write_then_signal`` that falls in the shrink of the first failing
+#: run (smoke seed 0 opens its queue once; each shrink candidate once more).
+OPEN_IN_FIRST_SHRINK = 2
 
 
 def _env(workdir: Path, **extra: str) -> dict[str, str]:
@@ -100,7 +100,7 @@ def test_a_gate_interrupted_while_shrinking_keeps_the_failure_and_its_trace(
     [failure] = summary["failures"]
     assert (failure["seed"], failure["anomaly"], failure["shrunk_trace"]) == (
         0,
-        "ack-mismatch",
+        "lost-write",
         None,
     )
     trace = Path(failure["trace"])
@@ -109,11 +109,11 @@ def test_a_gate_interrupted_while_shrinking_keeps_the_failure_and_its_trace(
     assert header["type"] == "header" and header["seed"] == 0
     assert sorted(p.name for p in out.iterdir()) == [
         "junit.xml",
-        "smoke-seed0-ack-mismatch.jsonl",
+        "smoke-seed0-lost-write.jsonl",
         "summary.json",
     ]
     root = ET.parse(out / "junit.xml").getroot()
-    assert [f.get("message") for f in root.iter("failure")] == ["ack-mismatch"]
+    assert [f.get("message") for f in root.iter("failure")] == ["lost-write"]
 
 
 def test_a_run_interrupted_while_shrinking_leaves_its_trace_and_no_scratch(
@@ -130,4 +130,4 @@ def test_a_run_interrupted_while_shrinking_leaves_its_trace_and_no_scratch(
     assert done.returncode == 143, done.stderr
     assert done.stderr.splitlines()[-1] == "rmqsim: error: interrupted by SIGTERM"
     assert list(workdir.iterdir()) == []
-    assert sorted(p.name for p in out.iterdir()) == ["smoke-seed0-ack-mismatch.jsonl"]
+    assert sorted(p.name for p in out.iterdir()) == ["smoke-seed0-lost-write.jsonl"]

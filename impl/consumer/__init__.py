@@ -12,7 +12,7 @@ The rules are docs/CONSUMER.md; ``model.consumer`` is their executable reference
 from impl.consumer.core import ConsumerCore, SendHook
 from impl.consumer.offsets import RocksOffsetStore
 from impl.consumer.process_queue import Cached, ProcessQueue
-from impl.consumer.push import Handler, PushConsumer
+from impl.consumer.push import Handler, PushConsumer, PushOptions
 
 __all__ = [
     "Cached",
@@ -20,6 +20,7 @@ __all__ = [
     "Handler",
     "ProcessQueue",
     "PushConsumer",
+    "PushOptions",
     "RocksOffsetStore",
     "SendHook",
 ]

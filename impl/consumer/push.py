@@ -16,6 +16,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from impl.consumer.core import ConsumerCore, SendHook
 from model.api import (
@@ -28,7 +29,7 @@ from model.api import (
     MessageQueue,
 )
 
-__all__ = ["Handler", "PushConsumer"]
+__all__ = ["Handler", "PushConsumer", "PushOptions"]
 
 _log = logging.getLogger(__name__)
 
@@ -40,8 +41,19 @@ _IDLE_WAIT_S = 0.002
 _JOIN_TIMEOUT_S = 30.0
 
 
+@dataclass(frozen=True, slots=True)
+class PushOptions:
+    """How a ``PushConsumer`` runs, beyond what it consumes: its number of worker threads,
+    the hook its core calls before each send-back (``SendHook``; tests refuse sends
+    through it) and the core class it wraps (a subclass can record what the core does)."""
+
+    workers: int = 4
+    send_hook: SendHook | None = None
+    core_cls: type[ConsumerCore] = ConsumerCore
+
+
 class PushConsumer:
-    """Consume ``topic`` as ``group`` with ``handler`` on ``workers`` threads."""
+    """Consume ``topic`` as ``group`` with ``handler`` on ``options.workers`` threads."""
 
     def __init__(
         self,
@@ -53,23 +65,22 @@ class PushConsumer:
         path: str | os.PathLike[str],
         config: ConsumerConfig | None = None,
         clock: Clock,
-        workers: int = 4,
-        send_hook: SendHook | None = None,
-        core_cls: type[ConsumerCore] = ConsumerCore,
+        options: PushOptions = PushOptions(),
     ) -> None:
         if not callable(handler):
             raise InvalidArgumentError("handler must be callable")
+        workers = options.workers
         if type(workers) is not int or workers < 1:
             raise InvalidArgumentError(f"workers must be an int >= 1, got {workers!r}")
         self.config = config or ConsumerConfig()
-        self.core = core_cls.open(
+        self.core = options.core_cls.open(
             queue=queue,
             group=group,
             topic=topic,
             config=self.config,
             clock=clock,
             path=path,
-            send_hook=send_hook,
+            send_hook=options.send_hook,
         )
         self._handler = handler
         self._clock = clock

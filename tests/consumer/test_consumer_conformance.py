@@ -19,7 +19,7 @@ from conformance.gate import GATE_CONSUMER_PROFILES
 from conformance.mutants.consumer import MUTANTS
 from conformance.run import run_seed
 from impl import RocksMQ
-from impl.consumer import ConsumerCore, PushConsumer
+from impl.consumer import ConsumerCore, PushConsumer, PushOptions
 from model.api import Completion, ConsumerConfig, ConsumeResult, Delivered, Delivery
 from tests.conftest import FakeClock
 from tests.consumer.conftest import NO_RETENTION
@@ -164,8 +164,7 @@ def test_the_threaded_pool_passes_the_history_checks(tmp_path: Path) -> None:
         path=tmp_path / "o",
         config=config,
         clock=FakeClock(),
-        workers=4,
-        core_cls=RecordingCore,
+        options=PushOptions(workers=4, core_cls=RecordingCore),
     )
     push.start()
     core: Any = push.core

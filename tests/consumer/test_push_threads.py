@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from impl import RocksMQ
-from impl.consumer import PushConsumer, RocksOffsetStore
+from impl.consumer import PushConsumer, PushOptions, RocksOffsetStore
 from model.api import ConsumeMode, ConsumerConfig, ConsumeResult, Delivered, ProducerMessage
 from tests.conftest import FakeClock
 from tests.consumer.conftest import NO_RETENTION
@@ -76,7 +76,7 @@ def consumer(mq: RocksMQ, tmp: Path, handler: Any, clock: Any = None, **config: 
         path=tmp / "offsets",
         config=ConsumerConfig(**config),
         clock=clock or FakeClock(),
-        workers=4,
+        options=PushOptions(workers=4),
     )
 
 
