@@ -345,15 +345,16 @@ class TtStreamModel(_StreamModel):
 
     def _emit(self, channels: list[_Channel], end_ts: int) -> MsgPack:
         """The pack ``(last tick, end_ts]``: every buffered message with ``end_ts`` at or
-        below it, channel by channel in read order, DML duplicates within the pack dropped."""
+        below it, channel by channel in read order; a DML message equal to one this pack already
+        holds from the same channel is dropped."""
         msgs: list[TsMsg] = []
-        seen: set[TsMsg] = set()
         starts: list[MsgPosition] = []
         ends: list[MsgPosition] = []
         for channel in channels:
             assert channel.position is not None, "a channel past the last tick has a position"
             starts.append(channel.position)
             kept: list[tuple[int, TsMsg]] = []
+            seen: set[TsMsg] = set()
             for queue_id, msg in channel.buffer:
                 if msg.end_ts > end_ts:
                     kept.append((queue_id, msg))

@@ -158,6 +158,17 @@ def test_identical_dml_messages_in_a_pack_are_delivered_once(
     assert len(consumer.snapshot().channels[0].duplicate_ids) == 2
 
 
+def test_identical_messages_on_different_channels_are_all_delivered(
+    stream_factory: StreamFactory,
+) -> None:
+    """Deduplication is per channel: a retry lands on the channel of its first attempt."""
+    producer, consumer = _streams(stream_factory, ("a", "b"))
+    producer.broadcast(pack(insert_at(1)))
+    producer.broadcast(tick(5))
+    (got,) = drain(consumer)
+    assert [m.position.channel for m in got.msgs] == ["a", "b"]
+
+
 def test_distinct_inserts_sharing_a_msg_id_are_all_delivered(stream_factory: StreamFactory) -> None:
     """**[Milvus: deduplicates by msg id alone and drops distinct inserts (#18216).]**"""
     producer, consumer = _streams(stream_factory)
