@@ -21,8 +21,10 @@ Recovery, step by step (docs/STORAGE.md says why):
 8. check every live consume queue against the log (each retained id's entry, nothing past
    the log), clear entries past the last id, remove files below the first retained id
    (the min-offset correction); rebuild a damaged one from the whole log;
-9. remove the consume queues of destroyed incarnations, sync everything, write a new
-   checkpoint at the log's end, create the abort marker.
+9. remove the consume queues of destroyed incarnations, sync everything, create the abort
+   marker. (No new checkpoint: as RocketMQ's normal recovery rescans its last files, a
+   restart rechecks every record since the last checkpoint, which is written when a
+   segment fills and before segments are reclaimed.)
 """
 
 from __future__ import annotations
@@ -220,7 +222,9 @@ def _recover(store: OpenStore) -> None:
     if not log.segments:
         log.new_segment(end, store.geometry.segment_size_bytes)
     _check_cqs(store)
-    write_checkpoint(store)
+    store.log.flush()
+    for queue in store.cqs.values():
+        queue.flush()
     marker = fs.open(f"{root}/abort", create=True)
     fs.close(marker)
     fs.sync_dir(root)

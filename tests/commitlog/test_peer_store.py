@@ -1,0 +1,179 @@
+"""RocketMQ's store tests that apply to this backend, ported.
+
+- ``DefaultMessageStoreTest.testRecover``: damage the last message, restart normally and
+  then abnormally (abort file present): the log and the consume queue roll back to the
+  message before, and the store stays writable;
+- ``ConsumeQueueTest.testCorrectMinOffset`` and the min offset after reclaiming;
+- the dispatcher (``ReputMessageService``, ``testPutMessagePositionInfo_buildCQRepeatedly``):
+  consume queues rebuilt from the log, replaying twice adds nothing;
+- ``AppendCallbackTest.testAppendMessageBatchEndOfFile``/``testAppendMessageBatchSucc``:
+  a record that does not fit leaves a blank filler and starts the next segment.
+"""
+
+from __future__ import annotations
+
+import shutil
+import struct
+from pathlib import Path
+
+from impl.commitlog import records
+from impl.commitlog.cq import Entry, correct_min_offset
+from model.api import MQConfig
+from tests.commitlog.helpers import (
+    SMALL,
+    cq_dir,
+    cq_entry,
+    open_mq,
+    pm,
+    segments,
+    write_log_bytes,
+)
+
+
+def _produce_one_by_one(mq, count: int, topic: str = "t") -> None:
+    mq.create_topic(topic)
+    for index in range(count):
+        mq.produce(topic, [pm(f"body-{index}".encode())])
+
+
+def _damage_last_message_topic_length(path: Path, index: int) -> None:
+    """As testRecover: zeros over the record's topic-length area (here at byte 48)."""
+    offset, _size = cq_entry(path, index)
+    write_log_bytes(path, offset + 48, b"\0\0\0\0")
+
+
+def _check_recover(tmp_path: Path, *, abnormal: bool) -> None:
+    path = tmp_path / "store"
+    mq = open_mq(path)
+    _produce_one_by_one(mq, 100)
+    assert mq.get_latest_msg("t") == 100
+    if abnormal:
+        mq.crash()
+        assert (path / "abort").exists()
+    else:
+        mq.close()
+        assert not (path / "abort").exists()
+    # A restart with nothing damaged keeps everything.
+    mq = open_mq(path)
+    assert mq.get_latest_msg("t") == 100 and mq.recovery_report == ()
+    (mq.crash if abnormal else mq.close)()
+    _damage_last_message_topic_length(path, 99)
+    mq = open_mq(path)
+    assert mq.get_latest_msg("t") == 99
+    assert any("dropped from offset" in line for line in mq.recovery_report)
+    mq.create_consumer_group("t", "g")
+    assert [m.msg_id for m in mq.consume("t", "g", 200)] == list(range(1, 100))
+    assert mq.produce("t", [pm(b"after")]) == [100]  # writable again
+    mq.close()
+    mq = open_mq(path)
+    assert mq.get_latest_msg("t") == 100 and mq.recovery_report == ()
+    mq.close()
+
+
+def test_recover_damaged_last_message_after_a_normal_shutdown(tmp_path: Path) -> None:
+    _check_recover(tmp_path, abnormal=False)
+
+
+def test_recover_damaged_last_message_after_an_abnormal_shutdown(tmp_path: Path) -> None:
+    _check_recover(tmp_path, abnormal=True)
+
+
+def test_correct_min_offset_as_consume_queue_test() -> None:
+    entries: list[Entry | None] = [Entry(100 * i, 100, i + 1) for i in range(50)]
+    assert correct_min_offset(entries, 2000) == 20
+    assert correct_min_offset(entries, 0) == 0
+    assert correct_min_offset(entries, 100 * 50) == 50  # beyond every entry: min = max
+
+
+def test_reclaiming_moves_the_consume_queue_min_and_survives_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    config = MQConfig(page_size_bytes=100, retention_time_s=-1, retention_size_bytes=0)
+    mq = open_mq(path, config=config)
+    mq.create_topic("t")
+    mq.create_consumer_group("t", "g")
+    for _ in range(60):
+        mq.produce("t", [pm(b"x" * 150)])
+    first_segments = segments(path)
+    assert len(first_segments) > 2
+    mq.consume("t", "g", 55)
+    mq.run_retention()
+    assert segments(path)[0] != first_segments[0]  # whole segments reclaimed
+    cq_files = sorted(p.name for p in cq_dir(path).iterdir())
+    assert int(cq_files[0]) + SMALL.cq_entries_per_file > 53  # files below the min removed
+    assert int(cq_files[0]) > 0
+    expected = mq.snapshot()
+    assert [m.msg_id for m in expected.topics["t"].messages] == list(range(55, 61))
+    mq.crash()
+    mq = open_mq(path, config=config)
+    assert mq.snapshot() == expected
+    mq.close()
+
+
+def test_the_dispatcher_rebuilds_a_lost_consume_queue_and_replays_without_duplicates(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "store"
+    mq = open_mq(path)
+    _produce_one_by_one(mq, 30)  # all after the checkpoint: the replay dispatches them
+    expected = mq.snapshot()
+    mq.crash()
+    shutil.rmtree(cq_dir(path))
+    mq = open_mq(path)
+    assert mq.snapshot() == expected and mq.recovery_report == ()
+    for index in range(70):  # fills a segment: a checkpoint now covers the entries
+        mq.produce("t", [pm(f"more-{index}".encode())])
+    expected = mq.snapshot()
+    mq.crash()
+    shutil.rmtree(cq_dir(path))
+    mq = open_mq(path)
+    assert mq.snapshot() == expected
+    assert any("rebuilt from the whole log" in line for line in mq.recovery_report)
+    mq.crash()
+    for _ in range(2):  # build the consume queue repeatedly: nothing doubles
+        mq = open_mq(path)
+        assert mq.snapshot() == expected
+        mq.crash()
+
+
+def test_a_record_that_does_not_fit_leaves_a_blank_filler(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    mq = open_mq(path)
+    mq.create_topic("t")
+    ids = mq.produce("t", [pm(b"p" * 1000) for _ in range(5)])  # 5 x ~1060 > 4096
+    assert ids == [1, 2, 3, 4, 5]
+    first, second = segments(path)[:2]
+    assert second.name == f"{4096:020d}"
+    data = first.read_bytes()
+    position, queue_offsets = 0, []
+    while True:
+        parsed = records.parse_record(data, position, position)
+        if isinstance(parsed, int):
+            break
+        if not parsed.is_control:  # the create_topic event comes first
+            queue_offsets.append(parsed.queue_offset)
+        position += parsed.size_bytes
+    assert parsed == 4096 - position >= records.BLANK_SIZE_BYTES
+    assert struct.unpack(">II", data[position : position + 8]) == (4096 - position,
+                                                                   records.MAGIC_BLANK)
+    assert queue_offsets == [1, 2, 3]  # consecutive, each record checked
+    offset, _size = cq_entry(path, 3)
+    assert offset == 4096  # the fourth message starts the next segment
+    mq.close()
+    mq = open_mq(path)
+    mq.create_consumer_group("t", "g")
+    assert [m.payload for m in mq.consume("t", "g", 9)] == [b"p" * 1000] * 5
+    mq.close()
+
+
+def test_a_record_bigger_than_a_segment_gets_a_bigger_segment(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    mq = open_mq(path)
+    mq.create_topic("t")
+    mq.produce("t", [pm(b"a"), pm(b"b" * 10_000), pm(b"c")])
+    sizes = [p.stat().st_size for p in segments(path)]
+    assert sizes[1] == 3 * 4096 and all(size % 4096 == 0 for size in sizes)
+    mq.crash()
+    mq = open_mq(path)
+    mq.create_consumer_group("t", "g")
+    assert [len(m.payload) for m in mq.consume("t", "g", 9)] == [1, 10_000, 1]
+    mq.close()
