@@ -62,14 +62,13 @@ def render_failure(result: RunResult) -> str:
     assert div is not None
     meaning = ANOMALIES.get(div.anomaly) or CONSUMER_ANOMALIES.get(div.anomaly, "")
     step = div.step
-    expected, actual = outcome_labels(div.anomaly)
     lines = [
         f"DIVERGENCE {div.anomaly}: {meaning}",
         f"  profile {result.profile}  seed {result.seed}  impl {result.impl}",
         f"  step {div.step_index} of {result.steps}  t={step.time_s}s  actor {step.actor}",
         f"  operation  {render_op(step.op)}",
-        f"  {expected:<10} {render_outcome(div.expected)}",
-        f"  {actual:<10} {render_outcome(div.actual)}",
+        f"  model      {render_outcome(div.expected)}",
+        f"  sut        {render_outcome(div.actual)}",
     ]
     if div.detail:
         lines.append(f"  detail     {div.detail}")
