@@ -16,6 +16,7 @@ from scenarios.ops import Outcome
 ANOMALIES: dict[str, str] = {
     "torn-operation": "after a crash inside an operation the state is neither before nor after it",
     "unrecoverable": "the queue cannot be opened, or after a crash or a close reopened or read",
+    "hang": "a call into the implementation did not return within the bound (--op-timeout-s)",
     "lost-write": "a message, topic or group that completed is missing",
     "resurrected-message": "a deleted or retained-away message (or topic) came back",
     "id-reuse": "an id was issued twice under one name, or the id high-water mark went back",
@@ -30,7 +31,8 @@ ANOMALIES: dict[str, str] = {
     "id-gap": "ids skip numbers or the high-water mark ran ahead",
     "error-mismatch": "one side raised and the other did not, or they raised different kinds",
     "outcome-mismatch": "the returned values differ in a way no finer check explains",
-    "trace-mismatch": "replaying a trace, the model's outcome differs from the recorded one",
+    "trace-mismatch": "replaying a trace, the model's outcome or final state differs from the "
+    "recorded one",
 }
 
 

@@ -9,6 +9,7 @@ that adding a command touches one module.
 from __future__ import annotations
 
 import functools
+import math
 import signal
 import sys
 import threading
@@ -144,6 +145,18 @@ class SeedRange(click.ParamType):
 SEEDS = SeedRange()
 
 
+class FiniteFloatRange(click.FloatRange):
+    """``click.FloatRange`` that also refuses ``nan``, ``inf`` and ``-inf``: ``nan``
+    passes every comparison of a range check, and an infinite budget or rate is no
+    number a run can use (exit 2 naming the option, as for any bad value)."""
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
 def writable_dir(path: Path, option: str = "--out") -> Path:
     """Create ``path`` if needed and check it is writable, or raise UsageError naming
     ``option``."""
@@ -248,7 +261,7 @@ def time_budget_option(*flags: str) -> Callable[[F], F]:
     return click.option(
         *flags,
         flags[0].lstrip("-").replace("-", "_"),
-        type=click.FloatRange(min=0, min_open=True),
+        type=FiniteFloatRange(min=0, min_open=True),
         default=None,
         help="Also stop a shrink after S seconds of wall time (off by default: the result "
         "then depends on the machine's speed, and the report says so).",
@@ -282,7 +295,7 @@ def shrink_options(func: F) -> F:
 
 crash_rate_option = click.option(
     "--crash-rate",
-    type=click.FloatRange(0.0, 1.0),
+    type=FiniteFloatRange(0.0, 1.0),
     default=0.0,
     show_default=True,
     help="Probability, per state-changing operation, of crashing inside it (seeded: "
@@ -307,6 +320,30 @@ crash_mode_option = crash_mode_choice(
     "process: the implementation runs in a child process and a crash is a real "
     "SIGKILL of it (needs --impl as MOD:FACTORY).",
 )
+
+
+def op_timeout_option(func: F) -> F:
+    """``--op-timeout-s S``: the liveness bound (``conformance.watchdog``) in force while
+    the command runs; a call into the implementation that does not return within it is
+    the anomaly ``hang``. Handed to no command argument: it is applied around the command."""
+    from conformance.watchdog import DEFAULT_OP_TIMEOUT_S, SHRINK_OP_TIMEOUT_S, op_timeout
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, op_timeout_s: float, **kwargs: Any) -> Any:
+        with op_timeout(op_timeout_s):
+            return func(*args, **kwargs)
+
+    option = click.option(
+        "--op-timeout-s",
+        type=FiniteFloatRange(min=0.0),
+        default=DEFAULT_OP_TIMEOUT_S,
+        show_default=True,
+        help="Liveness bound: an operation of the implementation (or an open, close, "
+        "crash or snapshot) that does not return within S seconds is the anomaly hang. "
+        f"Shrinking uses at most {SHRINK_OP_TIMEOUT_S:g} s; 0 turns the bound off (to stop "
+        "in a debugger inside the implementation).",
+    )
+    return option(wrapper)  # type: ignore[return-value]
 
 
 def _writable_regression_dir(ctx: Any, param: Any, value: Path | None) -> Path | None:

@@ -18,6 +18,15 @@ from scenarios.ops import Outcome
 MAX_VALUE_CHARS = 300
 #: Most operations of a shrunk trace listed in a report.
 MAX_SHRUNK_LINES = 25
+#: What a divergence's two outcomes are (``expected``, ``actual``), by anomaly: the model's
+#: and the SUT's, but for a replay whose model no longer returns what the trace recorded.
+OUTCOME_LABELS = {"trace-mismatch": ("recorded", "model")}
+DEFAULT_OUTCOME_LABELS = ("model", "sut")
+
+
+def outcome_labels(anomaly: str) -> tuple[str, str]:
+    """The labels of a divergence's expected and actual outcome in a report."""
+    return OUTCOME_LABELS.get(anomaly, DEFAULT_OUTCOME_LABELS)
 
 
 def _clip(text: str, limit: int = MAX_VALUE_CHARS) -> str:
@@ -62,13 +71,14 @@ def render_failure(result: RunResult) -> str:
     assert div is not None
     meaning = ANOMALIES.get(div.anomaly) or CONSUMER_ANOMALIES.get(div.anomaly, "")
     step = div.step
+    expected, actual = outcome_labels(div.anomaly)
     lines = [
         f"DIVERGENCE {div.anomaly}: {meaning}",
         f"  profile {result.profile}  seed {result.seed}  impl {result.impl}",
         f"  step {div.step_index} of {result.steps}  t={step.time_s}s  actor {step.actor}",
         f"  operation  {render_op(step.op)}",
-        f"  model      {render_outcome(div.expected)}",
-        f"  sut        {render_outcome(div.actual)}",
+        f"  {expected:<10} {render_outcome(div.expected)}",
+        f"  {actual:<10} {render_outcome(div.actual)}",
     ]
     if div.detail:
         lines.append(f"  detail     {div.detail}")

@@ -363,7 +363,8 @@ def replay_trace(
     check_every: int = 1,
     workdir: Path | None = None,
 ) -> RunResult:
-    """Re-execute a trace on the model and the SUT; every recorded outcome must recur.
+    """Re-execute a trace on the model and the SUT; every recorded outcome must recur, and
+    the final state the end line records (``check_final_state``).
 
     ``impl`` overrides the implementation named in the header.
     """
@@ -388,6 +389,7 @@ def replay_trace(
         and type(open_crash.get("hit")) is int
     ):
         raise TraceFormatError(trace.path, 1, "header open_crash must be {point, hit}")
+    check_recorded_crashes(trace)
 
     header = dict(trace.header, impl=impl)
     factory = _with_crash_mode(header, header.pop("crash_mode", "inprocess"), spec, factory)
@@ -400,8 +402,81 @@ def replay_trace(
         )
 
     result = _lockstep_run(factory, config, header, check_every, body, workdir)
-    result.notes.extend(flip.describe() for flip in flipped)
-    return result
+    final_state = trace.end is not None and trace.end.get("state_digest") is not None
+    result.notes.extend(flip.describe(final_state) for flip in flipped)
+    return check_final_state(result, trace, flipped=bool(flipped))
+
+
+#: The fields of a step's ``crash`` record (``Lockstep``: where the crash fired, and which
+#: state it left: the one ``before`` the operation or the one ``after``).
+CRASH_FIELDS = frozenset({"point", "hit", "resolved"})
+
+
+def check_recorded_crashes(trace: Trace) -> None:
+    """Each step's crash record is whole, and agrees with its outcome: a crash resolved
+    ``before`` its operation has the outcome ``Crashed``, and only such a crash has it
+    (else an edited ``resolved`` would pass for a crash resolved the other way, and stop
+    the comparison of recorded outcomes: see ``execute_recorded``). TraceFormatError
+    naming the step's line otherwise."""
+    for step in trace.steps:
+        crash = step.crash
+        crashed = step.outcome is not None and step.outcome.error == CRASHED
+        problem = None
+        if crash is None:
+            problem = f"outcome {CRASHED} without a crash record" if crashed else None
+        elif set(crash) != CRASH_FIELDS:
+            problem = "crash must hold exactly point, hit and resolved"
+        elif type(crash["point"]) is not str or type(crash["hit"]) is not int:
+            problem = "crash point must be a string and hit an integer"
+        elif crash["resolved"] not in ("before", "after"):
+            problem = f"crash resolved must be 'before' or 'after', got {crash['resolved']!r:.80}"
+        elif step.outcome is not None and crashed != (crash["resolved"] == "before"):
+            problem = (
+                f"a crash resolved {crash['resolved']} the operation cannot have the outcome "
+                f"{'error ' + str(step.outcome.error) if step.outcome.error else 'a value'} "
+                f"(the outcome {CRASHED} is a crash resolved before it, and only that)"
+            )
+        if problem is not None:
+            raise TraceFormatError(trace.path, step.line, f"step {step.index}: {problem}")
+
+
+def check_final_state(result: RunResult, trace: Trace, *, flipped: bool) -> RunResult:
+    """``result``, failed with ``trace-mismatch`` at the last step if it passed but ended
+    in another state than the one the trace's end line records (``state_digest``; a trace
+    that ended in a divergence records none). Equal outcomes do not make equal states:
+    the times of the steps, say, change what the queue holds and not what it returns.
+
+    When a crash resolved the other legal way than recorded (``flipped``), the recorded
+    state belongs to the other history: it is not compared (``CrashFlip``'s note says so)."""
+    recorded = None if trace.end is None else trace.end.get("state_digest")
+    if not result.ok or recorded is None or flipped or result.state_digest == recorded:
+        return result
+    detail = (
+        f"the final state differs from the one the trace recorded (state_digest "
+        f"{recorded} recorded, {result.state_digest} replayed): the trace was written by "
+        "other code, or edited"
+    )
+    if not trace.steps:
+        raise TraceFormatError(trace.path, trace.end_line, f"no steps, yet {detail}")
+    last = trace.steps[-1]
+    step = Step(last.time_s, last.actor, last.op)
+    divergence = Divergence("trace-mismatch", last.index, step, None, None, [], detail)
+    end = {
+        "type": "end",
+        "steps": result.steps,
+        "status": "divergence",
+        "anomaly": divergence.anomaly,
+        "state_digest": None,
+    }
+    lines = result.trace_lines
+    return dataclasses.replace(
+        result,
+        status="divergence",
+        anomaly=divergence.anomaly,
+        divergence=divergence,
+        state_digest=None,
+        trace=[*lines[:-1], dumps(end)],
+    )
 
 
 def _crash_of(lockstep: Lockstep) -> dict[str, Any] | None:
@@ -431,11 +506,17 @@ class CrashFlip:
     recorded: str  # "before" | "after"
     replayed: str
 
-    def describe(self) -> str:
+    def describe(self, final_state: bool = False) -> str:
+        """The note; ``final_state``: the trace recorded a final state, not compared."""
+        recorded = (
+            "outcomes from there on and the final state_digest"
+            if final_state
+            else "outcomes from there on"
+        )
         return (
             f"the crash armed for operation {self.index} resolved {self.replayed} it, where "
             f"the trace recorded {self.recorded} (SPEC: either is legal); the recorded "
-            "outcomes from there on belong to the other history and were not compared, "
+            f"{recorded} belong to the other history and were not compared, "
             "the model and the implementation were"
         )
 
