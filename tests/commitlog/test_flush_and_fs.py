@@ -1,0 +1,96 @@
+"""The file-system seam, the two flush modes, ``crash()`` and the abort marker."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from impl.commitlog import CommitLogMQ, FlushPolicy, Geometry
+from model.api import MQConfig
+from tests.commitlog.helpers import Clock, open_mq, pm
+from tests.commitlog.memfs import MemoryFs
+
+
+def _segment_calls(fs: MemoryFs, start: int) -> list[str]:
+    return [name for name, target in fs.calls[start:] if "/commitlog/" in target]
+
+
+def test_every_byte_goes_through_the_file_system_interface(tmp_path: Path) -> None:
+    fs = MemoryFs()
+    root = tmp_path / "store"
+    mq = open_mq(root, fs=fs, config=MQConfig(page_size_bytes=5))
+    mq.create_topic("t")
+    mq.create_consumer_group("t", "g")
+    for index in range(80):
+        mq.produce("t", [pm(b"z" * 90, {"i": str(index)})])
+    mq.consume("t", "g", 50)
+    state = mq.snapshot()
+    mq.crash()
+    mq = open_mq(root, fs=fs, config=MQConfig(page_size_bytes=5))
+    assert mq.snapshot() == state
+    mq.close()
+    assert not root.exists()  # nothing reached the real disk
+    assert any(path.startswith(f"{root}/commitlog/") for path in fs.files)
+
+
+def test_sync_mode_syncs_the_segment_before_produce_returns(tmp_path: Path) -> None:
+    fs = MemoryFs()
+    mq = open_mq(tmp_path / "s", fs=fs, mode="sync")
+    mq.create_topic("t")
+    start = len(fs.calls)
+    mq.produce("t", [pm(b"durable")])
+    assert _segment_calls(fs, start) == ["write_at", "sync"]
+    mq.close()
+
+
+def test_async_mode_syncs_after_four_dirty_pages_or_ten_clock_seconds(tmp_path: Path) -> None:
+    fs = MemoryFs()
+    clock = Clock(1_000)
+    geometry = Geometry(segment_size_bytes=1 << 20, cq_entries_per_file=64)
+    mq = open_mq(tmp_path / "s", fs=fs, mode="async", clock=clock, geometry=geometry)
+    mq.create_topic("t")
+    start = len(fs.calls)
+    mq.produce("t", [pm(b"a" * 100)])
+    clock.now += 9
+    mq.produce("t", [pm(b"b" * 100)])
+    assert "sync" not in _segment_calls(fs, start)  # in the OS only
+    clock.now += 1  # 10 s since the first unsynced write: the thorough flush
+    mq.produce("t", [pm(b"c")])
+    assert _segment_calls(fs, start)[-1] == "sync"
+    start = len(fs.calls)
+    for _ in range(3):
+        mq.produce("t", [pm(b"d" * 5000)])  # 15 KB: under 4 pages
+    assert "sync" not in _segment_calls(fs, start)
+    mq.produce("t", [pm(b"e" * 2000)])  # 17 KB: 4 pages dirty
+    assert "sync" in _segment_calls(fs, start)
+    mq.close()
+
+
+def test_crash_writes_and_syncs_nothing_and_loses_nothing_the_os_has(tmp_path: Path) -> None:
+    fs = MemoryFs()
+    root = tmp_path / "s"
+    mq = open_mq(root, fs=fs, mode="async")
+    mq.create_topic("t")
+    mq.produce("t", [pm(b"unsynced")])
+    start = len(fs.calls)
+    mq.crash()
+    assert {name for name, _target in fs.calls[start:]} == {"close"}
+    assert f"{root}/abort" in fs.files  # abnormal: the next open knows
+    mq = open_mq(root, fs=fs, mode="async")
+    assert mq.get_latest_msg("t") == 1  # it was in the OS: a killed process keeps it
+    mq.close()
+    assert f"{root}/abort" not in fs.files
+
+
+def test_a_background_flusher_syncs_only_when_asked_for(tmp_path: Path) -> None:
+    fs = MemoryFs()
+    policy = FlushPolicy(mode="async", background_flush_interval_s=0.01)
+    mq = CommitLogMQ.open(tmp_path / "s", clock=Clock(), policy=policy, fs=fs)
+    mq.create_topic("t")
+    start = len(fs.calls)
+    mq.produce("t", [pm(b"x")])
+    deadline = time.monotonic() + 5
+    while "sync" not in _segment_calls(fs, start) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert "sync" in _segment_calls(fs, start)
+    mq.close()
