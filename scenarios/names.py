@@ -15,18 +15,27 @@ The pools are built to hit the places where real implementations go wrong:
 * names of exactly ``NAME_MAX_BYTES`` UTF-8 bytes made of 1-, 2-, 3- and 4-byte characters,
   and names one byte over, including one whose *character* count is within the limit but
   whose byte count is not (catches a ``len(name)`` check);
-* a lone surrogate, which cannot be encoded as UTF-8 at all (InvalidArgument).
+* a lone surrogate, which cannot be encoded as UTF-8 at all (InvalidArgument);
+* names that differ only by case (``t``, ``T``) or only by Unicode normalization (``ü`` as
+  U+00FC, NFC, and as ``u`` + U+0308, NFD): SPEC compares names as exact strings, so each
+  pair is two names, while a queue that case-folds or normalizes names in its keys takes
+  them for one (``CASE_PAIRS``, ``NORMALIZATION_PAIRS``; mutants
+  ``case-insensitive-names`` and ``nfc-insensitive-names``).
 """
 
 from __future__ import annotations
 
+import unicodedata
+
 __all__ = [
     "AT_LIMIT_NAMES",
+    "CASE_PAIRS",
     "DEFAULT_GROUP_NAMES",
     "DEFAULT_INVALID_NAMES",
     "DEFAULT_TOPIC_NAMES",
     "MISSING_NAME",
     "NAME_MAX_BYTES",
+    "NORMALIZATION_PAIRS",
     "OVER_LIMIT_NAMES",
     "PROPERTY_KEYS",
     "PROPERTY_VALUES",
@@ -73,9 +82,38 @@ OVER_LIMIT_NAMES: tuple[str, ...] = (
     "😀" * (NAME_MAX_BYTES // 4) + "a",
 )
 
-#: The short names every profile starts from: prefix/suffix relatives and non-ASCII.
-DEFAULT_TOPIC_NAMES: tuple[str, ...] = ("t", "t1", "t10", "at", "orders", "ü-topic")
-DEFAULT_GROUP_NAMES: tuple[str, ...] = ("g", "g1", "g10", "ag", "0", "10", "grüppe")
+#: Valid names that differ only by case: two names (SPEC), one to a case-folding queue.
+CASE_PAIRS: tuple[tuple[str, str], ...] = (("t", "T"), ("g", "G"))
+#: Valid names that differ only by Unicode normalization, NFC (U+00FC) then NFD (``u`` +
+#: U+0308, combining diaeresis): two names (SPEC), one to a normalizing queue.
+NORMALIZATION_PAIRS: tuple[tuple[str, str], ...] = (
+    ("\u00fc-topic", "u\u0308-topic"),
+    ("gr\u00fcppe", "gru\u0308ppe"),
+)
+
+#: The short names every profile starts from: prefix/suffix relatives, non-ASCII, and the
+#: case and normalization twins of ``t``/``g`` and of the non-ASCII ones.
+DEFAULT_TOPIC_NAMES: tuple[str, ...] = (
+    "t",
+    "t1",
+    "t10",
+    "at",
+    "orders",
+    NORMALIZATION_PAIRS[0][0],
+    CASE_PAIRS[0][1],
+    NORMALIZATION_PAIRS[0][1],
+)
+DEFAULT_GROUP_NAMES: tuple[str, ...] = (
+    "g",
+    "g1",
+    "g10",
+    "ag",
+    "0",
+    "10",
+    NORMALIZATION_PAIRS[1][0],
+    CASE_PAIRS[1][1],
+    NORMALIZATION_PAIRS[1][1],
+)
 
 #: Invalid names for the small fraction of invalid-argument operations.
 DEFAULT_INVALID_NAMES: tuple[str, ...] = (
@@ -131,3 +169,9 @@ for _name in DEFAULT_INVALID_NAMES:
 for _name in (*DEFAULT_TOPIC_NAMES, *DEFAULT_GROUP_NAMES, MISSING_NAME):
     assert is_valid_name(_name), _name
 del _name
+for _first, _second in CASE_PAIRS:
+    assert _first != _second and _first.casefold() == _second.casefold(), _first
+for _first, _second in NORMALIZATION_PAIRS:
+    assert _first != _second and _first == unicodedata.normalize("NFC", _second), _first
+    assert _second == unicodedata.normalize("NFD", _first), _first
+del _first, _second

@@ -35,9 +35,11 @@ from typing import Any
 
 from scenarios.names import (
     AT_LIMIT_NAMES,
+    CASE_PAIRS,
     DEFAULT_GROUP_NAMES,
     DEFAULT_INVALID_NAMES,
     DEFAULT_TOPIC_NAMES,
+    NORMALIZATION_PAIRS,
     OVER_LIMIT_NAMES,
     is_valid_name,
 )
@@ -480,15 +482,21 @@ _CHURN_TOPICS: tuple[str, ...] = (
     "1",
     "10",
     *AT_LIMIT_NAMES,
+    *CASE_PAIRS[0][1:],
+    *NORMALIZATION_PAIRS[0],
 )
-_CHURN_GROUPS: tuple[str, ...] = ("g", "g1", "g10", "ag", "0", "1", "10", "t", *AT_LIMIT_NAMES[:4])
+_CHURN_GROUPS: tuple[str, ...] = (
+    *("g", "g1", "g10", "ag", "0", "1", "10", "t", *AT_LIMIT_NAMES[:4]),
+    *(CASE_PAIRS[1][1], "T", *NORMALIZATION_PAIRS[1]),
+)
 
 _CHURN = dataclasses.replace(
     _SMOKE,
     name="churn",
     description="Topic and group create/destroy/re-create churn over names that are prefixes "
-    "and suffixes of each other, names at the 4096-byte limit (1- to 4-byte characters) and "
-    "one byte over, and invalid names ('t/', NUL, empty, lone surrogate).",
+    "and suffixes of each other, names that differ only by case or by Unicode normalization "
+    "(NFC vs NFD), names at the 4096-byte limit (1- to 4-byte characters) and one byte over, "
+    "and invalid names ('t/', NUL, empty, lone surrogate).",
     steps=800,
     actors=_actors(topic_churn=2, group_churn=2, producer=1, consumer=1),
     think_time_s=_think(topic_churn=(0, 3), group_churn=(0, 2), crasher=(8, 20)),

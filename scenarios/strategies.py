@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
+from scenarios.names import CASE_PAIRS, NORMALIZATION_PAIRS
 from scenarios.ops import (
     ERROR_KINDS,
     OP_KINDS,
@@ -36,10 +37,13 @@ from scenarios.ops import (
 
 __all__ = ["deliveries", "messages", "names", "ops", "outcomes", "properties", "steps"]
 
-#: Any string, valid as a name or not (names are checked by the queue, not the vocabulary).
-#: Lone surrogates are excluded: they are invalid names but not representable in UTF-8 JSON
-#: written with ensure_ascii=False.
-names = st.text(max_size=12) | st.sampled_from(("t", "t1", "t10", "x" * 4096, "x" * 4097))
+#: Any string, valid as a name or not (names are checked by the queue, not the vocabulary),
+#: including names that differ only by case or only by Unicode normalization (NFC vs NFD),
+#: which a codec or a trace must keep apart. Lone surrogates are excluded: they are invalid
+#: names but not representable in UTF-8 JSON written with ensure_ascii=False.
+names = st.text(max_size=12) | st.sampled_from(
+    ("t", "t1", "t10", "x" * 4096, "x" * 4097, CASE_PAIRS[0][1], *NORMALIZATION_PAIRS[0])
+)
 ints = st.integers() | st.sampled_from((0, -1, 9, 10, 2**63 - 1, 2**63, 2**64))
 properties = st.dictionaries(st.text(max_size=6), st.text(max_size=6), max_size=4).map(
     lambda d: tuple(sorted(d.items()))

@@ -6,15 +6,27 @@ failure (exit 1, ``unrecoverable`` at the first step, with the usual report and 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from click.testing import CliRunner
 
-from conformance.adapter import QUEUE_METHODS, BadImplError, model_factory
+from conformance.adapter import (
+    QUEUE_METHODS,
+    BadImplError,
+    make_model_factory,
+    model_factory,
+    rocksmq_factory,
+)
 from conformance.cli import cli
+from conformance.consumer_run import impl_consumer_factory
+from conformance.lockstep import InjectedCrash
 from conformance.run import run_seed
+from model import ReferenceMQ
+from model.api import State, validate_name
+from scenarios.names import is_valid_name
 
 
 class DiskOnFire(RuntimeError):
@@ -138,3 +150,102 @@ def test_every_method_of_the_protocol_is_required() -> None:
     assert len(QUEUE_METHODS) == len(set(QUEUE_METHODS)) == 14
     with pytest.raises(BadImplError, match=r"has no consume\(\)"):
         run_seed("smoke", 0, impl=half_factory)
+
+
+# ---------------------------------------------------------------- docs/ADAPTER.md's points
+# Three things the adapter contract (docs/ADAPTER.md) tells a user that the code does and
+# that users had to guess: each test holds the page to what the harness really does.
+
+ADAPTER_DOC = Path(__file__).resolve().parents[1] / "docs" / "ADAPTER.md"
+
+
+def _adapter_doc() -> str:
+    return " ".join(ADAPTER_DOC.read_text(encoding="utf-8").split())
+
+
+class _StrictTopicsSnapshot(ReferenceMQ):
+    """``snapshot(topics=...)`` that validates the names it is asked about, as a user
+    might: an invalid name raises ``InvalidArgumentError`` instead of being left out."""
+
+    def snapshot(self, topics: Iterable[str] | None = None, messages_from: Any = None) -> State:
+        names = None if topics is None else list(topics)
+        for name in names or ():
+            validate_name("topic", name)
+        return super().snapshot(topics=names, messages_from=messages_from)
+
+
+def test_snapshot_topics_is_asked_about_invalid_names_and_must_leave_them_out() -> None:
+    doc = _adapter_doc()
+    assert "not a valid name at all" in doc and "leave it out and do not raise" in doc
+    assert run_seed("smoke", 0, impl=model_factory, steps=200).ok
+    result = run_seed("smoke", 0, impl=make_model_factory(_StrictTopicsSnapshot), steps=200)
+    assert result.divergence is not None and result.anomaly == "outcome-mismatch"
+    assert "snapshot() raised InvalidArgumentError" in result.divergence.detail
+    named = getattr(result.divergence.step.op, "topic", None)
+    assert isinstance(named, str) and not is_valid_name(named)
+
+
+def test_the_factory_path_does_not_exist_yet_and_reopens_find_it() -> None:
+    doc = _adapter_doc()
+    assert "On the first call the directory does not exist yet" in doc
+    assert "it does not exist on the first call" in doc  # the consumer's offsets path
+    queue_calls: list[tuple[Path, bool, bool]] = []
+    consumer_calls: list[tuple[Path, bool]] = []
+
+    def open_queue(*, path: Path, config: Any, clock: Any, faults: Any) -> Any:
+        queue_calls.append((path, path.exists(), path.parent.is_dir()))
+        return rocksmq_factory(path=path, config=config, clock=clock, faults=faults)
+
+    def open_consumer(
+        *, queue: Any, group: str, topic: str, config: Any, clock: Any, path: Path, send_hook: Any
+    ) -> Any:
+        consumer_calls.append((path, path.exists()))
+        return impl_consumer_factory(
+            queue=queue,
+            group=group,
+            topic=topic,
+            config=config,
+            clock=clock,
+            path=path,
+            send_hook=send_hook,
+        )
+
+    assert run_seed("crashy", 0, impl=open_queue, steps=150).ok
+    (first, _, parent_is_dir), *reopens = queue_calls
+    assert (queue_calls[0][1], parent_is_dir) == (False, True)
+    assert reopens and all(path == first and exists for path, exists, _ in reopens)
+    assert run_seed("consumer-crashy", 0, impl=open_consumer, steps=300).ok
+    firsts = {path: exists for path, exists in reversed(consumer_calls)}
+    assert firsts and not any(firsts.values())  # each group's offsets path, at its first start
+    assert len(consumer_calls) > len(firsts)  # restarts get the same path back
+
+
+class _RollbackOnException(ReferenceMQ):
+    """A produce with a crash point inside ``try/except Exception`` (a user's rollback),
+    counting which handler the injected crash reaches."""
+
+    caught: ClassVar[dict[str, int]] = {"Exception": 0, "BaseException": 0}
+
+    def produce(self, topic: str, messages: Any) -> list[int]:
+        try:
+            self.faults("produce.before_write")  # type: ignore[attr-defined]
+        except Exception:
+            self.caught["Exception"] += 1  # a rollback would run here: it must not
+            raise
+        except BaseException:
+            self.caught["BaseException"] += 1
+            raise
+        return super().produce(topic, messages)
+
+
+def test_the_fault_hook_raises_a_base_exception_that_except_exception_never_sees() -> None:
+    doc = _adapter_doc()
+    assert "a `BaseException` subclass" in doc
+    assert "your `except Exception:` handlers do not run" in doc
+    assert issubclass(InjectedCrash, BaseException) and not issubclass(InjectedCrash, Exception)
+    _RollbackOnException.caught.update({"Exception": 0, "BaseException": 0})
+    wrong = make_model_factory(_RollbackOnException)
+    result = run_seed("smoke", 0, impl=wrong, steps=300, crash_rate=0.2)
+    assert result.ok, result.divergence
+    assert _RollbackOnException.caught["BaseException"] == result.stats.crashes_injected > 0
+    assert _RollbackOnException.caught["Exception"] == 0

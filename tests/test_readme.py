@@ -51,6 +51,24 @@ def test_the_readme_links_only_to_files_in_the_repository() -> None:
     assert (outside, missing) == ([], []), (outside, missing)
 
 
+def test_bring_your_own_queue_points_at_the_adapter_contract_whose_links_resolve() -> None:
+    """The README's "Bring your own queue" stays short and links docs/ADAPTER.md, the
+    whole contract; the page's own relative links resolve inside the repository."""
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## Bring your own queue") :]
+    section = section[: section.index("\n## ", 1)]
+    assert "](docs/ADAPTER.md)" in section
+    assert len(section.splitlines()) <= 40, "keep the section short: details go to the page"
+    page = README.parent / "docs" / "ADAPTER.md"
+    targets = re.findall(r"\]\(([^)#\s]+)\)", page.read_text(encoding="utf-8"))
+    local = [t for t in targets if "://" not in t]
+    assert local, "no local links found: the pattern is wrong"
+    root = README.parent
+    outside = [t for t in local if not (page.parent / t).resolve().is_relative_to(root)]
+    missing = [t for t in local if not (page.parent / t).exists()]
+    assert (outside, missing) == ([], []), (outside, missing)
+
+
 def test_the_contracts_copy_matches_the_workplaces_when_it_is_there() -> None:
     shared = README.parents[1] / "shared" / "SPEC.md"
     if not shared.exists():

@@ -452,7 +452,7 @@ def test_retention_profile_runs_retention_and_jumps_the_clock_often() -> None:
 
 
 def test_producers_make_empty_payloads_unicode_properties_and_empty_batches() -> None:
-    _, fake = run("smoke", 0, steps=600)
+    _, fake = run("smoke", 0, steps=800)
     batches = [s.op for s, _ in fake.log if type(s.op) is Produce]
     assert any(not b.messages for b in batches)
     messages = [m for b in batches for m in b.messages]
