@@ -20,6 +20,7 @@ __all__ = [
     "DML_TYPES",
     "MAX_HASH_KEY",
     "MAX_MSG_ID",
+    "MAX_PAYLOAD_BYTES",
     "MAX_TIMESTAMP",
     "ChannelState",
     "InvalidPackError",
@@ -51,6 +52,8 @@ MAX_TIMESTAMP = 2**64 - 1
 MAX_MSG_ID = 2**63 - 1
 #: Hash keys are unsigned 32-bit (Milvus ``HashKeys() []uint32``).
 MAX_HASH_KEY = 2**32 - 1
+#: The encoding stores a payload's length in 4 bytes.
+MAX_PAYLOAD_BYTES = 2**32 - 1
 
 
 # --------------------------------------------------------------------------- errors
@@ -223,8 +226,8 @@ class ChannelState:
     stream read and did not deliver: ``buffered_ids`` wait for their tick, ``dropped_ids``
     were at or below the channel's tick when read (written late, or delivered before the
     position sought), ``ignored_tick_ids`` are ticks at or below it, ``duplicate_ids`` DML
-    messages equal to one already in the same pack, ``undecodable_ids`` payloads that are
-    not stream messages."""
+    messages equal to one the same pack already holds from this channel, and
+    ``undecodable_ids`` payloads that are not stream messages."""
 
     channel: str
     group: str
@@ -319,6 +322,8 @@ def _check_msg(where: str, msg: object, need_keys: bool) -> None:
     _check_ints(f"{where}.hash_keys", msg.hash_keys, MAX_HASH_KEY)
     if not isinstance(msg.payload, bytes):
         raise InvalidPackError(f"{where}.payload must be bytes, got {type(msg.payload).__name__}")
+    if len(msg.payload) > MAX_PAYLOAD_BYTES:
+        raise InvalidPackError(f"{where}.payload is over {MAX_PAYLOAD_BYTES} bytes")
     _check_rows(where, msg)
     if need_keys and not msg.hash_keys:
         raise InvalidPackError(f"{where} has no hash key: produce cannot route it")

@@ -30,7 +30,6 @@ FORMAT_VERSION = 1
 _HEAD = struct.Struct(">4sBHQQ")
 _COUNT = struct.Struct(">I")
 _ROW = struct.Struct(">QQ")
-_MAX_PAYLOAD_BYTES = 2**32 - 1
 
 
 class MessageDecodeError(ValueError):
@@ -39,8 +38,6 @@ class MessageDecodeError(ValueError):
 
 def encode_msg(msg: TsMsg) -> bytes:
     """The record of a validated message (``validate_pack`` checked every field's range)."""
-    if len(msg.payload) > _MAX_PAYLOAD_BYTES:
-        raise ValueError(f"payload of {len(msg.payload)} bytes exceeds {_MAX_PAYLOAD_BYTES}")
     parts = [
         _HEAD.pack(MAGIC, FORMAT_VERSION, int(msg.msg_type), msg.msg_id, msg.timestamp),
         _COUNT.pack(len(msg.hash_keys)),

@@ -317,3 +317,20 @@ def test_messages_come_channel_by_channel_in_log_order(stream_factory: StreamFac
         ("b", 1),
     ]
     assert msg_ids([got]) == [2, 3, 1]
+
+
+def test_a_channel_added_later_starts_at_the_last_tick(stream_factory: StreamFactory) -> None:
+    """What a late-subscribed channel holds at or below the stream's last tick is not
+    delivered: a pack never holds a message at or below its begin."""
+    producer, consumer = _streams(stream_factory, ("a",))
+    other = stream_factory.new_msg_stream()
+    other.as_producer(["b"])
+    other.produce(pack(insert_at(3), insert_at(8)))
+    producer.broadcast(tick(5))
+    assert consumer.consume().end_ts == 5
+    consumer.as_consumer(["b"], "g")
+    producer.broadcast(tick(10))
+    other.broadcast(tick(10))
+    got = consumer.consume()
+    assert (got.begin_ts, got.end_ts, row_ids(got)) == (5, 10, [8])
+    assert consumer.snapshot().channels[1].dropped_ids == (1,)
