@@ -77,6 +77,8 @@ def _custom_repack(
             raise InvalidPackError(
                 f"the repack function returned bucket {bucket!r} for {channel_count} channels"
             )
+        if not isinstance(bucket_msgs, (list, tuple)):
+            raise InvalidPackError(f"the repack function's bucket {bucket} is not a list")
         buckets[bucket] = list(validate_pack(MsgPack(msgs=tuple(bucket_msgs)), need_keys=False))
     return buckets
 
@@ -390,7 +392,8 @@ class TtStreamModel(_StreamModel):
             self._move_to(channel, position, position.queue_id)
             channel.tick = position.timestamp
             channel.position = position
-        self._last_tick = min(channel.tick for channel in self._channels.values())
+        if positions:
+            self._last_tick = min(channel.tick for channel in self._channels.values())
 
 
 def _constant_clock() -> int:

@@ -183,3 +183,23 @@ def test_an_undecodable_queue_message_is_passed_over_and_listed(
     producer.broadcast(tick(2))
     assert [len(p.msgs) for p in drain(consumer)] == [1]
     assert consumer.snapshot().channels[0].undecodable_ids == (junk_id,)
+
+
+def test_seek_to_no_position_changes_nothing(stream_factory: StreamFactory) -> None:
+    for stream in (stream_factory.new_msg_stream(), stream_factory.new_tt_msg_stream()):
+        stream.seek([])
+        stream.as_consumer(["c0"], "g")
+        before = stream.snapshot()
+        stream.seek([])
+        assert stream.snapshot() == before
+
+
+def test_a_repack_function_answering_no_list_is_refused(stream_factory: StreamFactory) -> None:
+    producer = stream_factory.new_msg_stream()
+    producer.as_producer(["c0"])
+    producer.set_repack_func(lambda msgs, buckets: {0: None})
+    with pytest.raises(InvalidPackError, match="not a list"):
+        producer.produce(pack(insert_at(1)))
+    producer.set_repack_func(lambda msgs, buckets: [msgs])
+    with pytest.raises(InvalidPackError, match="not a dict"):
+        producer.produce(pack(insert_at(1)))
