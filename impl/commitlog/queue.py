@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from impl.commitlog import records
 from impl.commitlog.cq import Entry
@@ -32,7 +32,7 @@ from impl.commitlog.fs import FileSystem, OsFileSystem
 from impl.commitlog.log import PendingRecord
 from impl.commitlog.recovery import Geometry, OpenStore, open_store, write_checkpoint
 from impl.commitlog.state import TopicMeta, apply_event, apply_message
-from impl.errors import CorruptDatabaseError
+from impl.errors import CorruptDatabaseError, StorageError
 from impl.faults import FaultHook, write_points
 from impl.retention import pages_to_delete
 from model.api import (
@@ -433,12 +433,24 @@ class CommitLogMQ:
         segments_before = len(log.segments)
         before, after = write_points(operation)
         self._fault(before)
-        placed = log.append(batch)
-        if self._policy.mode == "sync":
-            log.flush()
+        try:
+            placed = log.append(batch)
+            if self._policy.mode == "sync":
+                log.flush()
+        except OSError as exc:
+            self._io_failed(operation, exc)
         self._fault(after)
         self._apply(batch, placed)
         self._after_write(len(log.segments) != segments_before)
+
+    def _io_failed(self, operation: str, exc: OSError) -> NoReturn:
+        """A failed write or sync is never swallowed (RocketMQ #2706, #9713): the queue
+        stops serving, since what is on disk is unknown; reopening recovers."""
+        self._state = _FAILED
+        raise StorageError(
+            f"{operation} on {self.path} failed ({exc}); the queue stopped serving: "
+            "crash() or close() it and reopen the store to recover"
+        ) from exc
 
     def _apply(self, batch: list[PendingRecord], placed: list[tuple[int, int]]) -> None:
         """Apply the written records (the same functions recovery replays) and dispatch."""
@@ -464,7 +476,10 @@ class CommitLogMQ:
                 self._last_flush_s = now
             due = now - self._last_flush_s >= self._policy.flush_thorough_interval_s
             if due or log.dirty_bytes >= self._policy.flush_least_pages * PAGE_SIZE_BYTES:
-                log.flush()
+                try:
+                    log.flush()
+                except OSError as exc:
+                    self._io_failed("flush", exc)
                 self._last_flush_s = now
         if rolled:
             self._reclaim(force_checkpoint=True)

@@ -81,6 +81,7 @@ class OpenStore:
     cqs: dict[int, ConsumeQueue]
     lock_handle: int
     report: list[str] = field(default_factory=list)
+    released: bool = False
 
     def cq(self, incarnation: int) -> ConsumeQueue:
         queue = self.cqs.get(incarnation)
@@ -91,7 +92,11 @@ class OpenStore:
         return queue
 
     def release(self) -> None:
-        """Close every handle and the lock, writing nothing."""
+        """Close every handle and the lock, writing nothing (once: a handle number may be
+        reused by then)."""
+        if self.released:
+            return
+        self.released = True
         self.log.close()
         for queue in self.cqs.values():
             queue.close()

@@ -5,8 +5,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from impl.commitlog import CommitLogMQ, FlushPolicy, Geometry
-from model.api import MQConfig
+from impl.errors import StorageError
+from model.api import MQConfig, NotServingError
 from tests.commitlog.helpers import Clock, open_mq, pm
 from tests.commitlog.memfs import MemoryFs
 
@@ -94,3 +97,38 @@ def test_a_background_flusher_syncs_only_when_asked_for(tmp_path: Path) -> None:
         time.sleep(0.01)
     assert "sync" in _segment_calls(fs, start)
     mq.close()
+
+
+class _FailingSyncFs(MemoryFs):
+    fail = False
+
+    def sync(self, handle: int) -> None:
+        if self.fail:
+            raise OSError(5, "Input/output error")
+        super().sync(handle)
+
+
+def test_a_failed_sync_is_never_swallowed_the_queue_stops_serving(tmp_path: Path) -> None:
+    """RocketMQ #2706/#9713: a failed fsync was logged and the produce acknowledged."""
+    fs = _FailingSyncFs()
+    mq = open_mq(tmp_path / "s", fs=fs, mode="sync")
+    mq.create_topic("t")
+    fs.fail = True
+    with pytest.raises(StorageError, match="Input/output error"):
+        mq.produce("t", [pm(b"maybe lost")])
+    with pytest.raises(NotServingError):
+        mq.get_latest_msg("t")
+    mq.crash()
+    fs.fail = False
+    mq = open_mq(tmp_path / "s", fs=fs, mode="sync")
+    assert mq.get_latest_msg("t") in (-1, 1)  # before or after, never torn
+    mq.close()
+
+
+def test_crash_after_close_releases_nothing_twice(tmp_path: Path) -> None:
+    fs = MemoryFs()
+    mq = open_mq(tmp_path / "s", fs=fs)
+    mq.close()
+    mq.crash()  # a handle number may already belong to someone else
+    mq.close()
+    open_mq(tmp_path / "s", fs=fs).close()
