@@ -3,7 +3,8 @@
 An implementation is a *factory*: ``factory(path=..., config=..., clock=..., faults=...)``
 returns a ``model.api.MessageQueue`` that also has ``crash()``. Reopening after a crash or
 a close calls the factory again on the same path. ``--impl module:attribute`` names a
-user's own factory; ``DEFAULT_IMPL`` is ours (``impl.RocksMQ``).
+user's own factory; ``DEFAULT_IMPL`` is ours (``impl.RocksMQ``); ``BUILTIN_IMPLS`` names
+the built-in ones (``--impl commitlog``, ``--impl commitlog-async``).
 
 Crashes in open: the factory itself may call ``faults(point)`` (an implementation that
 writes while opening, e.g. to initialise or recover). When that call raises (an injected
@@ -163,8 +164,18 @@ def resolve_impl(impl: str | Factory) -> tuple[str, Factory]:
     return name, impl
 
 
+#: Named built-in queues: ``--impl commitlog`` is the commit-log backend (sync flush).
+BUILTIN_IMPLS: dict[str, str] = {
+    "rocksmq": DEFAULT_IMPL,
+    "commitlog": "impl.commitlog:open_queue",
+    "commitlog-async": "impl.commitlog:open_queue_async",
+}
+
+
 def load_factory(spec: str) -> Factory:
-    """Resolve ``module:attribute`` to a factory, with an error that says what is wrong."""
+    """Resolve ``module:attribute`` (or a name of ``BUILTIN_IMPLS``) to a factory, with an
+    error that says what is wrong."""
+    spec = BUILTIN_IMPLS.get(spec, spec)
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
         raise BadImplError(f"--impl must look like module:factory, got {spec!r}")
