@@ -10,7 +10,7 @@ message the stream read. ``StreamModelFactory`` makes them over one queue (by de
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from model.api import (
@@ -69,7 +69,7 @@ def _custom_repack(
     """Run a user's repack function and check its answer (bucket -> messages)."""
     keys = tuple(tuple(key % channel_count for key in msg.hash_keys) for msg in msgs)
     answer = repack(msgs, keys)
-    if not isinstance(answer, dict):
+    if not isinstance(answer, Mapping):
         raise InvalidPackError(f"the repack function returned {type(answer).__name__}, not a dict")
     buckets: dict[int, list[TsMsg]] = {}
     for bucket, bucket_msgs in answer.items():

@@ -131,7 +131,7 @@ def test_get_latest_msg_id(stream_factory: StreamFactory) -> None:
         producer.get_latest_msg_id("c0")
 
 
-def test_the_model_is_deterministic(stream_factory: StreamFactory) -> None:
+def test_streams_are_deterministic(make_stream_factory) -> None:
     def run(factory: StreamFactory):
         producer, consumer = _streams(factory, ("a", "b", "c"))
         tt = factory.new_tt_msg_stream()
@@ -141,11 +141,21 @@ def test_the_model_is_deterministic(stream_factory: StreamFactory) -> None:
             producer.broadcast(tick(ts + 2))
         return drain(consumer), drain(tt), consumer.snapshot(), tt.snapshot()
 
-    from tests.stream.conftest import FACTORY_MAKERS
-
-    first = run(stream_factory)
-    second = run(FACTORY_MAKERS["model"]())
+    first = run(make_stream_factory())
+    second = run(make_stream_factory())
     assert first == second
     assert [[m.position for m in p.msgs] for p in first[1]] == [
         [m.position for m in p.msgs] for p in second[1]
     ]
+
+
+def test_streams_and_factories_meet_the_protocols(stream_factory: StreamFactory) -> None:
+    from model.api import MessageQueue
+    from model.stream.api import MsgStream, StreamKind
+
+    assert isinstance(stream_factory, StreamFactory)
+    assert isinstance(stream_factory.mq, MessageQueue)
+    plain, tt = stream_factory.new_msg_stream(), stream_factory.new_tt_msg_stream()
+    assert isinstance(plain, MsgStream) and isinstance(tt, MsgStream)
+    assert (plain.kind, tt.kind) == (StreamKind.PLAIN, StreamKind.TIME_TICK)
+    assert (plain.snapshot().kind, tt.snapshot().kind) == (plain.kind, tt.kind)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from model import ReferenceMQ
 from model.api import MQConfig
-from model.stream import StreamModelFactory
 from model.stream.api import (
     MsgPack,
     MsgType,
@@ -266,13 +264,13 @@ def test_resume_from_start_positions_replays_the_pack(stream_factory: StreamFact
     assert again.start_positions == second.start_positions
 
 
-def test_resume_after_retention_removed_the_position() -> None:
+def test_resume_after_retention_removed_the_position(make_stream_factory) -> None:
     """A position whose id is no longer stored resumes from the earliest stored message,
     still dropping what is at or below its timestamp (no error, no hang)."""
     now_s = [0]
     config = MQConfig(page_size_bytes=1, retention_time_s=0, retention_size_bytes=-1)
-    mq = ReferenceMQ(config, clock=lambda: now_s[0])
-    factory = StreamModelFactory(mq)
+    factory = make_stream_factory(config, clock=lambda: now_s[0])
+    mq = factory.mq
     producer, consumer = _streams(factory)
     producer.produce(pack(insert_at(7), insert_at(2)))  # ids 1, 2
     producer.broadcast(tick(5))  # id 3

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from model.stream.api import MsgPack, MsgStream, StreamFactory, TsMsg
-from tests.stream.conftest import FACTORY_MAKERS
+from tests.stream.conftest import Maker
 
 from .helpers import drain, insert, tick
 
@@ -70,10 +70,16 @@ def _shape(packs: list[MsgPack]) -> list[tuple[int, int, tuple[TsMsg, ...]]]:
     return [(p.begin_ts, p.end_ts, p.msgs) for p in packs]
 
 
-@settings(max_examples=60, derandomize=True, deadline=None, database=None)
+@settings(
+    max_examples=60,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],  # the maker is stateless
+)
 @given(program=steps)
-def test_time_tick_stream_guarantees(program: list[tuple]) -> None:
-    factory = FACTORY_MAKERS["model"]()
+def test_time_tick_stream_guarantees(make_stream_factory: Maker, program: list[tuple]) -> None:
+    factory = make_stream_factory()
     log = _Log(factory)
     consumer = factory.new_tt_msg_stream()
     consumer.as_consumer(list(CHANNELS), "g")
