@@ -22,6 +22,7 @@ __all__ = [
     "MAX_MSG_ID",
     "MAX_PAYLOAD_BYTES",
     "MAX_TIMESTAMP",
+    "TYPE_CODES",
     "ChannelState",
     "InvalidPackError",
     "InvalidPositionError",
@@ -119,6 +120,9 @@ class MsgType(IntEnum):
     FLUSH = 402
     TIME_TICK = 1200
 
+
+#: Every known type code.
+TYPE_CODES = frozenset(int(msg_type) for msg_type in MsgType)
 
 #: Data-manipulation types: they carry rows, one hash key per row, and are split by row.
 DML_TYPES = frozenset({MsgType.INSERT, MsgType.DELETE})
@@ -315,7 +319,7 @@ def _check_rows(where: str, msg: TsMsg) -> None:
 def _check_msg(where: str, msg: object, need_keys: bool) -> None:
     if not isinstance(msg, TsMsg):
         raise InvalidPackError(f"{where} must be a TsMsg, got {type(msg).__name__}")
-    if not _is_int(msg.msg_type) or msg.msg_type not in MsgType._value2member_map_:
+    if not _is_int(msg.msg_type) or msg.msg_type not in TYPE_CODES:
         raise InvalidPackError(f"{where} has an unknown message type {msg.msg_type!r}")
     _check_int(f"{where}.msg_id", msg.msg_id, MAX_MSG_ID)
     _check_int(f"{where}.timestamp", msg.timestamp, MAX_TIMESTAMP)

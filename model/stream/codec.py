@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import struct
 
-from model.stream.api import MsgType, Row, TsMsg
+from model.stream.api import TYPE_CODES, MsgType, Row, TsMsg
 
 __all__ = ["FORMAT_VERSION", "MAGIC", "MessageDecodeError", "decode_msg", "encode_msg"]
 
@@ -79,7 +79,7 @@ def decode_msg(data: bytes) -> TsMsg:
         raise MessageDecodeError(f"not a stream message (magic {magic!r})")
     if version != FORMAT_VERSION:
         raise MessageDecodeError(f"stream message format version {version} is not {FORMAT_VERSION}")
-    if code not in MsgType._value2member_map_:
+    if code not in TYPE_CODES:
         raise MessageDecodeError(f"unknown message type {code}")
     key_count = reader.count(4)
     keys = reader.take(struct.Struct(f">{key_count}I"))
