@@ -20,7 +20,6 @@ Only first runs (``determinism_repeat`` 0) count as runs; the re-runs only feed 
 from __future__ import annotations
 
 import json
-import os
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,6 +33,7 @@ from reports.schema import (
     LAYER_CONSUMER,
     LAYER_OP_KINDS,
     LAYER_QUEUE,
+    MANIFEST,
     RUNS_DIR,
     STATUS_DIVERGENCE,
     STATUS_ERROR,
@@ -42,7 +42,7 @@ from reports.schema import (
     check_columns,
     spark_schema,
 )
-from reports.sweep import check_manifest, read_manifest
+from reports.sweep import check_manifest, data_files, read_manifest
 from scenarios.ops import OP_KINDS
 
 if TYPE_CHECKING:
@@ -67,7 +67,8 @@ def check_sweep_dir(sweep_dir: Path) -> None:
 
     Every data file's Parquet footer is read too (a few KiB per file, no row data): a
     truncated or overwritten file is then named here, in one line, instead of failing a
-    Spark job with a Java stack trace.
+    Spark job with a Java stack trace. The files the manifest lists must all be there,
+    each with the rows it was written with (``check_listed_files``).
     """
     if sweep_dir.is_file():
         raise SweepDirError(f"{sweep_dir}: is a file, not a sweep directory")
@@ -87,36 +88,55 @@ def check_sweep_dir(sweep_dir: Path) -> None:
         raise SweepDirError(str(exc)) from None
     runs = sweep_dir / RUNS_DIR
     files = data_files(runs) if runs.is_dir() else []
+    check_listed_files(sweep_dir, manifest, check_footers(files))
     if not files or not any(runs.glob("profile=*")):
         raise SweepDirError(f"{sweep_dir}: holds no rows ({runs} is missing or empty)")
-    check_footers(files)
 
 
-def _hidden(name: str) -> bool:
-    """Whether Spark skips ``name`` when it lists a dataset (its rule, from Hadoop's:
-    ``.crc`` checksums, ``_SUCCESS``, files being copied; not ``_metadata`` summaries,
-    nor ``_x=1`` partition directories)."""
-    if name.startswith(("_metadata", "_common_metadata")):
-        return False
-    return (
-        (name.startswith("_") and "=" not in name)
-        or name.startswith(".")
-        or name.endswith("._COPYING_")
-    )
+def _listed_files(sweep_dir: Path, manifest: dict[str, Any]) -> dict[str, int]:
+    """The data files the manifest's sweeps wrote, with their rows (sweeps recorded by an
+    rmqsim that did not list them add none)."""
+    listed: dict[str, int] = {}
+    for sweep in manifest.get("sweeps") or []:
+        files = sweep.get("files") if isinstance(sweep, dict) else None
+        if files is None:
+            continue
+        if not isinstance(files, dict) or not all(
+            isinstance(rows, int) and not isinstance(rows, bool) for rows in files.values()
+        ):
+            raise SweepDirError(
+                f"{sweep_dir / MANIFEST}: 'files' is not a map of file names to rows"
+            )
+        listed.update(files)
+    return listed
 
 
-def data_files(runs: Path) -> list[Path]:
-    """The files under ``runs`` that Spark reads (the rows, and ``_metadata`` summaries
-    if some other writer left them: Spark takes the schema from those), in a stable order."""
-    found = []
-    for directory, subdirs, names in os.walk(runs):
-        subdirs[:] = sorted(d for d in subdirs if not _hidden(d))
-        found += [Path(directory, name) for name in sorted(names) if not _hidden(name)]
-    return found
+def check_listed_files(sweep_dir: Path, manifest: dict[str, Any], found: dict[Path, int]) -> None:
+    """``SweepDirError`` when a data file the manifest lists is missing, or holds other
+    rows than were written there, among the ``found`` files (with their rows): a report
+    over a directory with files lost would total fewer runs than were run and call it
+    well. Files the manifest does not list (added by hand) are read as they are."""
+    listed = _listed_files(sweep_dir, manifest)
+    rows = {path.relative_to(sweep_dir).as_posix(): count for path, count in found.items()}
+    missing = sorted(name for name in listed if name not in rows)
+    if missing:
+        shown = ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else "")
+        raise SweepDirError(
+            f"{sweep_dir}: {len(missing)} of the {len(listed)} data files {MANIFEST} lists "
+            f"are missing ({sum(listed[name] for name in missing)} of its "
+            f"{sum(listed.values())} rows): {shown}"
+        )
+    for name, written in sorted(listed.items()):
+        if rows[name] != written:
+            raise SweepDirError(
+                f"{sweep_dir / name}: holds {rows[name]} rows where {MANIFEST} records "
+                f"{written} (the file was replaced)"
+            )
 
 
-def check_footers(files: list[Path]) -> None:
-    """``SweepDirError`` naming the first of ``files`` whose Parquet footer cannot be read.
+def check_footers(files: list[Path]) -> dict[Path, int]:
+    """The rows of each of ``files`` from its Parquet footer, or ``SweepDirError`` naming
+    the first whose footer cannot be read.
 
     Only the footer is read (its length, then the metadata): the cost is per file, not
     per row, so a report over millions of rows still reads its data once, in Spark.
@@ -124,12 +144,14 @@ def check_footers(files: list[Path]) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    rows = {}
     for path in files:
         try:
-            pq.read_metadata(path)
+            rows[path] = pq.read_metadata(path).num_rows
         except (pa.ArrowException, OSError) as exc:
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise SweepDirError(f"{path}: not a readable Parquet file ({reason})") from None
+    return rows
 
 
 def load_rows(spark: SparkSession, sweep_dir: Path) -> DataFrame:

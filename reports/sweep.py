@@ -11,11 +11,12 @@ very different cost; each task runs its chunk in a temporary directory of its ow
 from __future__ import annotations
 
 import json
+import os
 import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -142,6 +143,39 @@ class TaskProgress:
         self._tick()
 
 
+def _hidden(name: str) -> bool:
+    """Whether Spark skips ``name`` when it lists a dataset (its rule, from Hadoop's:
+    ``.crc`` checksums, ``_SUCCESS``, files being copied; not ``_metadata`` summaries,
+    nor ``_x=1`` partition directories)."""
+    if name.startswith(("_metadata", "_common_metadata")):
+        return False
+    return (
+        (name.startswith("_") and "=" not in name)
+        or name.startswith(".")
+        or name.endswith("._COPYING_")
+    )
+
+
+def data_files(runs: Path) -> list[Path]:
+    """The files under ``runs`` that Spark reads (the rows, and ``_metadata`` summaries
+    if some other writer left them: Spark takes the schema from those), in a stable order."""
+    found = []
+    for directory, subdirs, names in os.walk(runs):
+        subdirs[:] = sorted(d for d in subdirs if not _hidden(d))
+        found += [Path(directory, name) for name in sorted(names) if not _hidden(name)]
+    return found
+
+
+def file_rows(sweep_dir: Path, files: Iterable[Path]) -> dict[str, int]:
+    """The rows of each of ``files`` (read from its Parquet footer), by its path relative
+    to ``sweep_dir``: what the manifest records of the files a sweep wrote."""
+    import pyarrow.parquet as pq
+
+    return {
+        path.relative_to(sweep_dir).as_posix(): pq.read_metadata(path).num_rows for path in files
+    }
+
+
 def read_manifest(out: Path) -> dict[str, Any] | None:
     """The sweep directory's manifest, or None when there is none."""
     path = out / MANIFEST
@@ -176,12 +210,19 @@ def check_appendable(out: Path) -> None:
         raise UsageError(f"--append: {exc}") from None
 
 
-def _write_manifest(out: Path, record: dict[str, Any], append: bool) -> None:
+def _write_manifest(
+    out: Path, record: dict[str, Any], append: bool, earlier: Collection[Path] = ()
+) -> None:
+    """Add ``record`` to the manifest (a new one unless ``append``), with the data files
+    the sweep wrote (those under ``out`` but for the ``earlier`` ones) and their rows:
+    ``rmqsim report`` checks that they are all there."""
     manifest = (read_manifest(out) if append else None) or {
         "schema_version": SCHEMA_VERSION,
         "sweeps": [],
     }
-    manifest["sweeps"].append(record)
+    written = [path for path in data_files(out / RUNS_DIR) if path not in earlier]
+    files = file_rows(out, written)
+    manifest["sweeps"].append(dict(record, files=files, rows=sum(files.values())))
     tmp = out / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     tmp.replace(out / MANIFEST)
@@ -230,6 +271,7 @@ def run_sweep(
     )
     outcome = SweepOutcome(sweep_id=sweep_id, out=out)
     started = time.perf_counter()
+    earlier = set(data_files(out / RUNS_DIR)) if append else set()
 
     def task(items: Iterator[list[WorkItem]]) -> Iterator[tuple[RunResult | None, tuple]]:
         for chunk in items:
@@ -286,5 +328,6 @@ def run_sweep(
             "finished_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         },
         append,
+        earlier,
     )
     return outcome

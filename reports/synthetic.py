@@ -51,51 +51,80 @@ def _digests(rng: np.random.Generator, n: int) -> pa.Array:
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data))
 
 
-def _pick(rng: np.random.Generator, values: list, n: int, mask: np.ndarray | None = None):
+def _pick(
+    rng: np.random.Generator, values: list[str], n: int, mask: np.ndarray | None = None
+) -> pa.Array:
     indices = pa.array(rng.integers(0, len(values), size=n), mask=mask)
     return pa.array(values).take(indices)
 
 
-def _batch(rng: np.random.Generator, profile: str, first_seed: int, n: int) -> pa.Table:
-    failing = rng.random(n) < FAILURE_RATE
-    ok_mask = ~failing
+def _seeds(rng: np.random.Generator, first_seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rows' seeds and determinism_repeat flags: about 1 % twins."""
     repeat = (rng.random(n) < REPEAT_RATE).astype(np.int32)
     seeds = np.arange(first_seed, first_seed + n, dtype=np.int64)
     # A twin repeats the seed of the row before it (its first run lives in the same file).
     seeds[1:][repeat[1:] == 1] = seeds[:-1][repeat[1:] == 1]
     repeat[0] = 0
-    steps = rng.integers(50, 1001, size=n)
+    return seeds, repeat
+
+
+def _trace_digests(rng: np.random.Generator, repeat: np.ndarray) -> pa.Array:
+    """A distinct digest per row, but a deterministic twin shares its first run's."""
+    n = len(repeat)
     digests = _digests(rng, n)
     twins = np.flatnonzero(repeat == 1)
     digest_index = np.arange(n)
-    digest_index[twins] = twins - 1  # deterministic twins share their digest
+    digest_index[twins] = twins - 1
+    return digests.take(pa.array(digest_index))
+
+
+def _fault_points(rng: np.random.Generator, n: int) -> pa.MapArray:
+    """0..8 crash points passed per row, each with a hit count."""
     points = [f"{p.split('.')[0]}:{p}" for p in FAULT_POINTS]
     per_row = rng.integers(0, 9, size=n)
     offsets = np.concatenate([[0], np.cumsum(per_row)]).astype(np.int32)
     entries = int(offsets[-1])
-    fault_points = pa.MapArray.from_arrays(
+    return pa.MapArray.from_arrays(
         pa.array(offsets),
         pa.array(points).take(pa.array(rng.integers(0, len(points), size=entries))),
         pa.array(rng.integers(1, 50, size=entries)),
     )
-    swarm = profile == "swarm"
+
+
+def _kinds_off(rng: np.random.Generator, n: int, swarm: bool) -> pa.ListArray:
+    """The kinds a swarm row switched off (0..4 of them); none for other profiles."""
     off_counts = rng.integers(0, 5, size=n) if swarm else np.zeros(n, dtype=np.int64)
     off_offsets = np.concatenate([[0], np.cumsum(off_counts)]).astype(np.int32)
     kinds = list(OP_KINDS[4:])
-    kinds_off = pa.ListArray.from_arrays(
+    return pa.ListArray.from_arrays(
         pa.array(off_offsets),
         pa.array(kinds).take(pa.array(rng.integers(0, len(kinds), size=int(off_offsets[-1])))),
     )
-    # Queue rows: the consumer vocabulary's own kinds count 0.
-    op_counts = pa.StructArray.from_arrays(
+
+
+def _op_counts(rng: np.random.Generator, n: int) -> pa.StructArray:
+    """Operations per kind; queue rows: the consumer vocabulary's own kinds count 0."""
+    return pa.StructArray.from_arrays(
         [
             pa.array(rng.integers(0, 120, size=n) if kind in OP_KINDS else np.zeros(n, np.int64))
             for kind in ALL_OP_KINDS
         ],
         names=list(ALL_OP_KINDS),
     )
+
+
+def _batch(rng: np.random.Generator, profile: str, first_seed: int, n: int) -> pa.Table:
+    """``n`` rows of ``profile``, seeds from ``first_seed`` (the draws' order fixes them)."""
+    failing = rng.random(n) < FAILURE_RATE
+    ok_mask = ~failing
+    seeds, repeat = _seeds(rng, first_seed, n)
+    steps = rng.integers(50, 1001, size=n)
+    trace_digest = _trace_digests(rng, repeat)
+    fault_points = _fault_points(rng, n)
+    swarm = profile == "swarm"
+    kinds_off = _kinds_off(rng, n, swarm)
+    op_counts = _op_counts(rng, n)
     signature = _pick(rng, list(SIGNATURES), n, mask=ok_mask)
-    trace_digest = digests.take(pa.array(digest_index))
 
     def config(choices: tuple[int, ...]) -> pa.Array:
         return pa.array(rng.choice(choices if swarm else choices[:1], size=n))
@@ -137,18 +166,22 @@ def _batch(rng: np.random.Generator, profile: str, first_seed: int, n: int) -> p
 
 
 def write_synthetic(out: Path, rows: int, seed: int = 0) -> Path:
-    """Write ``rows`` synthetic rows (Parquet, partitioned by profile) and a manifest."""
+    """Write ``rows`` synthetic rows (Parquet, partitioned by profile) and a manifest that
+    lists the files, as a sweep's does."""
     rng = np.random.default_rng(seed)
     written = 0
     index = 0
+    files = {}
     while written < rows:
         n = min(ROWS_PER_FILE, rows - written)
         profile = GATE_PROFILES[index % len(GATE_PROFILES)]
-        directory = out / RUNS_DIR / f"profile={profile}"
-        directory.mkdir(parents=True, exist_ok=True)
-        pq.write_table(_batch(rng, profile, written, n), directory / f"part-{index:05d}.parquet")
+        name = f"{RUNS_DIR}/profile={profile}/part-{index:05d}.parquet"
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(_batch(rng, profile, written, n), out / name)
+        files[name] = n
         written += n
         index += 1
-    manifest = {"schema_version": SCHEMA_VERSION, "sweeps": [{"sweep_id": "synthetic"}]}
+    record = {"sweep_id": "synthetic", "files": files, "rows": written}
+    manifest = {"schema_version": SCHEMA_VERSION, "sweeps": [record]}
     (out / MANIFEST).write_text(json.dumps(manifest) + "\n", encoding="utf-8")
     return out

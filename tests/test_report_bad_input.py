@@ -106,3 +106,48 @@ def test_a_missing_output_directory_is_created_before_spark(
     result = CliRunner().invoke(cli, ["report", str(sweep_dir), "--html", str(page)])
     assert page.parent.is_dir()
     assert result.exit_code == 2 and SPARK_REACHED in result.output, result.output
+
+
+@pytest.fixture
+def sweep_of_24_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """600 rows in 24 Parquet files of 25 rows, listed in the manifest as a sweep lists
+    what it wrote."""
+    import reports.synthetic
+
+    monkeypatch.setattr(reports.synthetic, "ROWS_PER_FILE", 25)
+    return write_synthetic(tmp_path / "sweep", rows=600)
+
+
+def test_a_sweep_with_files_missing_is_refused_naming_how_much_is_missing(
+    sweep_of_24_files: Path, no_spark: None
+) -> None:
+    """Three of 24 files deleted: the report said "525 runs, 0 failed" and exit 0; it
+    must say what is missing against the manifest, in one line, exit 2, before Spark."""
+    files = sorted((sweep_of_24_files / RUNS_DIR).glob("profile=*/*.parquet"))
+    assert len(files) == 24
+    for victim in files[:3]:
+        victim.unlink()
+    result = CliRunner().invoke(cli, ["report", str(sweep_of_24_files)])
+    assert result.exit_code == 2, result.output
+    names = ", ".join(str(p.relative_to(sweep_of_24_files)) for p in files[:3])
+    assert result.output.splitlines() == [
+        f"rmqsim: error: {sweep_of_24_files}: 3 of the 24 data files sweep.json lists are "
+        f"missing (75 of its 600 rows): {names}"
+    ]
+    assert not (sweep_of_24_files / "report.json").exists()
+
+
+def test_a_sweep_whose_file_was_replaced_is_refused(
+    sweep_of_24_files: Path, no_spark: None
+) -> None:
+    import pyarrow.parquet as pq
+
+    victim = sorted((sweep_of_24_files / RUNS_DIR).glob("profile=*/*.parquet"))[5]
+    pq.write_table(pq.read_table(victim).slice(0, 10), victim)
+    result = CliRunner().invoke(cli, ["report", str(sweep_of_24_files)])
+    assert result.exit_code == 2, result.output
+    assert result.output.splitlines() == [
+        f"rmqsim: error: {victim}: holds 10 rows where sweep.json records 25 (the file was "
+        "replaced)"
+    ]
+

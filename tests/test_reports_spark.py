@@ -136,6 +136,37 @@ def test_sweep_writes_one_row_per_run_and_exits_0(good_sweep: tuple[Path, Any]) 
     assert manifest["sweeps"][0]["seeds"] == [0, 60]
 
 
+def test_the_manifest_lists_the_files_and_rows_each_sweep_wrote(
+    good_sweep: tuple[Path, Any], tmp_path: Path
+) -> None:
+    """What ``rmqsim report`` checks a sweep directory against: an appended sweep lists
+    only its own files; a file of the first gone, the report names what is missing."""
+    out, _ = good_sweep
+    copy = tmp_path / "appended"
+    shutil.copytree(out, copy)
+    appended = rmqsim(
+        "sweep", "--seeds", "60:62", "--profiles", "smoke", "--steps", "20",
+        "--determinism-sample", "0", "--append", "--out", copy,
+    )  # fmt: skip
+    assert appended.exit_code == 0, appended.output
+    first, second = json.loads((copy / MANIFEST).read_text())["sweeps"]
+    on_disk = {
+        path.relative_to(copy).as_posix(): pq.read_metadata(path).num_rows
+        for path in (copy / RUNS_DIR).rglob("*.parquet")
+    }
+    assert (first["rows"], second["rows"]) == (124, 2)
+    assert first["files"].keys().isdisjoint(second["files"])
+    assert {**first["files"], **second["files"]} == on_disk
+    victim, lost = sorted(first["files"].items())[0]
+    (copy / victim).unlink()
+    result = rmqsim("report", copy)
+    assert result.exit_code == 2, result.output
+    assert result.output.splitlines() == [
+        f"rmqsim: error: {copy}: 1 of the {len(on_disk)} data files sweep.json lists are "
+        f"missing ({lost} of its 126 rows): {victim}"
+    ]
+
+
 def test_report_totals_match_an_independent_pyarrow_recount(
     good_sweep: tuple[Path, Any],
 ) -> None:
@@ -265,7 +296,11 @@ def test_report_refuses_rows_of_schema_1_under_a_schema_2_manifest(
     index = old.schema.get_field_index("op_counts")
     old = old.set_column(index, "op_counts", pa.array(counts, type=queue_counts))
     pq.write_to_dataset(old, tmp_path / RUNS_DIR, partition_cols=["profile"])
-    shutil.copy(out / MANIFEST, tmp_path / MANIFEST)
+    # The manifest, but for the files it lists: these rows are in files of other names.
+    manifest = json.loads((out / MANIFEST).read_text())
+    for sweep in manifest["sweeps"]:
+        del sweep["files"]
+    (tmp_path / MANIFEST).write_text(json.dumps(manifest))
     result = rmqsim("report", tmp_path)
     assert result.exit_code == 2, result.output
     assert "column 'layer' is missing" in result.output and "Traceback" not in result.output
