@@ -34,7 +34,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from impl.commitlog.cq import ConsumeQueue, Entry
+from impl.commitlog.cq import ConsumeQueue, Entry, correct_min_offset
 from impl.commitlog.fs import FileSystem, LockedError
 from impl.commitlog.log import CommitLog
 from impl.commitlog.records import FLAG_PAGE_CLOSE, Record
@@ -296,13 +296,20 @@ def _cq_problem(store: OpenStore, incarnation: int) -> str | None:
     topic = store.meta.by_incarnation[incarnation]
     queue = store.cq(incarnation)
     low, high = topic.cq_index(topic.trim_id + 1), topic.cq_index(topic.last_id + 1)
-    for index, entry in enumerate(queue.get(low, high - low), start=low):
+    entries = queue.get(low, high - low)
+    log = store.log
+    for index, entry in enumerate(entries, start=low):
         msg_id = topic.base_id + index
         if entry is None or entry.msg_id != msg_id:
             return f"{queue.directory}: no entry for id {msg_id}"
-        log = store.log
-        if entry.offset < log.min_offset or entry.offset + entry.size_bytes > log.end_offset:
-            return f"{queue.directory}: the entry of id {msg_id} points outside the log"
+        if entry.offset + entry.size_bytes > log.end_offset:
+            return f"{queue.directory}: the entry of id {msg_id} points past the log's end"
+    # The min-offset correction: the first entry at or after the log's first byte must be
+    # the first retained id (entries below would point into reclaimed segments).
+    first_in_log = correct_min_offset(entries, log.min_offset)
+    if first_in_log != 0:
+        return (f"{queue.directory}: the entry of id {topic.trim_id + 1} points below the "
+                f"log's first offset {log.min_offset}")
     return None
 
 

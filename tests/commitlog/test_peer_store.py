@@ -177,3 +177,28 @@ def test_a_record_bigger_than_a_segment_gets_a_bigger_segment(tmp_path: Path) ->
     mq.create_consumer_group("t", "g")
     assert [len(m.payload) for m in mq.consume("t", "g", 9)] == [1, 10_000, 1]
     mq.close()
+
+
+def test_an_entry_pointing_below_the_log_is_corrected_from_the_log(tmp_path: Path) -> None:
+    """The min-offset check at recovery: the first retained id's entry must point at or
+    after the log's first byte; one pointing into a reclaimed segment is rebuilt."""
+    path = tmp_path / "store"
+    config = MQConfig(page_size_bytes=100, retention_time_s=-1, retention_size_bytes=0)
+    mq = open_mq(path, config=config)
+    mq.create_topic("t")
+    mq.create_consumer_group("t", "g")
+    for _ in range(60):
+        mq.produce("t", [pm(b"x" * 150)])
+    mq.consume("t", "g", 55)
+    mq.run_retention()
+    expected = mq.snapshot()
+    mq.crash()
+    index = 54  # id 55, the first retained
+    first = index - index % SMALL.cq_entries_per_file
+    with open(cq_dir(path) / f"{first:020d}", "r+b") as file:
+        file.seek((index - first) * 20)
+        file.write((0).to_bytes(8, "big"))  # into the reclaimed first segment
+    mq = open_mq(path, config=config)
+    assert mq.snapshot() == expected
+    assert any("below the log's first offset" in line for line in mq.recovery_report)
+    mq.close()
