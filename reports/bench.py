@@ -31,15 +31,16 @@ SWEEP_MASTERS = ("local[1]", "local[2]")
 def sweep_throughput(master: str, profile: str, seeds: range, steps: int) -> float:
     """Runs per second of a sweep of ``seeds`` on ``master`` (session start excluded)."""
     from reports.spark import spark_session
-    from reports.sweep import run_sweep
+    from reports.sweep import SweepSpec, run_sweep
 
-    common = {"profiles": (profile,), "impl": DEFAULT_IMPL, "steps": steps, "sample": 0}
+    warm = SweepSpec((profile,), range(0, 4), DEFAULT_IMPL, steps, sample=0)
+    timed = SweepSpec((profile,), seeds, DEFAULT_IMPL, steps, sample=0)
     with (
         tempfile.TemporaryDirectory(prefix="rmqsim-bench-", dir=scratch_root()) as tmp,
         spark_session(master, "rmqsim sweep-bench") as spark,
     ):
-        run_sweep(spark, seeds=range(0, 4), out=Path(tmp) / "warm", **common)
-        outcome = run_sweep(spark, seeds=seeds, out=Path(tmp) / "timed", **common)
+        run_sweep(spark, warm, out=Path(tmp) / "warm")
+        outcome = run_sweep(spark, timed, out=Path(tmp) / "timed")
     assert outcome.runs == len(seeds) and outcome.ok, "the benchmark sweep must conform"
     return outcome.runs / outcome.wall_s
 

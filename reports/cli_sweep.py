@@ -13,6 +13,7 @@ from conformance.cli_common import (
     EXIT_INTERNAL,
     EXIT_OK,
     SEEDS,
+    FiniteFloatRange,
     friendly_errors,
     impl_option,
     parse_profiles,
@@ -52,7 +53,7 @@ master_option = click.option(
 )
 @click.option(
     "--determinism-sample",
-    type=click.FloatRange(min=0),
+    type=FiniteFloatRange(min=0),
     default=DEFAULT_DETERMINISM_SAMPLE,
     show_default=True,
     help="(profile, seed) pairs run twice in different tasks: a fraction (<1) or a count.",
@@ -79,7 +80,7 @@ def sweep_command(
     from conformance.adapter import DEFAULT_IMPL, load_factory
     from conformance.gate import GATE_CONSUMER_PROFILES, GATE_PROFILES
     from reports.spark import check_master, spark_session
-    from reports.sweep import check_appendable, run_sweep
+    from reports.sweep import SweepSpec, check_appendable, run_sweep
 
     # The gate's profiles, as `rmqsim gate` runs them: the queue's, then the consumer's.
     names = parse_profiles(profiles, GATE_PROFILES + GATE_CONSUMER_PROFILES)
@@ -93,14 +94,9 @@ def sweep_command(
         task_id = bar.task_ids[0]
         outcome = run_sweep(
             spark,
-            profiles=names,
-            seeds=seeds,
-            impl=impl,
+            SweepSpec(names, seeds, impl, steps, sample=determinism_sample, shrink=shrink),
             out=out,
-            steps=steps,
-            sample=determinism_sample,
             append=append,
-            shrink=shrink,
             on_plan=lambda tasks: bar.update(task_id, total=tasks),
             on_tasks=lambda n: bar.advance(task_id, n),
         )

@@ -19,7 +19,7 @@ from conformance.run import RunResult
 from conformance.shrink_budget import OnRun, ShrinkBudget
 from reports.schema import STATUS_ERROR
 from reports.spark import DEFAULT_MASTER, spark_session
-from reports.sweep import run_sweep
+from reports.sweep import SweepSpec, run_sweep
 
 
 class SparkGateError(RuntimeError):
@@ -50,18 +50,8 @@ def run_profiles_spark(
     names = tuple(profiles)
     gate = GateResult(impl=resolve_impl(impl)[0], seeds=seeds)
     with spark_session(master or DEFAULT_MASTER, "rmqsim gate") as spark:
-        outcome = run_sweep(
-            spark,
-            profiles=names,
-            seeds=seeds,
-            impl=impl,
-            out=out,
-            steps=steps,
-            sample=0,
-            keep_results=True,
-            shrink=shrink,
-            crash_rate=crash_rate,
-        )
+        sweep = SweepSpec(names, seeds, impl, steps, sample=0, shrink=shrink, crash_rate=crash_rate)
+        outcome = run_sweep(spark, sweep, out=out, keep_results=True)
     broken = [r for r in outcome.results if r.status == STATUS_ERROR]
     if broken:
         raise SparkGateError(

@@ -18,6 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 
 #: Longest label drawn on an axis (characters); the tables show the full text.
 MAX_LABEL_CHARS = 48
@@ -40,7 +41,9 @@ def svg_data_uri(figure: Any) -> str:
     return "data:image/svg+xml;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def _barh(labels: Sequence[Any], values: Sequence[float], title: str, colors: Any, xlabel: str):
+def _barh(
+    labels: Sequence[Any], values: Sequence[float], title: str, colors: Any, xlabel: str
+) -> Figure:
     height = max(1.6, 0.32 * len(labels) + 0.8)
     figure, axes = plt.subplots(figsize=(7.5, height))
     positions = range(len(labels))

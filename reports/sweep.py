@@ -228,23 +228,44 @@ def _write_manifest(
     tmp.replace(out / MANIFEST)
 
 
+@dataclass(frozen=True, slots=True)
+class SweepSpec:
+    """What a sweep runs: every seed of every profile on ``impl``, ``steps`` operations
+    each (None: the profile's), a ``sample`` of the pairs twice (``determinism_sample``),
+    failures shrunk within ``shrink`` (None: not shrunk), ``crash_rate`` as ``rmqsim run``'s."""
+
+    profiles: Sequence[str]
+    seeds: range
+    impl: str | Factory
+    steps: int | None = None
+    sample: float = DEFAULT_DETERMINISM_SAMPLE
+    shrink: ShrinkBudget | None = DEFAULT_SHRINK_BUDGET
+    crash_rate: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Collected:
+    """What the driver collects from Spark once the rows are written."""
+
+    #: The runs' results brought back (``keep_results``), in no particular order.
+    kept: list[RunResult]
+    #: Rows of (determinism_repeat, status, count).
+    tallies: list[Any]
+    #: Rows of (profile, seed) whose runs left two trace digests.
+    mismatched: list[Any]
+
+
 def run_sweep(
     spark: SparkSession,
+    sweep: SweepSpec,
     *,
-    profiles: Sequence[str],
-    seeds: range,
-    impl: str | Factory,
     out: Path,
-    steps: int | None = None,
-    sample: float = DEFAULT_DETERMINISM_SAMPLE,
     append: bool = False,
     keep_results: bool = False,
-    shrink: ShrinkBudget | None = DEFAULT_SHRINK_BUDGET,
-    crash_rate: float = 0.0,
     on_tasks: Callable[[int], None] | None = None,
     on_plan: Callable[[int], None] | None = None,
 ) -> SweepOutcome:
-    """Run the sweep on ``spark`` and write its rows under ``out``.
+    """Run ``sweep`` on ``spark`` and write its rows under ``out``.
 
     ``keep_results`` also brings every run's ``RunResult`` back to the driver (the gate
     needs them for its JUnit report; a large sweep does not). ``on_plan(tasks)`` is called
@@ -253,27 +274,50 @@ def run_sweep(
     out = out.resolve()
     if append:
         check_appendable(out)
-    from pyspark.sql import functions as F
-
     sc = spark.sparkContext
-    chunks = plan_chunks(profiles, seeds, sc.defaultParallelism, sample)
+    chunks = plan_chunks(sweep.profiles, sweep.seeds, sc.defaultParallelism, sweep.sample)
     if on_plan is not None:
         on_plan(len(chunks))
     sweep_id = uuid.uuid4().hex
-    impl_name = resolve_impl(impl)[0]
+    impl_name = resolve_impl(sweep.impl)[0]
     spec = TaskSpec(
-        impl=impl,
+        impl=sweep.impl,
         out_dir=str(out),
         sweep_id=sweep_id,
-        steps=steps,
-        shrink=shrink,
-        crash_rate=crash_rate,
+        steps=sweep.steps,
+        shrink=sweep.shrink,
+        crash_rate=sweep.crash_rate,
     )
     outcome = SweepOutcome(sweep_id=sweep_id, out=out)
     started = time.perf_counter()
     earlier = set(data_files(out / RUNS_DIR)) if append else set()
+    collected = _run_tasks(spark, chunks, spec, append, keep_results, on_tasks)
+    _count(outcome, collected.tallies)
+    outcome.determinism_mismatches = sorted(
+        (row["profile"], row["seed"]) for row in collected.mismatched
+    )
+    order = list(sweep.profiles)
+    outcome.results = sorted(collected.kept, key=lambda r: (order.index(r.profile), r.seed))
+    outcome.wall_s = time.perf_counter() - started
+    record = _manifest_record(sweep, sweep_id, impl_name, len(chunks), sc.master)
+    _write_manifest(out, record, append, earlier)
+    return outcome
 
-    def task(items: Iterator[list[WorkItem]]) -> Iterator[tuple[RunResult | None, tuple]]:
+
+def _run_tasks(
+    spark: SparkSession,
+    chunks: list[list[WorkItem]],
+    spec: TaskSpec,
+    append: bool,
+    keep_results: bool,
+    on_tasks: Callable[[int], None] | None,
+) -> _Collected:
+    """Run the chunks as Spark tasks, write their rows to Parquet, collect the tallies."""
+    from pyspark.sql import functions as F
+
+    sc = spark.sparkContext
+
+    def task(items: Iterable[list[WorkItem]]) -> Iterator[tuple[RunResult | None, tuple]]:
         for chunk in items:
             for item, result, row in run_chunk(chunk, spec):
                 keep = keep_results and item.repeat == 0
@@ -281,12 +325,12 @@ def run_sweep(
 
     rdd = sc.parallelize(chunks, len(chunks)).mapPartitions(task).cache()
     try:
-        with TaskProgress(sc, f"rmqsim-{sweep_id}", on_tasks or (lambda _n: None)):
+        with TaskProgress(sc, f"rmqsim-{spec.sweep_id}", on_tasks or (lambda _n: None)):
             frame = spark.createDataFrame(rdd.map(lambda pair: pair[1]), spark_schema())
             frame.write.mode("append" if append else "overwrite").partitionBy("profile").parquet(
-                str(out / RUNS_DIR)
+                str(Path(spec.out_dir) / RUNS_DIR)
             )
-            kept = rdd.map(lambda pair: pair[0]).filter(lambda r: r is not None).collect()
+            kept = rdd.flatMap(lambda pair: () if pair[0] is None else (pair[0],)).collect()
             tallies = frame.groupBy("determinism_repeat", "status").count().collect()
             mismatched = (
                 frame.groupBy("profile", "seed")
@@ -297,6 +341,11 @@ def run_sweep(
             )
     finally:
         rdd.unpersist()
+    return _Collected(kept, tallies, mismatched)
+
+
+def _count(outcome: SweepOutcome, tallies: list[Any]) -> None:
+    """Add the (determinism_repeat, status, count) rows to ``outcome``'s counters."""
     for row in tallies:
         repeat, status, number = row[0], row[1], row[2]
         if repeat:
@@ -307,27 +356,25 @@ def run_sweep(
             outcome.divergences += number
         elif status == STATUS_ERROR:
             outcome.errors += number
-    outcome.determinism_mismatches = sorted((row["profile"], row["seed"]) for row in mismatched)
-    outcome.results = sorted(kept, key=lambda r: (list(profiles).index(r.profile), r.seed))
-    outcome.wall_s = time.perf_counter() - started
-    _write_manifest(
-        out,
-        {
-            "sweep_id": sweep_id,
-            "profiles": list(profiles),
-            "seeds": [seeds.start, seeds.stop],
-            "implementation": impl_name,
-            "code_version": code_version(),
-            "steps": steps,
-            "determinism_sample": sample,
-            "shrink": None
-            if shrink is None
-            else {"max_operations": shrink.max_operations, "max_seconds": shrink.max_seconds},
-            "tasks": len(chunks),
-            "master": sc.master,
-            "finished_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        },
-        append,
-        earlier,
-    )
-    return outcome
+
+
+def _manifest_record(
+    sweep: SweepSpec, sweep_id: str, impl_name: str, tasks: int, master: str | None
+) -> dict[str, Any]:
+    """The manifest's record of a finished sweep."""
+    shrink = sweep.shrink
+    return {
+        "sweep_id": sweep_id,
+        "profiles": list(sweep.profiles),
+        "seeds": [sweep.seeds.start, sweep.seeds.stop],
+        "implementation": impl_name,
+        "code_version": code_version(),
+        "steps": sweep.steps,
+        "determinism_sample": sweep.sample,
+        "shrink": None
+        if shrink is None
+        else {"max_operations": shrink.max_operations, "max_seconds": shrink.max_seconds},
+        "tasks": tasks,
+        "master": master,
+        "finished_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }

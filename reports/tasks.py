@@ -211,7 +211,7 @@ def error_row(item: WorkItem, spec: TaskSpec, exc: BaseException, wall_s: float)
 
 
 def run_item(
-    item: WorkItem, spec: TaskSpec, workdir: Path, shrunk_signatures: set[str]
+    item: WorkItem, spec: TaskSpec, workdir: Path, shrunk_signatures: set[str | None]
 ) -> tuple[RunResult, tuple]:
     """Run one item; save its failing trace; return the result and its row.
 
@@ -255,7 +255,7 @@ def run_chunk(
     An exception from rmqsim on one run becomes an ``error`` row, so one bad seed cannot
     sink a sweep of a million.
     """
-    shrunk_signatures: set[str] = set()
+    shrunk_signatures: set[str | None] = set()
     with tempfile.TemporaryDirectory(prefix="rmqsim-task-", dir=scratch_root()) as tmp:
         for item in items:
             started = time.perf_counter()

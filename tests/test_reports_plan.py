@@ -32,7 +32,7 @@ from reports.schema import (
     spark_schema,
 )
 from reports.spark import check_master
-from reports.sweep import SweepOutcome, determinism_sample, plan_chunks
+from reports.sweep import SweepOutcome, SweepSpec, determinism_sample, plan_chunks
 from reports.tasks import TaskSpec, WorkItem, error_row, run_chunk
 from scenarios.consumer_profiles import CONSUMER_PROFILES
 from scenarios.ops import OP_KINDS
@@ -250,8 +250,8 @@ def test_sweep_defaults_to_the_gates_profiles_consumers_included(
 
     seen: dict = {}
 
-    def fake_sweep(_spark: object, **kwargs: object) -> SweepOutcome:
-        seen.update(kwargs)
+    def fake_sweep(_spark: object, sweep: SweepSpec, **kwargs: object) -> SweepOutcome:
+        seen.update(kwargs, profiles=sweep.profiles)
         return SweepOutcome(sweep_id="x", out=tmp_path, wall_s=1.0)
 
     monkeypatch.setattr(reports.sweep, "run_sweep", fake_sweep)
