@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
-# Set up everything rmqsim needs on a fresh machine, idempotently:
-#   - Java (for Spark) when `java` is missing, from Debian's packages;
+# Set up what rmqsim needs on a fresh machine, idempotently:
+#   - with --java: Java (for Spark) when `java` is missing, from Debian's packages (apt-get,
+#     as root or through sudo: this changes the machine, and says so on stderr);
 #   - a virtual environment in .venv with rmqsim and its dependencies (editable install).
 # Re-running is cheap: the install is skipped while pyproject.toml is unchanged.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-if ! command -v java >/dev/null 2>&1; then
-    echo "bootstrap: installing Java (needed by Spark)" >&2
+want_java=0
+for arg in "$@"; do
+    case "$arg" in
+        --java) want_java=1 ;;
+        *) echo "bootstrap: unknown option $arg (the only one is --java)" >&2; exit 2 ;;
+    esac
+done
+
+if [ "$want_java" = 1 ] && ! command -v java >/dev/null 2>&1; then
+    echo "bootstrap: installing Java for Spark: apt-get install openjdk-17-jre-headless" \
+        "(system packages, with their dependencies)" >&2
     SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openjdk-17-jre-headless >/dev/null

@@ -1,9 +1,22 @@
 #!/usr/bin/env bash
-# The test suite: set up (see bootstrap.sh), lint with ruff, then run pytest.
-# Extra arguments go to pytest.
+# The test suite: set up, lint with ruff, then run pytest. Extra arguments go to pytest.
+#
+# The set-up installs what the tests need before any test starts, and says so on stderr:
+# the venv and Java for the Spark tests (bootstrap.sh --java), and Chromium with its
+# WebDriver for the report page's browser test (install-chromium.sh; Debian packages through
+# apt-get, as root or with sudo). No test installs anything. When Chromium cannot be
+# installed, the browser test is skipped, unless RMQSIM_REQUIRE_BROWSER=1 (CI): then the
+# set-up stops here.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-bash "$root/scripts/bootstrap.sh"
+bash "$root/scripts/bootstrap.sh" --java
+if ! bash "$root/scripts/install-chromium.sh"; then
+    if [ -n "${RMQSIM_REQUIRE_BROWSER:-}" ]; then
+        echo "test.sh: Chromium could not be installed, and RMQSIM_REQUIRE_BROWSER=1" >&2
+        exit 1
+    fi
+    echo "test.sh: Chromium could not be installed: the browser test will be skipped" >&2
+fi
 cd "$root"
 .venv/bin/ruff check .
 exec .venv/bin/python -m pytest "$@"

@@ -415,16 +415,18 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 
 
 def _browser_or_skip() -> Any:
-    """Headless Chromium through Selenium; installs the Debian packages when missing.
-    Skips only when they cannot be installed, and never in CI (RMQSIM_REQUIRE_BROWSER)."""
-    if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
-        script = ROOT / "scripts" / "install-chromium.sh"
-        done = subprocess.run([str(script)], capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            reason = f"Chromium cannot be installed here: {done.stderr.strip()[-300:]}"
-            if os.environ.get("RMQSIM_REQUIRE_BROWSER"):
-                pytest.fail(reason)
-            pytest.skip(reason)
+    """Headless Chromium through Selenium. The test command (``scripts/test.sh``) installs
+    it in its set-up; no test installs anything. Missing: the test is skipped, or fails
+    where the browser must be there (``RMQSIM_REQUIRE_BROWSER=1``: CI)."""
+    missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not os.path.exists(path)]
+    if missing:
+        reason = (
+            f"Chromium is not installed ({', '.join(missing)} missing); ./scripts/test.sh "
+            "installs it before the tests"
+        )
+        if os.environ.get("RMQSIM_REQUIRE_BROWSER"):
+            pytest.fail(reason)
+        pytest.skip(reason)
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -443,6 +445,28 @@ def _browser_or_skip() -> Any:
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     return webdriver, options, Service(executable_path=CHROMEDRIVER)
+
+
+@pytest.mark.parametrize("required", [False, True], ids=["skips", "fails-in-ci"])
+def test_no_browser_means_skip_or_fail_never_an_install(
+    required: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chromium missing: the browser test skips (fails where RMQSIM_REQUIRE_BROWSER=1) and
+    runs nothing: installing is the test command's set-up, which says so."""
+
+    def no_process(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"a test started a process: {args}")
+
+    monkeypatch.setattr(subprocess, "run", no_process)
+    monkeypatch.setattr(subprocess, "Popen", no_process)
+    monkeypatch.setitem(globals(), "CHROMIUM", "/nonexistent/chromium")
+    if required:
+        monkeypatch.setenv("RMQSIM_REQUIRE_BROWSER", "1")
+    else:
+        monkeypatch.delenv("RMQSIM_REQUIRE_BROWSER", raising=False)
+    outcome = pytest.fail.Exception if required else pytest.skip.Exception
+    with pytest.raises(outcome, match="Chromium is not installed"):
+        _browser_or_skip()
 
 
 def test_report_page_renders_in_headless_chromium(

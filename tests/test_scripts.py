@@ -1,0 +1,147 @@
+"""The set-up scripts (``scripts/*.sh``, ``.ci/run``) install what each command needs, in
+its set-up, saying so, and nothing else: run here in a copy of the repository whose
+``apt-get``, ``sudo`` and ``.venv`` are stand-ins that write down how they were called, on
+a PATH without Java and Chromium (nothing is installed for real)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Real tools the scripts use; everything else on their PATH is a stand-in.
+TOOLS = ("bash", "sh", "env", "dirname", "cat", "cut", "sha256sum", "id")
+#: A stand-in that appends its name, its arguments and RMQSIM_REQUIRE_BROWSER to the log.
+STAND_IN = """#!/bin/sh
+echo "$(basename "$0") $* [require=${RMQSIM_REQUIRE_BROWSER:-}]" >> "$RMQSIM_TEST_LOG"
+"""
+#: An ``apt-get`` that cannot install Chromium (a machine without the package, say).
+APT_WITHOUT_CHROMIUM = STAND_IN + 'case "$*" in *chromium*) exit 100 ;; esac\n'
+
+
+def _stand_in(path: Path, text: str = STAND_IN) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A copy of the scripts, with a .venv of stand-ins already set up (bootstrap's stamp
+    matches pyproject.toml, so it installs no Python package) and a bin/ of stand-ins."""
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "scripts", repo / "scripts")
+    shutil.copytree(ROOT / ".ci", repo / ".ci")
+    shutil.copy(ROOT / "pyproject.toml", repo / "pyproject.toml")
+    for name in ("python", "ruff", "rmqsim"):
+        _stand_in(repo / ".venv" / "bin" / name)
+    digest = hashlib.sha256((repo / "pyproject.toml").read_bytes()).hexdigest()
+    (repo / ".venv" / ".bootstrap-stamp").write_text(digest + "\n")
+    bin_dir = tmp_path / "bin"
+    for name in ("apt-get", "sudo"):
+        _stand_in(bin_dir / name)
+    # sudo runs its command after writing itself down, as the real one does.
+    (bin_dir / "sudo").write_text(STAND_IN + 'exec "$@"\n')
+    for tool in TOOLS:
+        real = shutil.which(tool)
+        assert real is not None, tool
+        (bin_dir / tool).symlink_to(real)
+    (bin_dir / "basename").symlink_to(shutil.which("basename") or "/usr/bin/basename")
+    return repo
+
+
+def run(
+    repo: Path, command: list[str], **env: str
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """``command`` (a script of ``repo``) with the stand-ins; its result and the log."""
+    log = repo.parent / "log"
+    log.write_text("")
+    environment = {
+        "PATH": str(repo.parent / "bin"),
+        "HOME": str(repo.parent),
+        "RMQSIM_TEST_LOG": str(log),
+        **env,
+    }
+    done = subprocess.run(
+        command, cwd=repo, env=environment, capture_output=True, text=True, timeout=60,
+        check=False,
+    )  # fmt: skip
+    return done, log.read_text().splitlines()
+
+
+def installs(log: list[str]) -> list[str]:
+    """The packages apt-get was asked to install, in order."""
+    found = []
+    for line in log:
+        match = re.match(r"apt-get install -y -qq (.*?) \[", line)
+        if match:
+            found += match.group(1).split()
+    return found
+
+
+def test_gate_installs_java_only_for_spark(repo: Path) -> None:
+    """The plain gate needs no Java: on a machine without it, gate.sh no longer stops at
+    apt-get; with --spark it installs Java first, and says so."""
+    done, log = run(repo, ["./scripts/gate.sh", "--seeds", "0:2"])
+    assert done.returncode == 0, done.stderr
+    assert installs(log) == [] and not any(line.startswith("apt-get") for line in log)
+    assert log == ["rmqsim gate --seeds 0:2 [require=]"]
+
+    done, log = run(repo, ["./scripts/gate.sh", "--spark", "--seeds", "0:2"])
+    assert done.returncode == 0, done.stderr
+    assert installs(log) == ["openjdk-17-jre-headless"]
+    assert log[-1] == "rmqsim gate --spark --seeds 0:2 [require=]"
+    assert "installing Java" in done.stderr
+
+
+def test_the_test_command_installs_what_the_tests_need_before_pytest_saying_so(
+    repo: Path,
+) -> None:
+    done, log = run(repo, ["./scripts/test.sh", "-q"])
+    assert done.returncode == 0, done.stderr
+    assert installs(log) == ["openjdk-17-jre-headless", "chromium", "chromium-driver"]
+    assert log[-2:] == ["ruff check . [require=]", "python -m pytest -q [require=]"]
+    assert "installing Java" in done.stderr
+    assert "installing Chromium" in done.stderr and "apt-get install chromium" in done.stderr
+
+
+def test_without_chromium_the_tests_run_unless_ci_requires_the_browser(repo: Path) -> None:
+    _stand_in(repo.parent / "bin" / "apt-get", APT_WITHOUT_CHROMIUM)
+    done, log = run(repo, ["./scripts/test.sh"])
+    assert done.returncode == 0, done.stderr
+    assert log[-1] == "python -m pytest [require=]"
+    assert "the browser test will be skipped" in done.stderr
+
+    done, log = run(repo, ["./.ci/run"])
+    assert done.returncode != 0
+    assert not any("pytest" in line for line in log)
+    assert "Chromium could not be installed, and RMQSIM_REQUIRE_BROWSER=1" in done.stderr
+
+
+def test_ci_runs_exactly_the_readme_test_command(repo: Path) -> None:
+    """.ci/run is the README's test command (with the browser required), and its set-up is
+    the command's own: .ci/run installs nothing itself."""
+    readme = (ROOT / "README.md").read_text()
+    setup = readme.split("## Set-up", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    [test_command] = [line.split("#")[0].strip() for line in setup.splitlines() if "tests" in line]
+    ci = (ROOT / ".ci" / "run").read_text()
+    commands = [line.strip() for line in ci.splitlines() if line.strip() and line[0] != "#"]
+    assert commands[-1] == f"exec {test_command}"
+    assert [c for c in commands if "scripts/" in c] == [f"exec {test_command}"]
+    done, log = run(repo, ["./.ci/run"])
+    assert done.returncode == 0, done.stderr
+    assert installs(log) == ["openjdk-17-jre-headless", "chromium", "chromium-driver"]
+    assert log[-1] == "python -m pytest [require=1]"
+
+
+def test_bootstrap_refuses_an_unknown_option(repo: Path) -> None:
+    done, _ = run(repo, ["./scripts/bootstrap.sh", "--jvm"])
+    assert done.returncode == 2
+    assert done.stderr.strip() == "bootstrap: unknown option --jvm (the only one is --java)"
+    assert os.access(repo / "scripts" / "bootstrap.sh", os.X_OK)
