@@ -22,7 +22,7 @@ import base64
 import binascii
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 __all__ = [
     "ERROR_KINDS",
@@ -385,9 +385,15 @@ class Outcome:
         return self.error is None
 
 
-#: What a ``Step`` carries: an ``Op`` of this vocabulary, or a consumer simulation's
-#: operation (``scenarios.consumer_ops.ConsumerOp``), which shares the step's shape.
-OpT = TypeVar("OpT", covariant=True)
+#: What a ``Step`` carries: an ``Op`` of this vocabulary (a bare ``Step`` is a
+#: ``Step[Op]``), or a consumer simulation's operation (``Step[ConsumerOp]``, see
+#: ``scenarios.consumer_ops``), which shares the step's shape.
+if TYPE_CHECKING:  # a TypeVar's default (PEP 696) is typing's from Python 3.13
+    from typing_extensions import TypeVar as DefaultingTypeVar
+
+    OpT = DefaultingTypeVar("OpT", covariant=True, default=Op)
+else:
+    OpT = TypeVar("OpT", covariant=True)
 
 
 @dataclass(frozen=True, slots=True)
