@@ -183,8 +183,33 @@ class CommitLog:
             )
         segment = self.segments[index]
         data = self.fs.read(segment.handle, offset - segment.start, size_bytes)
+        return self._check(segment, data, 0, offset, size_bytes)
+
+    def read_records(self, places: list[tuple[int, int]]) -> list[Record]:
+        """``read_record`` for many ``(offset, size)``: one read per run of records that
+        lie in one segment (consecutive ids usually do), each record checked."""
+        result: list[Record] = []
+        start = 0
+        while start < len(places):
+            index = self._segment_index(places[start][0])
+            if index is None:
+                return [*result, self.read_record(*places[start])]  # raises, naming it
+            segment = self.segments[index]
+            end = start
+            while end < len(places) and segment.start <= places[end][0] < segment.end:
+                end += 1
+            low = min(offset for offset, _size in places[start:end])
+            high = min(segment.end, max(offset + size for offset, size in places[start:end]))
+            data = self.fs.read(segment.handle, low - segment.start, high - low)
+            for offset, size in places[start:end]:
+                result.append(self._check(segment, data, offset - low, offset, size))
+            start = end
+        return result
+
+    def _check(self, segment: Segment, data: bytes, position: int, offset: int,
+               size_bytes: int) -> Record:
         try:
-            parsed = records.parse_record(data, 0, offset)
+            parsed = records.parse_record(data, position, offset)
         except RecordError as exc:
             raise CorruptDatabaseError(f"{segment.path} at byte {offset - segment.start}: "
                                        f"{exc}") from None

@@ -17,6 +17,7 @@ run is deterministic; ``background_flush_interval_s`` adds a real flusher thread
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -512,11 +513,15 @@ class CommitLogMQ:
             return []
         queue = self._store.cq(cached.incarnation)
         entries = queue.get(cached.cq_index(first_id), last_id - first_id + 1)
-        result: list[ConsumerMessage] = []
+        places: list[tuple[int, int]] = []
         for msg_id, entry in enumerate(entries, start=first_id):
             if entry is None or entry.msg_id != msg_id:
                 raise CorruptDatabaseError(f"{queue.directory}: no entry for id {msg_id}")
-            record = self._store.log.read_record(entry.offset, entry.size_bytes)
+            places.append((entry.offset, entry.size_bytes))
+        result: list[ConsumerMessage] = []
+        found = self._store.log.read_records(places)
+        for msg_id, entry, record in zip(itertools.count(first_id), entries, found, strict=False):
+            assert entry is not None
             if (record.is_control or record.incarnation != cached.incarnation
                     or record.queue_offset != msg_id):
                 raise CorruptDatabaseError(
