@@ -52,6 +52,7 @@ __all__ = [
     "RecordError",
     "blank",
     "decode_properties",
+    "encode_properties",
     "encode_record",
     "parse_record",
     "record_size",

@@ -132,3 +132,21 @@ def test_crash_after_close_releases_nothing_twice(tmp_path: Path) -> None:
     mq.crash()  # a handle number may already belong to someone else
     mq.close()
     open_mq(tmp_path / "s", fs=fs).close()
+
+
+def test_the_same_operations_write_the_same_bytes(tmp_path: Path) -> None:
+    """Determinism: nothing but the injected clock reaches the files."""
+
+    def build(root: Path) -> dict[str, bytes]:
+        mq = open_mq(root, mode="async", config=MQConfig(page_size_bytes=50))
+        mq.create_topic("t")
+        mq.create_consumer_group("t", "g")
+        for index in range(40):
+            mq.produce("t", [pm(b"q" * (index * 7 % 90), {"n": str(index)})])
+            mq.consume("t", "g", 3)
+        mq.run_retention()
+        mq.close()
+        return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+                if p.is_file() and p.name != "lock"}
+
+    assert build(tmp_path / "a") == build(tmp_path / "b")
