@@ -258,7 +258,7 @@ def _parse_header(obj: dict[str, Any], path: Path | str, number: int) -> dict[st
 
 
 def _parse_end(obj: dict[str, Any], path: Path | str, number: int, steps: int) -> dict[str, Any]:
-    if obj.get("steps") != steps:
+    if type(obj.get("steps")) is not int or obj["steps"] != steps:  # not True for 1
         raise TraceFormatError(
             path,
             number,

@@ -231,4 +231,6 @@ def consumer_outcome_from_json(obj: object) -> Outcome:
     error = obj["error"]
     if error is not None and (type(error) is not str or not error):
         raise OpDecodeError(f"outcome.error: expected null or a string, got {error!r:.80}")
+    if error is not None and obj["value"] is not None:
+        raise OpDecodeError("outcome.value: must be null when outcome.error is set")
     return Outcome(value=json_to_plain(obj["value"]), error=error)

@@ -18,9 +18,9 @@ from click.testing import CliRunner, Result
 from conformance.adapter import DEFAULT_IMPL, model_factory
 from conformance.cli import cli
 from conformance.report import render_failure
-from conformance.run import replay_trace, run_seed
-from conformance.trace import parse_lines, write_lines
-from tests.test_replay_crash_flip import _recorded_lines
+from conformance.run import replay_trace, run_seed, trace_header
+from conformance.trace import Trace, TraceStep, parse_lines, write_lines
+from tests.test_replay_crash_flip import CONFIG, PROGRAM
 
 #: ``rmqsim`` in a process of its own, on the code beside these tests.
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,7 +97,13 @@ def test_a_changed_final_digest_fails(tmp_path: Path, profile: str) -> None:
 def test_a_flipped_crash_skips_the_final_state_and_says_so(tmp_path: Path) -> None:
     """A crash that resolved the other legal way leaves the other history's state: the
     recorded digest is not compared, and the note says so."""
-    lines = _recorded_lines(model_factory)
+    header = trace_header(
+        profile="fuzz", profile_config={}, config=CONFIG, seed=0, impl="test", steps=None
+    )
+    steps = [TraceStep(i, 0, "test", op, None) for i, op in enumerate(PROGRAM, 1)]
+    # Recorded on the model, which has no crash points: the armed crash never fires
+    # (after); our queue crashes inside the produce (before).
+    lines = replay_trace(Trace(header=header, steps=steps), impl=model_factory).trace_lines
     assert json.loads(lines[-1])["state_digest"] is not None
     result = invoke("replay", str(_write(tmp_path, lines)), "--impl", DEFAULT_IMPL)
     assert result.exit_code == 0, result.output
@@ -115,6 +121,21 @@ def test_a_step_without_its_outcome_is_malformed(tmp_path: Path, profile: str) -
     _malformed(invoke("replay", str(path := _write(tmp_path, removed))), f"{path}:5:", "outcome")
     renamed = _edit(lines, 5, lambda o: o.update(outcomE=o.pop("outcome")))
     _malformed(invoke("replay", str(path := _write(tmp_path, renamed))), f"{path}:5:", "outcomE")
+
+
+@pytest.mark.parametrize("profile", ["crashy", "consumer"])
+def test_an_outcome_with_both_a_value_and_an_error_is_malformed(
+    tmp_path: Path, profile: str
+) -> None:
+    """Found by the mutation harness: a consumer outcome was built from it, and the
+    Outcome's invariant failed (exit 3)."""
+    lines = _lines(profile)
+    number = next(
+        n for n, line in enumerate(lines, 1) if n > 1 and json.loads(line)["outcome"]["value"]
+    )
+    edited = _edit(lines, number, lambda o: o["outcome"].update(error="5"))
+    path = _write(tmp_path, edited)
+    _malformed(invoke("replay", str(path)), f"{path}:{number}:", "must be null")
 
 
 def test_an_unrecorded_outcome_before_the_last_step_is_malformed(tmp_path: Path) -> None:
@@ -140,6 +161,17 @@ def test_edited_end_and_header_fields_are_malformed(
     number = number if number > 0 else len(lines)
     path = _write(tmp_path, _edit(lines, number, change))
     _malformed(invoke("replay", str(path)), f"{path}:{number}:", needle)
+
+
+def test_an_unusable_impl_in_a_consumer_trace_header_is_named_as_the_headers(
+    tmp_path: Path,
+) -> None:
+    """As for a queue trace: the file's header is named, and --impl is the way out."""
+    lines = _edit(_lines("consumer"), 1, lambda o: o.update(impl="conformance.nomod:nofactory"))
+    path = _write(tmp_path, lines)
+    _malformed(invoke("replay", str(path)), f"{path}: the implementation its header names")
+    ours = "conformance.consumer_run:impl_consumer_factory"
+    assert invoke("replay", str(path), "--impl", ours).exit_code == 0
 
 
 def test_a_crash_record_that_contradicts_its_outcome_is_malformed(tmp_path: Path) -> None:
