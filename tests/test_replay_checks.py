@@ -247,6 +247,24 @@ def test_float_options_refuse_nan_and_infinities(
     assert not (tmp_path / "out").exists()  # refused before anything ran
 
 
+def test_every_float_option_of_every_command_refuses_nan_and_infinities() -> None:
+    """Not only the options above: any float option of any command (a plug-in's too)."""
+    import click
+
+    from conformance.cli_common import FiniteFloatRange
+
+    context = click.Context(cli)
+    floats = {
+        f"{name} --{param.name}": param.type
+        for name in cli.list_commands(context)
+        for param in cli.get_command(context, name).params  # type: ignore[union-attr]
+        if isinstance(param.type, click.types.FloatParamType)
+    }
+    assert len(floats) >= 4, floats
+    loose = [where for where, kind in floats.items() if not isinstance(kind, FiniteFloatRange)]
+    assert not loose, loose
+
+
 def test_replay_reads_a_pipe(tmp_path: Path) -> None:
     """A pipe can be read once: the trace is not opened twice (to look at its header)."""
     lines = _lines("consumer")
