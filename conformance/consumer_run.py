@@ -34,10 +34,17 @@ from conformance.adapter import (
 from conformance.apply import error_outcome
 from conformance.consumer_check import ConsumerViolation, GroupHistory
 from conformance.lockstep import Divergence, Stats
-from conformance.run import RunResult, _header, execute_recorded, replay_trace
+from conformance.run import (
+    RunResult,
+    _header,
+    check_final_state,
+    execute_recorded,
+    replay_trace,
+)
 from conformance.scratch import scratch_root
 from conformance.statediff import state_digest
 from conformance.trace import Trace, TraceFormatError, dumps, parse_lines, read_trace
+from conformance.watchdog import CallBound, OperationHang
 from model import ReferenceMQ
 from model.api import (
     RESULTS_BY_MODE,
@@ -434,7 +441,10 @@ def _run(
     lines = [dumps(header)]
     divergence: Divergence | None = None
     last: Step | None = None
-    with tempfile.TemporaryDirectory(prefix="rmqsim-consumer-", dir=scratch_root(workdir)) as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="rmqsim-consumer-", dir=scratch_root(workdir)) as tmp,
+        CallBound() as bound,  # every call into the SUT side: a hang is a finding
+    ):
         root = Path(tmp)
         # One offset store directory per group (a group name may not be a file name).
         slot = {c.group: index for index, c in enumerate(profile.clients)}
@@ -446,16 +456,22 @@ def _run(
         #: Set when the queue cannot be created in a fresh directory: the SUT's failure,
         #: reported at the first step (as the queue layer's lockstep does).
         open_failure: str | None = None
+        open_anomaly = "unrecoverable"
         try:
-            sut: _Side | None = _Side(
+            sut: _Side | None = bound.call(
+                "open",
+                _Side,
                 profile,
                 clock,
                 open_queue,
-                lambda q: q.crash(),  # type: ignore[attr-defined]
+                lambda q: q.crash(),
                 lambda **kw: consumer_factory(path=root / f"offsets-{slot[kw['group']]}", **kw),
             )
         except BadImplError:
             raise
+        except OperationHang as hang:
+            open_failure, open_anomaly = f"opening a fresh directory: {hang.detail}", "hang"
+            sut = None
         except Exception as exc:
             open_failure = f"opening a fresh directory raised {type(exc).__name__}: {exc}"
             sut = None
@@ -484,8 +500,13 @@ def _run(
                 assert open_failure is not None
                 _, want = _outcome(lambda: model.apply(op))
                 lines.append(_step_line(index, step, want))
-                raise Divergence("unrecoverable", index, step, want, None, [], open_failure)
-            raw, got = _outcome(lambda: sut.apply(op))
+                raise Divergence(open_anomaly, index, step, want, None, [], open_failure)
+            try:
+                raw, got = _outcome(lambda: bound.call(op.kind, sut.apply, op))
+            except OperationHang as hang:
+                _, want = _outcome(lambda: model.apply(op))
+                lines.append(_step_line(index, step, want))
+                raise Divergence("hang", index, step, want, None, [], hang.detail) from None
             _, want = _outcome(lambda: model.apply(op))
             try:
                 if got.error is None:
@@ -521,7 +542,8 @@ def _run(
             divergence = found
         finally:
             if sut is not None:
-                sut.close()
+                with contextlib.suppress(OperationHang):  # the run's result is known
+                    bound.call("crash()", sut.close)
             model.close()
     final = None if divergence else state_digest(model_queue.snapshot())
     end = {
@@ -606,8 +628,16 @@ def consumer_trace_header(path: Path) -> dict[str, Any] | None:
     rejects with its own message)."""
     try:
         with path.open("rb") as file:
-            header = json.loads(file.readline())
-    except (OSError, ValueError):
+            return _consumer_header_of(file.readline())
+    except OSError:
+        return None
+
+
+def _consumer_header_of(first_line: str | bytes) -> dict[str, Any] | None:
+    """The consumer trace header that ``first_line`` holds, or None (whatever it holds)."""
+    try:
+        header = json.loads(first_line)
+    except (ValueError, RecursionError):
         return None
     return header if is_consumer_header(header) else None
 
@@ -691,10 +721,13 @@ def check_consumer_trace(trace: Trace) -> ConsumerProfile:
 
 def read_run_trace(path: Path) -> Trace:
     """The trace file of a queue or a consumer run, parsed with its vocabulary (and a
-    consumer trace checked: ``check_consumer_trace``)."""
-    consumer = consumer_trace_header(path) is not None
-    trace = read_trace(path, **trace_decoders(consumer))
-    if consumer:
+    consumer trace checked: ``check_consumer_trace``). The file is read once, so it may
+    be a pipe (``/dev/stdin``)."""
+    trace = read_trace(
+        path,
+        choose_decoders=lambda first: trace_decoders(_consumer_header_of(first) is not None),
+    )
+    if is_consumer_header(trace.header):
         check_consumer_trace(trace)
     return trace
 
@@ -715,7 +748,8 @@ def replay_consumer_trace(path: Path, *, impl: str | Factory | None = None) -> R
 def _replay_consumer(trace: Trace, impl: str | Factory | None) -> RunResult:
     """Re-execute a consumer trace's recorded operations, with the profile its header
     recorded, on the model and the SUT; every recorded outcome must recur
-    (``trace-mismatch`` at the first that does not: the trace was written by other code).
+    (``trace-mismatch`` at the first that does not: the trace was written by other code),
+    and so must the final state its end line records (``run.check_final_state``).
     The trace is self-contained: neither the seed nor the simulation is consulted, so an
     edited or shrunk trace replays as it stands; a shrunk one's header turns the final
     check off (``"final_check": false``, see ``run_consumer_steps``).
@@ -732,12 +766,21 @@ def _replay_consumer(trace: Trace, impl: str | Factory | None) -> RunResult:
     final_check = header.get("final_check", True)
     if type(final_check) is not bool:
         raise TraceFormatError(trace.path, 1, "header final_check must be true or false")
+    spec = impl or header.get("impl") or DEFAULT_IMPL
+    if not impl:
+        try:
+            _factories(spec)
+        except BadImplError as exc:
+            raise BadImplError(
+                f"{trace.path}: the implementation its header names cannot be used ({exc}); "
+                "give another with --impl"
+            ) from None
 
     try:
-        return _run(
+        result = _run(
             profile,
             header["seed"],
-            impl or header.get("impl") or DEFAULT_IMPL,
+            spec,
             steps if type(steps) is int else None,
             None,
             lambda execute: execute_recorded(trace, execute),
@@ -746,3 +789,4 @@ def _replay_consumer(trace: Trace, impl: str | Factory | None) -> RunResult:
         )
     except _PastTheBatch as bad:
         raise TraceFormatError(trace.path, trace.steps[bad.index - 1].line, str(bad)) from None
+    return check_final_state(result, trace, flipped=False)

@@ -11,6 +11,10 @@ state when the operation has no single topic, or when the SUT cannot snapshot pa
 state); the whole state is compared every ``full_check_every`` state-changing operations,
 after every reopen and at the end. A partial comparison costs the touched topic only, so a
 long run is not quadratic in the number of topics.
+
+Liveness: every call into the SUT (operations, snapshots, opens, closes, crashes) goes
+through a ``CallBound`` (``conformance.watchdog``); one that does not return within the
+bound is the anomaly ``hang`` at the step that made it.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from conformance.adapter import BadImplError, Factory, checked_queue
 from conformance.anomalies import Before, classify_outcome, classify_state
 from conformance.apply import RUNNER_KINDS, apply_op, error_outcome
 from conformance.statediff import Difference, diff_states
+from conformance.watchdog import CallBound, OperationHang
 from model import ReferenceMQ
 from model.api import MessageQueue, MQConfig, State
 from scenarios.ops import STATE_CHANGING, GetLatest, Outcome, Step
@@ -195,7 +200,10 @@ class Lockstep:
         record: bool = True,
         log_faults: bool = False,
         open_crash: tuple[str | None, int] | None = None,
+        op_timeout_s: float | None = None,
     ) -> None:
+        """``op_timeout_s``: the bound of each call into the SUT (None: the one in force,
+        ``conformance.watchdog.op_timeout_s()``; 0: none). ``close()`` releases it."""
         assert check_every >= 1 and full_check_every >= 1
         self.factory = factory
         self.config = config
@@ -216,9 +224,28 @@ class Lockstep:
         self.open_crash_info: dict[str, Any] | None = None
         #: Set when the first open raised: reported as a divergence at the first step.
         self.open_failure: str | None = None
+        #: Set when the first open did not return (``hang`` at the first step).
+        self.open_hang: str | None = None
+        self.bound = CallBound(op_timeout_s).activate()
+        self.sut: MessageQueue = _Unopened()  # type: ignore[assignment]  # until opened
+        try:
+            self._open_first(open_crash)
+        except OperationHang as hang:
+            self.open_hang = f"opening a fresh directory: {hang.detail}"
+            self.sut = _Unopened()  # type: ignore[assignment]
+        except BaseException:  # no Lockstep to close(): stop watching its calls here
+            self.bound.deactivate()
+            raise
+        self._partial = _snapshot_accepts(self.sut, "topics")
+        self._tail = self._partial and _snapshot_accepts(self.sut, "messages_from")
+
+    # ------------------------------------------------------------------ SUT lifecycle
+
+    def _open_first(self, open_crash: tuple[str | None, int] | None) -> None:
+        """Open the SUT on the fresh directory (crashing in the open when armed)."""
         self.faults.armed = open_crash
         try:
-            self.sut: MessageQueue = self._open()
+            self.sut = self._open()
         except InjectedCrash as crash:
             # The factory must release what it holds, as a killed process would; the
             # first step then checks that opening again gives the empty state.
@@ -242,24 +269,25 @@ class Lockstep:
             self.sut = _Unopened()  # type: ignore[assignment]
         finally:
             self.faults.armed = None
-        self._partial = _snapshot_accepts(self.sut, "topics")
-        self._tail = self._partial and _snapshot_accepts(self.sut, "messages_from")
-
-    # ------------------------------------------------------------------ SUT lifecycle
 
     def _open(self) -> MessageQueue:
         self.faults.begin("open")
-        sut = self.factory(path=self.path, config=self.config, clock=self.clock, faults=self.faults)
+        sut = self.bound.call("open", self._call_factory)
         return checked_queue(sut, self.factory)
+
+    def _call_factory(self) -> Any:
+        return self.factory(
+            path=self.path, config=self.config, clock=self.clock, faults=self.faults
+        )
 
     def _reopen(self, index: int, step: Step, *, crash: bool) -> None:
         """Crash (or close) the SUT and open a new instance on the same path."""
         try:
             if crash:
-                self.sut.crash()  # type: ignore[attr-defined]
+                self.bound.call("crash()", self.sut.crash)  # type: ignore[attr-defined]
             else:
                 self.faults.begin("close")
-                self.sut.close()
+                self.bound.call("close()", self.sut.close)
                 self._probe_closed(index, step)
         finally:
             self.stats.reopens += 1
@@ -280,7 +308,7 @@ class Lockstep:
         self.faults.suspended = True  # not an operation: no crash point inside it counts
         try:
             for what, probe in probes:
-                expected, actual = probe(closed_model), probe(self.sut)
+                expected, actual = probe(closed_model), self.bound.call(what, probe, self.sut)
                 if actual != expected:
                     raise Divergence(
                         "error-mismatch",
@@ -319,7 +347,7 @@ class Lockstep:
             self.stats.crashes_injected += 1
             info = {"point": injected.point, "hit": injected.hit, "resolved": "after"}
             with contextlib.suppress(Exception):  # the half-closed (or unopened) instance
-                self.sut.crash()  # type: ignore[attr-defined]
+                self.bound.call("crash()", self.sut.crash)  # type: ignore[attr-defined]
             self._recover(
                 index,
                 step,
@@ -337,11 +365,14 @@ class Lockstep:
         that the run's directory removal deletes (≈0.8 ms per run, measured). Clean
         closes are checked where they are operations (``close_reopen``). A crash still
         armed (the run ended on an ``arm_crash``) is disarmed first: it belongs to an
-        operation that never came."""
+        operation that never came. A ``crash()`` that hangs is given up on (the run's
+        result is already known); the watchdog stops watching this run."""
         self.faults.armed = None
         self.faults.step = None
-        with contextlib.suppress(Exception):  # a broken SUT must not hide the run's result
-            self.sut.crash()  # type: ignore[attr-defined]
+        # A broken SUT must not hide the run's result.
+        with contextlib.suppress(Exception, OperationHang):
+            self.bound.call("crash()", self.sut.crash)  # type: ignore[attr-defined]
+        self.bound.deactivate()
         forget = getattr(self.sut, "_rmqsim_forget", None)
         if forget is not None:
             forget(self.path)
@@ -351,18 +382,20 @@ class Lockstep:
     def _sut_snapshot(
         self, topics: list[str] | None = None, messages_from: dict[str, int] | None = None
     ) -> State:
-        if topics is None or not self._partial:
-            state = self.sut.snapshot()
-        elif messages_from is not None and self._tail:
-            state = self.sut.snapshot(topics=topics, messages_from=messages_from)  # type: ignore[call-arg]
-        else:
-            state = self.sut.snapshot(topics=topics)  # type: ignore[call-arg]
+        state = self.bound.call("snapshot()", self._read_sut, topics, messages_from)
         if not isinstance(state, State):  # the adapter's contract, not a state divergence
             raise BadImplError(
                 f"snapshot() returned {type(state).__name__}, not model.api.State: build it "
                 "with State.build(topics, groups)"
             )
         return state
+
+    def _read_sut(self, topics: list[str] | None, messages_from: dict[str, int] | None) -> Any:
+        if topics is None or not self._partial:
+            return self.sut.snapshot()
+        if messages_from is not None and self._tail:
+            return self.sut.snapshot(topics=topics, messages_from=messages_from)  # type: ignore[call-arg]
+        return self.sut.snapshot(topics=topics)  # type: ignore[call-arg]
 
     def _compare(
         self,
@@ -427,15 +460,7 @@ class Lockstep:
         self._pending = None
         self.faults.step = index
         try:
-            if index == 1 and self.open_failure is not None:
-                raise _unrecoverable(index, step, self.open_failure)
-            if index == 1 and self.open_crash_info is not None:
-                failure = self.open_crash_info.get("failure")
-                where = f"after a crash at {self.open_crash_info['point']} in the first open"
-                if failure is not None:
-                    raise _unrecoverable(index, step, f"{where}, reopening raised {failure}")
-                self._compare(index, step, None, f"state {where}")
-            outcome, crash_info = self._dispatch(index, step)
+            outcome, crash_info = self._checked_dispatch(index, step)
         except Divergence as divergence:
             if self.record:
                 expected = divergence.expected or self._pending
@@ -444,6 +469,25 @@ class Lockstep:
         if self.record:
             self.records.append(StepRecord(step, outcome, crash_info))
         return outcome
+
+    def _checked_dispatch(self, index: int, step: Step) -> tuple[Outcome, dict[str, Any] | None]:
+        """``_dispatch``, after the first step's look at how the first open went; a call
+        into the SUT that did not return is the divergence ``hang``."""
+        try:
+            if index == 1 and self.open_hang is not None:
+                raise Divergence("hang", index, step, None, None, [], self.open_hang)
+            if index == 1 and self.open_failure is not None:
+                raise _unrecoverable(index, step, self.open_failure)
+            if index == 1 and self.open_crash_info is not None:
+                failure = self.open_crash_info.get("failure")
+                where = f"after a crash at {self.open_crash_info['point']} in the first open"
+                if failure is not None:
+                    raise _unrecoverable(index, step, f"{where}, reopening raised {failure}")
+                self._compare(index, step, None, f"state {where}")
+            return self._dispatch(index, step)
+        except OperationHang as hang:
+            expected = self._pending  # a queue operation's: the model's outcome
+            raise Divergence("hang", index, step, expected, None, [], hang.detail) from None
 
     def _dispatch(self, index: int, step: Step) -> tuple[Outcome, dict[str, Any] | None]:
         op = step.op
@@ -468,10 +512,13 @@ class Lockstep:
         expected = apply_op(self.model, op)
         self.faults.begin(kind)
         try:
-            actual = apply_op(self.sut, op)
+            actual = self.bound.call(kind, apply_op, self.sut, op)
         except InjectedCrash as crash:
             assert saved_model is not None
             return self._resolve_crash(index, step, expected, saved_model, crash)
+        except OperationHang:
+            self._pending = expected  # the trace's step records the model's outcome
+            raise
         finally:
             self.faults.armed = None
         self._pending = expected

@@ -15,7 +15,9 @@ the parent feeds them through its own hook in order: the hook learns the points 
 the sweep's log) exactly as in process, and raises ``InjectedCrash`` at the same call, so
 ``Lockstep`` resolves the crash unchanged. A child that dies anywhere else raises
 ``ChildDiedError`` (an ``Exception``: the lockstep reports it as the SUT's outcome, or as
-``unrecoverable`` when reopening).
+``unrecoverable`` when reopening). A child that does not answer within the liveness bound
+(``conformance.watchdog.op_timeout_s()``, ``--op-timeout-s``) is killed, and the call
+raises ``OperationHang``: the anomaly ``hang``, whatever the child was stuck in.
 
 Arguments and results cross the pipe pickled: this is IPC between two processes of rmqsim,
 never storage; traces stay JSON.
@@ -33,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.adapter import BadImplError, Factory, FaultHook, load_factory
+from conformance.watchdog import OperationHang, op_timeout_s
 from model.api import (
     Clock,
     ConsumerMessage,
@@ -48,8 +51,6 @@ _CLOSED = "was closed"
 
 CRASH_MODES = ("inprocess", "process")
 DEFAULT_CRASH_MODE = "inprocess"
-#: How long the parent waits for one reply before it kills the child and gives up.
-REPLY_TIMEOUT_S = 300.0
 #: How long reaping a killed (or closing) child may take.
 JOIN_TIMEOUT_S = 30.0
 
@@ -236,10 +237,11 @@ class ProcessQueue:
             raise NotServingError("the queue is closed")
         if self._dead is not None:
             raise ChildDiedError(self._dead)
+        limit_s = op_timeout_s()
         try:
             self._conn.send((method, args, kwargs, self._clock(), self._arm()))
-            if not self._conn.poll(REPLY_TIMEOUT_S):
-                self._died(f"did not answer {method} within {REPLY_TIMEOUT_S:g} s")
+            if not self._conn.poll(limit_s or None):
+                self._hung(method, limit_s)
             status, value, passed = self._conn.recv()
         except (EOFError, OSError):
             self._died(f"died during {method}")
@@ -265,6 +267,15 @@ class ProcessQueue:
         self._dead = f"the SUT's child process (pid {self.process.pid}) {what}"
         self._dead += f" (exit code {self.process.exitcode})"
         raise ChildDiedError(self._dead)
+
+    def _hung(self, method: str, limit_s: float) -> None:
+        """The child did not answer within the bound: kill it, and the call hangs."""
+        self.crash()
+        self._dead = (
+            f"the SUT's child process (pid {self.process.pid}) did not answer {method} within "
+            f"{limit_s:g} s and was killed"
+        )
+        raise OperationHang(method, limit_s)
 
     def _reap(self) -> None:
         self.process.join(JOIN_TIMEOUT_S)

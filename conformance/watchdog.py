@@ -1,0 +1,321 @@
+"""The liveness bound: a call into the implementation under test that does not return
+within ``op_timeout_s`` seconds is a finding (anomaly ``hang``), not a hung rmqsim.
+
+A queue that deadlocks (a lock taken twice, a wait nobody signals) never returns from the
+call. Nothing in the simulation can see that: the SUT's call is one simulated step and has
+no steps of its own to count, so wall time is the only measure left, and it is used for
+this bound only (it never reaches a trace: the trace of a hang is the steps up to the one
+that hung, the same however long the bound was).
+
+How a stuck call is stopped, in process (``--crash-mode process`` kills its child instead,
+``conformance.process_sut``):
+
+* **No hand-off per call.** Running each SUT call in a worker thread and waiting for it
+  with a timeout would cost two thread switches per call, and a Python thread cannot be
+  killed: the stuck worker would keep the implementation's locks and its RocksDB handle
+  (the database's LOCK) for the life of the process. Instead the call runs where it always
+  did, and ``CallBound.call`` only writes down its deadline (one ``time.monotonic()`` and
+  a tuple: ≈0.1 µs, against ≈150 µs for a lockstep operation; ``rmqsim bench`` shows no
+  difference beyond its noise, see docs/BENCHMARKS.md).
+* **A watchdog that acts only on an overrun.** One daemon thread per process sleeps until
+  the earliest deadline of the calls in progress. When a call overran, it sends SIGALRM to
+  the main thread (``signal.pthread_kill``), whose handler raises ``OperationHang`` there.
+  A signal interrupts every wait that returns to Python: lock and ``RLock`` acquires,
+  ``Event``/``Condition`` waits, ``sleep``, ``select``/``poll`` (the process mode's pipe),
+  pure-Python loops (measured: all return within a millisecond of the signal). The stack
+  unwinds through the implementation's ``with`` and ``finally`` blocks, so its locks are
+  released; the lockstep reports ``hang`` with the trace as usual, then releases the SUT
+  with ``crash()`` (bounded too) and the run's directory is removed, so the next seed runs
+  on a fresh directory in the same process. ``OperationHang`` is a ``BaseException``, as
+  the injected crash is, so that an implementation's ``except Exception`` cannot swallow
+  it. ``signal.setitimer`` per call would do the same with two system calls per call and
+  would take the one interval timer of the process from anyone else using it.
+* **Last resorts.** A call that does not give way within another ``op_timeout_s`` after
+  the signal (native code that retries its wait, an implementation that swallows
+  ``BaseException``), or a bound used from a thread other than the main one (signal
+  handlers run in the main thread only), ends the process: one line on stderr naming the
+  call, every thread's stack (``faulthandler``), exit status 1 (a finding). Native code that
+  holds the GIL while it waits (rocksdict keeps the GIL during its calls: a RocksDB write
+  that stalls for good stops every Python thread, the watchdog too) is caught by
+  ``faulthandler.dump_traceback_later``, which runs without the GIL: the watchdog re-arms
+  it ahead of time, so it fires only when the watchdog itself could not run for
+  ``MIN_DEAD_MAN_S`` (30 s) or more (a minute at most, with the default bound): it prints
+  every thread's stack and exits with status 1.
+  ``--crash-mode process`` turns both into an ordinary ``hang`` with a trace.
+
+The bound is a setting of the process, not of a run: the CLI's ``--op-timeout-s`` applies
+it to a command (``op_timeout``), 0 turns it off (to stop in a debugger inside the SUT),
+and shrinking lowers it to ``SHRINK_OP_TIMEOUT_S``: every candidate that still hangs costs
+the bound once, and a shrink runs dozens of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import os
+import signal
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+__all__ = [
+    "DEFAULT_OP_TIMEOUT_S",
+    "SHRINK_OP_TIMEOUT_S",
+    "CallBound",
+    "OperationHang",
+    "op_timeout",
+    "op_timeout_s",
+    "shrink_op_timeout_s",
+]
+
+#: The default bound of one call into the SUT, in seconds. Operations take well under a
+#: millisecond and a reopen 10-120 ms (NOTES-dependencies), so this leaves a wide margin
+#: for a loaded machine while a deadlock is still found in seconds.
+DEFAULT_OP_TIMEOUT_S = 5.0
+#: The bound while shrinking (when the command's is longer): candidates are short runs of
+#: operations that all returned in milliseconds in the original run.
+SHRINK_OP_TIMEOUT_S = 1.0
+#: The last resorts' exit status: a hang is a finding, as a divergence is (exit 1).
+LAST_RESORT_EXIT_STATUS = 1
+#: The GIL-held last resort fires when the watchdog could not run for this long, at least.
+MIN_DEAD_MAN_S = 30.0
+
+T = TypeVar("T")
+
+_op_timeout_s = DEFAULT_OP_TIMEOUT_S
+
+
+def op_timeout_s() -> float:
+    """The bound of one call into the SUT now in force, in seconds (0: no bound)."""
+    return _op_timeout_s
+
+
+def shrink_op_timeout_s() -> float:
+    """The bound for shrinking: the one in force, at most ``SHRINK_OP_TIMEOUT_S``."""
+    limit_s = op_timeout_s()
+    return min(limit_s, SHRINK_OP_TIMEOUT_S) if limit_s > 0 else 0.0
+
+
+@contextlib.contextmanager
+def op_timeout(limit_s: float) -> Iterator[None]:
+    """Within the block, runs that start bound each SUT call by ``limit_s`` (0: off)."""
+    global _op_timeout_s
+    assert limit_s >= 0, limit_s
+    saved = _op_timeout_s
+    _op_timeout_s = limit_s
+    try:
+        yield
+    finally:
+        _op_timeout_s = saved
+
+
+class OperationHang(BaseException):
+    """A call into the SUT did not return within the bound. Raised in the thread that made
+    the call (by the watchdog's signal, or by the process mode's proxy)."""
+
+    def __init__(self, what: str, limit_s: float) -> None:
+        super().__init__(f"{what} did not return within {limit_s:g} s")
+        self.what = what
+        self.limit_s = limit_s
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (OperationHang, (self.what, self.limit_s))
+
+    @property
+    def detail(self) -> str:
+        """What a failure report says of it."""
+        return (
+            f"{self} (the liveness bound, --op-timeout-s): the implementation deadlocked "
+            "or is stuck"
+        )
+
+
+#: A call in progress: (its deadline on ``time.monotonic()``, what it is).
+_Call = tuple[float, str]
+
+
+class CallBound:
+    """Bounds the calls one run makes into the SUT: ``call(what, fn, *args)``.
+
+    ``activate()`` before the run's first call and ``deactivate()`` after its last (or use
+    it as a context manager); in between, the watchdog watches its calls. ``limit_s`` None
+    takes the bound in force (``op_timeout_s()``); 0 bounds nothing."""
+
+    __slots__ = ("__weakref__", "_active", "_fired", "_thread_id", "current", "limit_s")
+
+    def __init__(self, limit_s: float | None = None) -> None:
+        self.limit_s = op_timeout_s() if limit_s is None else limit_s
+        assert self.limit_s >= 0, self.limit_s
+        #: The call in progress (read by the watchdog thread and the signal handler).
+        self.current: _Call | None = None
+        #: The call the watchdog signalled, and when (its own thread writes this).
+        self._fired: tuple[_Call, float] | None = None
+        self._thread_id = threading.get_ident()
+        self._active = False
+
+    def call(self, what: str, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)``, or ``OperationHang`` when it runs past the bound."""
+        self.current = (time.monotonic() + self.limit_s, what)
+        try:
+            return fn(*args)
+        finally:
+            self.current = None
+
+    def activate(self) -> CallBound:
+        if self.limit_s > 0 and not self._active:
+            self._active = True
+            self._thread_id = threading.get_ident()
+            _WATCHDOG.add(self)
+        return self
+
+    def deactivate(self) -> None:
+        if self._active:
+            self._active = False
+            _WATCHDOG.discard(self)
+
+    def __enter__(self) -> CallBound:
+        return self.activate()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.deactivate()
+
+    @property
+    def in_main_thread(self) -> bool:
+        return self._thread_id == threading.main_thread().ident
+
+    def check(self, now: float) -> float:
+        """The watchdog's look at this bound: interrupt an overrun call (or, when that did
+        not help, end the process); return when to look again."""
+        call = self.current
+        if call is None:
+            return now + self.limit_s
+        deadline, what = call
+        if now < deadline:
+            return deadline
+        fired = self._fired
+        if fired is None or fired[0] is not call:
+            self._fired = (call, now)
+            if self.in_main_thread and hasattr(signal, "pthread_kill"):
+                signal.pthread_kill(self._thread_id, signal.SIGALRM)
+            return now + self.limit_s
+        if now - fired[1] < self.limit_s:
+            return fired[1] + self.limit_s
+        _last_resort(what, self.limit_s, self.in_main_thread)
+        raise AssertionError("unreachable: the process has exited")  # pragma: no cover
+
+    def interrupted(self) -> OperationHang | None:
+        """In the signal handler: the hang to raise, if this bound's call is the one the
+        watchdog signalled and it is still in progress."""
+        fired, call = self._fired, self.current
+        if fired is None or call is None or fired[0] is not call:
+            return None
+        return OperationHang(call[1], self.limit_s)
+
+
+def _last_resort(what: str, limit_s: float, main: bool) -> None:
+    """A stuck call that could not be interrupted: say so, show every stack, exit."""
+    why = (
+        "and did not give way when interrupted (it waits in native code, or swallows BaseException)"
+        if main
+        else "in a thread other than the main one, which cannot be interrupted"
+    )
+    os.write(
+        2,
+        f"rmqsim: error: hang: {what} did not return within {limit_s:g} s {why}; exiting "
+        f"(status {LAST_RESORT_EXIT_STATUS}). --crash-mode process reports such a hang "
+        "with a trace.\n".encode(),
+    )
+    faulthandler.dump_traceback(file=2, all_threads=True)
+    os._exit(LAST_RESORT_EXIT_STATUS)
+
+
+class _Watchdog:
+    """The process's one watchdog thread (a daemon, started with the first bound) and the
+    SIGALRM handler (installed while a bound of the main thread is active)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        #: Copy-on-write, so that the signal handler reads it without the lock.
+        self._bounds: tuple[weakref.ref[CallBound], ...] = ()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._previous_handler: Any = None
+        self._handler_installed = False
+        #: When the GIL-held last resort fires (``time.monotonic()``), if armed.
+        self._dead_man_at: float | None = None
+
+    def live(self) -> list[CallBound]:
+        return [bound for ref in self._bounds if (bound := ref()) is not None]
+
+    def add(self, bound: CallBound) -> None:
+        with self._lock:
+            self._bounds = (*self._bounds, weakref.ref(bound))
+            if bound.in_main_thread and not self._handler_installed:
+                self._previous_handler = signal.signal(signal.SIGALRM, self._on_alarm)
+                self._handler_installed = True
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="rmqsim-watchdog", daemon=True
+                )
+                self._thread.start()
+            if self._dead_man_at is None:  # now: the first call may hold the GIL at once
+                self._arm_dead_man(bound.limit_s, bound.limit_s)
+        self._wake.set()
+
+    def discard(self, bound: CallBound) -> None:
+        with self._lock:
+            self._bounds = tuple(ref for ref in self._bounds if ref() not in (None, bound))
+            main_bounds = any(b.in_main_thread for b in self.live())
+            if self._handler_installed and not main_bounds and _in_main_thread():
+                signal.signal(signal.SIGALRM, self._previous_handler or signal.SIG_DFL)
+                self._handler_installed = False
+
+    def _on_alarm(self, signum: int, frame: Any) -> None:
+        for bound in self.live():
+            hang = bound.interrupted()
+            if hang is not None:
+                raise hang
+        previous = self._previous_handler
+        if callable(previous):  # not ours: whoever handled SIGALRM before us
+            previous(signum, frame)
+
+    def _run(self) -> None:
+        while True:
+            self._wake.clear()
+            bounds = self.live()
+            if not bounds:
+                self._disarm_dead_man()
+                self._wake.wait()
+                continue
+            now = time.monotonic()
+            look_at = min(bound.check(now) for bound in bounds)
+            pause_s = max(look_at - now, 0.001)
+            self._arm_dead_man(pause_s, max(bound.limit_s for bound in bounds))
+            self._wake.wait(pause_s)
+
+    def _arm_dead_man(self, pause_s: float, limit_s: float) -> None:
+        """Exit (with every stack) if this thread does not run again well after its next
+        planned look: then the GIL is held by a stuck call (see the module docstring).
+        Re-armed only when it would fire too early (each arming starts a thread)."""
+        grace_s = max(3 * limit_s, MIN_DEAD_MAN_S)
+        now = time.monotonic()
+        if self._dead_man_at is not None and self._dead_man_at >= now + pause_s + grace_s:
+            return
+        timeout_s = pause_s + 2 * grace_s
+        faulthandler.dump_traceback_later(timeout_s, exit=True, file=2)
+        self._dead_man_at = now + timeout_s
+
+    def _disarm_dead_man(self) -> None:
+        if self._dead_man_at is not None:
+            faulthandler.cancel_dump_traceback_later()
+            self._dead_man_at = None
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+_WATCHDOG = _Watchdog()
