@@ -13,6 +13,8 @@ Modules, each holding one thing:
 - ``loader``    reading the whole database back, with its invariants checked;
 - ``retention`` which acked pages a retention pass deletes (pure);
 - ``faults``    ``FAULT_POINTS`` and the hook type;
+- ``integrity`` the directory's integrity record (``rmqsim.integrity``): what a clean
+                close or an open left there, checked before RocksDB opens it again;
 - ``errors``    the storage error types;
 - ``rocksmq``   ``RocksMQ``: operations, caches, locks, the background retention thread.
 
@@ -39,11 +41,15 @@ writing operation, ``open.*`` when a new database is initialised, ``close.*`` ar
 final flush. ``crash()`` stops RocksDB's background work (so dropping the handles flushes
 nothing) and releases every handle and the lock, writing nothing more.
 
-Bad input. ``open`` refuses, before RocksDB writes anything: a path that is a file or a
-non-empty directory without a database (``NotADatabaseError``), a RocksDB database it did
-not create (``ForeignDatabaseError``), a database another instance holds
-(``DatabaseLockedError``, via ``flock`` on ``rmqsim.lock``), an unreadable or inconsistent
-database (``CorruptDatabaseError``), a newer layout (``FormatVersionError``). All derive from
+Bad input. ``open`` refuses, before RocksDB opens it read-write (so nothing in the
+directory changes): a path that is a file or a non-empty directory without a database
+(``NotADatabaseError``), a RocksDB database it did not create (``ForeignDatabaseError``), a
+database another instance holds (``DatabaseLockedError``, via ``flock`` on
+``rmqsim.lock``), a damaged or unreadable database (``CorruptDatabaseError`` naming the
+damaged file: see ``storage``), layout 1 (``FormatVersionError``). Intact files whose
+records are another layout version (``FormatVersionError``) or break the layout
+(``CorruptDatabaseError`` naming the record) are refused after RocksDB's open: RocksDB has
+then written a new MANIFEST and LOG, and kept every record. All derive from
 ``StorageError``, an ``MQError``.
 """
 

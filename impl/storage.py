@@ -12,6 +12,9 @@ in one place (see ``shared/NOTES-dependencies.md``):
   ever leaves this module: write batches are built from a plain-Python ``Plan`` inside
   ``write`` and die with it, iterators die inside the read methods (``list`` drains them
   there), and ``close``/``crash`` drop every handle this object holds;
+- ``items()``/``keys()``/``values()`` end at a damaged block exactly as at the end of
+  their range, without an error: every scan either checks ``status()`` of its own
+  iterator or seeks once past its last record to make the damage raise;
 - RocksDB's errors are plain ``Exception``: they are mapped to ``impl.errors`` types.
 
 Directory identity. A directory is *ours* when it holds ``rmqsim.lock`` (created before any
@@ -24,7 +27,35 @@ RocksDB file), only the ``default`` column family and the format record.
   column families: ``ForeignDatabaseError`` (``FormatVersionError`` for exactly layout 1's
   families: an rmqsim database of the old layout);
 - an unreadable ``CURRENT``/``MANIFEST``: ``CorruptDatabaseError``;
+- a damaged database (next section): ``CorruptDatabaseError`` naming the file;
 - a directory another instance holds: ``DatabaseLockedError``.
+
+Damaged databases. RocksDB's read-write open "repairs" what it cannot tell from a valid
+state, and deletes on the way: a MANIFEST cut short reads as an older database and every
+table file the lost records named is deleted as obsolete; a missing ``CURRENT`` under
+``create_if_missing`` becomes a new empty database; its default WAL recovery stops at the
+first bad record and deletes the rest with the WAL. So ``open`` proves a directory intact
+*before* the read-write open, and refuses it otherwise with nothing changed:
+
+- ``impl.integrity``'s record (``rmqsim.integrity``, written after every open and clean
+  close) says what must be there. After a clean close the files must be byte-identical
+  (this needs no RocksDB at all: the common case costs reading the files once). After a
+  crash, the recorded files still there must keep their bytes, and then a *read-only*
+  RocksDB open (which never deletes, writes or rotates a file) replays the MANIFEST and
+  the WAL and checks the live table files; its sequence number must not be below the
+  recorded one. Chosen over a read-only open alone because RocksDB cannot see what a
+  record boundary cut (the finding of issue 25 opens read-only without an error), and
+  over scanning every record because the digest also covers what no scan reads (OPTIONS,
+  index blocks) at file-read speed.
+- A database of ours without a record is accepted only if it is empty (creation cut
+  between RocksDB creating it and the first record); with a record, a missing
+  ``CURRENT`` is refused, never created.
+- Not provable, and accepted: after a crash, what RocksDB wrote since the last record
+  (table files of flushes and compactions, the MANIFEST's newer records, the WAL) is
+  checked by RocksDB's checksums only. A MANIFEST cut exactly at a record boundary in
+  that part looks like a crash before those records were written; RocksDB then deletes
+  the table files they named, which a crash during their flush or compaction also leaves
+  behind. Closing cleanly (or reopening after a crash) records the new state.
 
 ``rmqsim.lock`` is locked with ``flock`` (not ``fcntl``: closing another descriptor of the
 file cannot drop it), before RocksDB is opened. A second open therefore fails before
@@ -34,6 +65,17 @@ that forks keeps the lock in the child while the child lives.
 Durability. Writes go through the WAL; ``sync_writes=False`` (the default) does not fsync
 each batch: every batch that returned survives a process crash (the OS holds the WAL), not
 a power loss. ``sync_writes=True`` fsyncs each batch and survives both, slower.
+
+A damaged WAL. Recovery runs in RocksDB's ``TolerateCorruptedTailRecords`` mode: a record
+with a bad checksum anywhere is refused (``CorruptDatabaseError`` naming the WAL), and only
+an *incomplete last record* is dropped. A WAL record is one operation's ``WriteBatch``, so
+what is lost is the operations at the end of the WAL, each whole, never part of one. A
+process crash can only cut the batch being written, whose operation had not returned:
+SPEC's "state before the interrupted operation" (SPEC's crashes are process crashes:
+nothing that returned is lost). A power loss with ``sync_writes=False`` may cut operations
+that returned but were not synced yet, always a suffix of them: the loss this mode accepts.
+With ``sync_writes=True`` a cut below the last record is disk damage that rmqsim cannot
+tell from the end of the log.
 """
 
 from __future__ import annotations
@@ -44,13 +86,23 @@ import fcntl
 import json
 import os
 import re
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
-from rocksdict import Options, Rdict, ReadOptions, WriteBatch, WriteOptions
+from rocksdict import (
+    AccessType,
+    DBRecoveryMode,
+    Options,
+    Rdict,
+    RdictIter,
+    ReadOptions,
+    WriteBatch,
+    WriteOptions,
+)
 
-from impl import codec, keys
+from impl import codec, integrity, keys
 from impl.errors import (
     CorruptDatabaseError,
     DatabaseLockedError,
@@ -76,6 +128,7 @@ L0_COMPACTION_TRIGGER_FILES = 2
 FILE_OPENING_THREADS = 1
 #: Names RocksDB itself creates in a database directory (for telling a half-created
 #: database of ours from a foreign directory).
+_OPTIONS_FILE = re.compile(r"^OPTIONS-\d+$")
 _ROCKSDB_FILE = re.compile(
     r"^(LOCK|LOG|LOG\.old\.\d+|IDENTITY|CURRENT|MANIFEST-\d+|OPTIONS-\d+(\.dbtmp)?|"
     r"\d+\.(log|sst|blob|dbtmp)|rocksdict-config\.json)$"
@@ -137,12 +190,29 @@ def _options(*, create: bool) -> Options:
     options.set_keep_log_file_num(KEEP_LOG_FILES)
     options.set_max_file_opening_threads(FILE_OPENING_THREADS)
     options.set_level_zero_file_num_compaction_trigger(L0_COMPACTION_TRIGGER_FILES)
+    # A WAL record with a bad checksum is damage: refuse the open. Only an incomplete last
+    # record (a write cut by a crash before it returned) is dropped. RocksDB's default
+    # (point-in-time) would instead drop everything from the first bad record on, and the
+    # flush after recovery would then delete the WAL that still held it.
+    options.set_wal_recovery_mode(DBRecoveryMode.tolerate_corrupted_tail_records())
+    options.set_paranoid_checks(True)  # RocksDB's default, stated: file sizes on open
     return options
+
+
+def _open_read_only(path: str) -> Rdict:
+    """A read-only handle: RocksDB replays the MANIFEST and WAL in memory and checks the
+    live table files, but never deletes, writes or rotates a file."""
+    options = _options(create=False)
+    families = {name: options for name in keys.COLUMN_FAMILIES}
+    return Rdict(
+        path, options, column_families=families, access_type=AccessType.read_only(False)
+    )
 
 
 class _DirectoryKind:
     FRESH = "fresh"  # empty, or only what an interrupted creation of ours left behind
-    EXISTING = "existing"  # a RocksDB database that passed every check before opening
+    UNRECORDED = "unrecorded"  # a RocksDB database with our lock file, no integrity record
+    RECORDED = "recorded"  # a database of ours with its integrity record
 
 
 def _classify(path: str) -> str:
@@ -159,7 +229,10 @@ def _classify(path: str) -> str:
     except OSError as exc:
         raise StorageError(f"cannot read the directory {path}: {exc.strerror}") from None
     ours = LOCK_FILE_NAME in entries
+    recorded = integrity.RECORD_FILE_NAME in entries
     if "CURRENT" not in entries:
+        if recorded:  # never turned into a new, empty database over the old files
+            raise integrity.damaged(path, "CURRENT", "is missing")
         others = entries - {LOCK_FILE_NAME}
         if not others or (ours and all(_ROCKSDB_FILE.match(name) for name in others)):
             return _DirectoryKind.FRESH  # empty, or our creation was cut before CURRENT
@@ -168,10 +241,17 @@ def _classify(path: str) -> str:
             f"(found {sorted(others)[:5]}): use an empty or new directory"
         )
     if not ours:
+        if recorded:
+            raise integrity.damaged(path, LOCK_FILE_NAME, "is missing")
         raise ForeignDatabaseError(
             f"{path} holds a RocksDB database that rmqsim did not create (no {LOCK_FILE_NAME}): "
             "refusing to open it"
         )
+    return _DirectoryKind.RECORDED if recorded else _DirectoryKind.UNRECORDED
+
+
+def _check_families(path: str) -> None:
+    """rocksdict's mode and the column families must be rmqsim's (read-only checks)."""
     _check_rocksdict_config(path)
     try:
         families = Rdict.list_cf(path, _options(create=False))
@@ -192,7 +272,155 @@ def _classify(path: str) -> str:
             f"{path} holds a RocksDB database with column families {sorted(unknown)} that "
             f"are not rmqsim's {list(keys.COLUMN_FAMILIES)}: refusing to open it"
         )
-    return _DirectoryKind.EXISTING
+
+
+def _verify(path: str, kind: str) -> dict[str, integrity.FileFact]:
+    """Refuse, before RocksDB opens ``path`` read-write, what cannot be proven intact.
+    Returns the facts read of the files that never change (for the next record)."""
+    if kind == _DirectoryKind.FRESH:
+        return {}
+    if kind == _DirectoryKind.UNRECORDED:
+        _check_families(path)
+        _check_unrecorded(path)
+        return {}
+    record = integrity.read_record(path)
+    if record is None:
+        raise integrity.damaged(path, integrity.RECORD_FILE_NAME, "is missing")
+    manifest = integrity.current_manifest(path)
+    entries = os.listdir(path)
+    if record.state == integrity.STATE_CLOSED and manifest == record.manifest:
+        # Closed cleanly and not opened since: byte for byte as rmqsim left it, which
+        # RocksDB opens without recovering anything.
+        facts = integrity.check_closed(path, record, entries)
+    else:
+        facts = integrity.check_continued(path, record, manifest, entries)
+        _check_families(path)
+        _check_recovery(path, record)
+    return {
+        name: fact
+        for name, fact in facts.items()
+        if integrity.file_kind(name) == integrity.FileKind.IMMUTABLE
+    }
+
+
+def _check_recovery(path: str, record: integrity.Record) -> None:
+    """RocksDB's own checks, read-only: MANIFEST and WAL records (a bad checksum is
+    refused, see ``_options``), live table files present at their sizes; and the latest
+    sequence number is not below the recorded one (writes rmqsim saw are not gone)."""
+    try:
+        db = _open_read_only(path)
+    except Exception as exc:  # rocksdict raises plain Exception
+        raise _damage_found_by_rocksdb(path, exc) from exc
+    try:
+        sequence = db.latest_sequence_number()
+    finally:
+        db.close()
+        del db
+    if sequence < record.sequence:
+        raise integrity.damaged(
+            path,
+            f"{record.manifest} or the write-ahead log",
+            f"lost writes: RocksDB recovers up to sequence number {sequence}, rmqsim saw "
+            f"{record.sequence}",
+        )
+
+
+def _check_unrecorded(path: str) -> None:
+    """A database of ours without an integrity record is accepted only empty: creation
+    was cut between RocksDB creating it and rmqsim recording it, before any write."""
+    try:
+        db = _open_read_only(path)
+    except Exception as exc:  # rocksdict raises plain Exception
+        raise _damage_found_by_rocksdb(path, exc) from exc
+    try:
+        empty = _check_identity(path, db)
+    finally:
+        db.close()
+        del db
+    if not empty:
+        raise CorruptDatabaseError(
+            f"the database at {path} holds rmqsim data but no {integrity.RECORD_FILE_NAME} "
+            "(deleted, or written by an rmqsim without integrity records): rmqsim cannot "
+            "prove it intact; refusing to open it (nothing in the directory was changed)"
+        )
+
+
+def _damage_found_by_rocksdb(path: str, exc: Exception) -> StorageError:
+    """The error for a read-only open that failed: the file RocksDB names, else (a WAL
+    record with a bad checksum: RocksDB's text names no file) the write-ahead logs."""
+    text = _rocksdb_text(exc)
+    if "corruption" not in text.lower() and "no such file" not in text.lower():
+        return map_rocksdb_error(exc, path, "open")
+    named = re.findall(re.escape(path + os.sep) + r"([^\s:,/]+)", text)
+    if not named:
+        logs = sorted(name for name in os.listdir(path) if name.endswith(".log"))
+        named = [f"the write-ahead log {' or '.join(logs)}"] if logs else ["a database file"]
+    return integrity.damaged(path, named[0], f"is damaged or missing (RocksDB: {text})")
+
+
+def _check_identity(path: str, db: Rdict) -> bool:
+    """The format record must be rmqsim's, or the database must be empty (creation of
+    ours was interrupted before the format record was written): then True."""
+    try:
+        value = db.get(keys.FORMAT_KEY)
+        if value is None:
+            iterator = db.iter()
+            try:
+                iterator.seek_to_first()
+                if not iterator.valid():
+                    iterator.status()  # an unreadable first block is not an empty database
+                    return True
+            finally:
+                del iterator  # an iterator keeps the LOCK: never let one outlive a read
+    except Exception as exc:
+        raise map_rocksdb_error(exc, path, "read") from exc
+    if value is None:
+        raise ForeignDatabaseError(
+            f"{path} has rmqsim's column families and lock file but no format "
+            "record, and holds data: it was not written by rmqsim; refusing to open it"
+        )
+    version = codec.decode_format(value)
+    if version is None:
+        raise ForeignDatabaseError(
+            f"{path} has a format record that is not rmqsim's: refusing to open it"
+        )
+    if version != codec.FORMAT_VERSION:
+        raise FormatVersionError(
+            f"{path} uses rmqsim layout version {version}; this code reads only "
+            f"version {codec.FORMAT_VERSION}"
+        )
+    return False
+
+
+def _drain(iterator: RdictIter, begin: bytes, end: bytes) -> list[tuple[bytes, bytes]]:
+    """The records of ``[begin, end)`` from ``iterator``, in key order. A damaged block
+    ends an iteration as its end would: ``status()`` tells them apart, and raises."""
+    records: list[tuple[bytes, bytes]] = []
+    iterator.seek(begin)
+    while iterator.valid():
+        key = iterator.key()
+        if key >= end:
+            break
+        records.append((key, iterator.value()))
+        iterator.next()
+    iterator.status()
+    return records
+
+
+def _check_read_complete(db: Rdict, read_options: ReadOptions, resume: bytes) -> None:
+    """rocksdict's ``items()``/``values()`` end at a damaged block as at the end of their
+    range, silently. Seeking to ``resume``, just past the last record they gave, reaches
+    that block again: raise its error, or confirm that nothing was left unread (one seek,
+    ≈3 µs)."""
+    iterator = db.iter(read_options)
+    try:
+        iterator.seek(resume)
+        left = iterator.valid()
+        iterator.status()
+    finally:
+        del iterator  # an iterator keeps the LOCK: never let one outlive a read
+    if left:
+        raise CorruptDatabaseError("a read ended before the end of its range without an error")
 
 
 def _check_rocksdict_config(path: str) -> None:
@@ -247,6 +475,9 @@ class Store:
         self._write_options.sync = sync_writes
         #: Set when ``open`` found no format record in an empty database of ours.
         self.needs_init = False
+        #: Facts of the files that never change (table files, OPTIONS, IDENTITY), by
+        #: name: read once, reused by every record this instance writes.
+        self._facts: dict[str, integrity.FileFact] = {}
 
     # ----------------------------------------------------------------------- open
 
@@ -267,8 +498,8 @@ class Store:
             fd = _lock_directory(path, create=True)
         try:
             kind = _classify(path)  # again, now that no other instance can change it
-            fresh = kind == _DirectoryKind.FRESH
-            options = _options(create=fresh)
+            facts = _verify(path, kind)
+            options = _options(create=kind == _DirectoryKind.FRESH)
             try:
                 # The column family's options are passed too: without them rocksdict
                 # opens an existing database with the ones its last OPTIONS file holds,
@@ -278,45 +509,20 @@ class Store:
             except Exception as exc:
                 raise map_rocksdb_error(exc, path, "open") from exc
             store = cls(path, db, fd, sync_writes=sync_writes)
+            del db  # only ``store`` holds it: ``crash`` below must be able to release it
         except BaseException:
             os.close(fd)
             raise
         try:
-            store._check_identity()
-        except BaseException:
+            store.needs_init = _check_identity(path, store._live())
+            store._facts.update(facts)
+            store._record(integrity.STATE_OPEN)
+        except BaseException as exc:
             store.crash()  # nothing written by us; release without flushing
+            # A finished frame of the traceback may still hold the handle, and so the LOCK.
+            traceback.clear_frames(exc.__traceback__)
             raise
         return store
-
-    def _check_identity(self) -> None:
-        """The format record must be rmqsim's, or the database must be empty (creation
-        of ours was interrupted before the format record was written)."""
-        value = self.get_meta(keys.FORMAT_KEY)
-        if value is None:
-            if self._is_empty():
-                self.needs_init = True
-                return
-            raise ForeignDatabaseError(
-                f"{self.path} has rmqsim's column families and lock file but no format "
-                "record, and holds data: it was not written by rmqsim; refusing to open it"
-            )
-        version = codec.decode_format(value)
-        if version is None:
-            raise ForeignDatabaseError(
-                f"{self.path} has a format record that is not rmqsim's: refusing to open it"
-            )
-        if version != codec.FORMAT_VERSION:
-            raise FormatVersionError(
-                f"{self.path} uses rmqsim layout version {version}; this code reads only "
-                f"version {codec.FORMAT_VERSION}"
-            )
-
-    def _is_empty(self) -> bool:
-        db = self._live()
-        try:
-            return next(iter(db.keys()), None) is None
-        except Exception as exc:
-            raise map_rocksdb_error(exc, self.path, "read") from exc
 
     # ----------------------------------------------------------------------- writes
 
@@ -386,16 +592,7 @@ class Store:
             iterator = db.iter(bounded)
             try:
                 for begin, end in ranges:
-                    records: list[tuple[bytes, bytes]] = []
-                    iterator.seek(begin)
-                    while iterator.valid():
-                        key = iterator.key()
-                        if key >= end:
-                            break
-                        records.append((key, iterator.value()))
-                        iterator.next()
-                    iterator.status()  # raises on a read error; the next seek clears it
-                    found.append(records)
+                    found.append(_drain(iterator, begin, end))
             finally:
                 del iterator  # an iterator keeps the LOCK: never let one outlive a read
         except Exception as exc:
@@ -408,29 +605,44 @@ class Store:
         db = self._live()
         message_keys = self.message_keys
         read_options = ReadOptions()
-        read_options.set_iterate_upper_bound(message_keys.msg_key(incarnation, last_id + 1))
+        end = message_keys.msg_key(incarnation, last_id + 1)
+        read_options.set_iterate_upper_bound(end)
         start = message_keys.msg_key(incarnation, first_id)
         try:
-            return list(db.values(from_key=start, read_opt=read_options))
+            values = list(db.values(from_key=start, read_opt=read_options))
+            if len(values) <= last_id - first_id:  # fewer than asked: missing, or damaged
+                iterator = db.iter(read_options)
+                try:
+                    _drain(iterator, start, end)  # raises where values() stopped silently
+                finally:
+                    del iterator  # an iterator keeps the LOCK: never let one outlive a read
         except Exception as exc:
             raise map_rocksdb_error(exc, self.path, "read") from exc
+        return values
 
     def message_id_bounds(self, incarnation: int) -> tuple[int, int] | None:
         """``(first, last)`` stored message ids of an incarnation, or ``None``: two seeks."""
         db = self._live()
         message_keys = self.message_keys
         begin, end = message_keys.msg_range(incarnation)
-        forward = ReadOptions()
-        forward.set_iterate_upper_bound(end)
         try:
-            first_key = next(iter(db.keys(from_key=begin, read_opt=forward)), None)
-            # Backwards from ``end``: the first key below it. It is this incarnation's last
-            # message only if it is not below ``begin`` (a lower bound cannot be set: the
-            # binding sets the upper one instead, see the module docstring).
-            last_key = next(iter(db.keys(backwards=True, from_key=end)), None)
+            iterator = db.iter()
+            try:
+                iterator.seek(begin)
+                first_key = iterator.key() if iterator.valid() else None
+                iterator.status()
+                # Backwards from ``end``: the last key before it (``end`` itself is no
+                # message key). It is this incarnation's last message only if it is not
+                # below ``begin`` (a lower bound cannot be set: the binding sets the upper
+                # one instead, see the module docstring).
+                iterator.seek_for_prev(end)
+                last_key = iterator.key() if iterator.valid() else None
+                iterator.status()
+            finally:
+                del iterator  # an iterator keeps the LOCK: never let one outlive a read
         except Exception as exc:
             raise map_rocksdb_error(exc, self.path, "read") from exc
-        if first_key is None:
+        if first_key is None or first_key >= end:
             return None
         assert last_key is not None and begin <= last_key < end, (first_key, last_key)
         return message_keys.parse_msg_key(first_key)[1], message_keys.parse_msg_key(last_key)[1]
@@ -442,9 +654,14 @@ class Store:
         bounded = ReadOptions()
         bounded.set_iterate_upper_bound(end)
         try:
-            return list(db.items(from_key=begin, read_opt=bounded))
+            # Raw mode: keys and values are bytes (the stubs say any key type).
+            records = cast(
+                "list[tuple[bytes, bytes]]", list(db.items(from_key=begin, read_opt=bounded))
+            )
+            _check_read_complete(db, bounded, records[-1][0] + b"\x00" if records else begin)
         except Exception as exc:
             raise map_rocksdb_error(exc, self.path, "read") from exc
+        return records
 
     def _live(self) -> Rdict:
         db = self._db
@@ -455,16 +672,61 @@ class Store:
     # ----------------------------------------------------------------------- shutdown
 
     def close(self) -> None:
-        """Flush the memtable and release everything (the LOCK included)."""
+        """Flush the memtable, release RocksDB, record the closed directory (still under
+        our lock) and release everything."""
         db = self._db
         if db is None:
             return
         try:
+            sequence = db.latest_sequence_number()
             db.close()
         except Exception as exc:
             self._drop()
             raise map_rocksdb_error(exc, self.path, "close") from exc
-        self._drop()
+        del db
+        self._db = None
+        try:
+            self._record(integrity.STATE_CLOSED, sequence)
+        finally:
+            self._drop()
+
+    def _record(self, state: str, sequence: int | None = None) -> None:
+        """Write the integrity record: after an open (``STATE_OPEN``: the MANIFEST so far,
+        the live table files, OPTIONS and IDENTITY) or after ``close`` (every file)."""
+        path = self.path
+        manifest = integrity.current_manifest(path)
+        files = {manifest: integrity.digest_file(path, manifest)}
+        if state == integrity.STATE_CLOSED:
+            assert sequence is not None and self._db is None, state
+            names = [name for name in os.listdir(path) if integrity.file_kind(name) is not None]
+        else:
+            db = self._live()
+            try:
+                # Only finished table files: the directory may hold one being compacted.
+                tables = [str(live["name"]).lstrip("/") for live in db.live_files()]
+                sequence = db.latest_sequence_number()
+            except Exception as exc:
+                raise map_rocksdb_error(exc, path, "read") from exc
+            del db
+            names = tables + [
+                name
+                for name in os.listdir(path)
+                if name == "IDENTITY" or _OPTIONS_FILE.match(name)
+            ]
+        for name in sorted(set(names) - {manifest}):
+            with contextlib.suppress(FileNotFoundError):  # compacted away meanwhile
+                files[name] = self._fact(name)
+        integrity.write_record(path, integrity.Record(state, manifest, files, sequence))
+
+    def _fact(self, name: str) -> integrity.FileFact:
+        """A file's fact; those of files that never change are read once per instance."""
+        known = self._facts.get(name)
+        if known is not None and os.stat(os.path.join(self.path, name)).st_size == known.size_bytes:
+            return known
+        fact = integrity.digest_file(self.path, name)
+        if integrity.file_kind(name) == integrity.FileKind.IMMUTABLE:
+            self._facts[name] = fact
+        return fact
 
     def crash(self) -> None:
         """Release every handle without writing anything more, as a killed process.
