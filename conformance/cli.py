@@ -32,6 +32,7 @@ from conformance.cli_common import (
     friendly_errors,
     impl_option,
     interrupt_signal,
+    op_timeout_option,
     out_option,
     parse_profiles,
     progress,
@@ -139,6 +140,7 @@ def cli() -> None:
 @crash_rate_option
 @crash_mode_option
 @save_regression_option
+@op_timeout_option
 @friendly_errors
 def run_command(
     profile_name: str,
@@ -219,6 +221,7 @@ def run_command(
 @cli.command("replay")
 @click.argument("trace_file", type=click.Path(dir_okay=False, path_type=Path))
 @impl_option
+@op_timeout_option
 @friendly_errors
 def replay_command(trace_file: Path, impl: str | None) -> None:
     """Re-execute a trace on the model and the SUT; check every recorded outcome (up to a
@@ -276,6 +279,7 @@ def replay_command(trace_file: Path, impl: str | None) -> None:
 @save_regression_option
 @click.option("--spark", is_flag=True, help="Run the seeds as Spark tasks (the sweep pipeline).")
 @click.option("--master", default=None, help="With --spark: Spark master URL (default local[*]).")
+@op_timeout_option
 @friendly_errors
 def gate_command(
     impl: str | None,

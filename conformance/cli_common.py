@@ -67,24 +67,27 @@ def _raise_terminated(signum: int, _frame: Any) -> None:
 
 
 @contextmanager
-def sigterm_raises() -> Iterator[None]:
-    """Within the block, SIGTERM raises ``Terminated`` in the main thread (Python's own
-    default kills the process at once, leaving its temporary directories behind)."""
+def signals_raise(*signums: int) -> Iterator[None]:
+    """Within the block, each of ``signums`` (default: SIGTERM) raises ``Terminated`` in
+    the main thread, where by default it kills the process at once and leaves its
+    temporary directories behind."""
     if threading.current_thread() is not threading.main_thread():
         yield  # only the main thread may set signal handlers (and receives signals)
         return
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    chosen = signums or (signal.SIGTERM,)
+    previous = {signum: signal.signal(signum, _raise_terminated) for signum in chosen}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def friendly_errors(func: F) -> F:
     """Turn known bad-input errors into one line and exit 2; anything else into exit 3.
 
     ``RMQSIM_WORKDIR`` is checked first (every command creates its temporary directories
-    there). SIGINT and SIGTERM unwind the command (``sigterm_raises``) and exit with
+    there). SIGINT and SIGTERM unwind the command (``signals_raise``) and exit with
     130 and 143."""
 
     @functools.wraps(func)
@@ -97,7 +100,7 @@ def friendly_errors(func: F) -> F:
 
         bad_input = (UsageError, BadImplError, TraceFormatError, ProfileError, ScratchDirError)
         try:
-            with sigterm_raises():
+            with signals_raise():
                 scratch_root()
                 return func(*args, **kwargs)
         except bad_input as exc:

@@ -15,6 +15,7 @@ from conformance.cli_common import (
     crash_mode_option,
     friendly_errors,
     impl_option,
+    op_timeout_option,
     ops_budget_option,
     out_option,
     progress,
@@ -29,6 +30,7 @@ from conformance.shrink_budget import ShrinkBudget
 @impl_option
 @ops_budget_option("--ops-budget", "--shrink-ops-budget")
 @time_budget_option("--time-budget-s", "--shrink-budget-s")
+@op_timeout_option
 @friendly_errors
 def shrink_command(
     trace_file: Path, impl: str | None, ops_budget: int, time_budget_s: float | None
@@ -76,6 +78,7 @@ MAX_REPORTED_CASES = 3
 )
 @out_option("the traces of failing cases")
 @crash_mode_option
+@op_timeout_option
 @friendly_errors
 def crash_sweep_command(
     profile_name: str, seed: int, impl: str | None, steps: int | None, out: Path, crash_mode: str

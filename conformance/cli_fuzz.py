@@ -17,6 +17,7 @@ from conformance.cli_common import (
     EXIT_OK,
     friendly_errors,
     impl_option,
+    op_timeout_option,
     out_option,
     save_regression_option,
     save_regressions,
@@ -80,6 +81,7 @@ class _SettingsProfile(click.Choice):
 )
 @out_option("the trace of a failure")
 @save_regression_option
+@op_timeout_option
 @friendly_errors
 def fuzz_command(
     impl: str | None,

@@ -17,6 +17,7 @@ from conformance.cli_common import (
     SEEDS,
     UsageError,
     friendly_errors,
+    op_timeout_option,
     out_option,
     progress,
     shrink_options,
@@ -39,6 +40,7 @@ _LOG_WIDTH = 160
 )
 @steps_option
 @shrink_options
+@op_timeout_option
 @friendly_errors
 def mutants_command(
     seeds: range | None,

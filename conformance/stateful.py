@@ -55,6 +55,7 @@ from conformance.report import render_op, render_outcome
 from conformance.run import RunResult, lockstep_result, trace_header
 from conformance.scratch import scratch_root
 from conformance.trace import parse_lines
+from conformance.watchdog import op_timeout, shrink_op_timeout_s
 from model.api import MQConfig
 from scenarios import ops
 from scenarios.names import (
@@ -497,7 +498,8 @@ def fuzz(
 ) -> FuzzResult:
     """Fuzz ``impl`` with the state machine; on a failure, return the shrunk run.
 
-    Deterministic for a given (implementation, profile, examples, steps, seed).
+    Deterministic for a given (implementation, profile, examples, steps, seed). Its
+    calls into the SUT are bounded as a shrink's are (``watchdog.shrink_op_timeout_s``).
     """
     if profile not in FUZZ_PROFILES:
         raise ValueError(f"unknown fuzz profile {profile!r}; known: {', '.join(FUZZ_PROFILES)}")
@@ -522,7 +524,13 @@ def fuzz(
     )
     started = time.perf_counter()
     try:
-        with _collect_reports(result.hypothesis_report), _without_local_constants():
+        # Short programs, shrunk by re-running: the shrinking bound (each example that still
+        # hangs waits it out once).
+        with (
+            _collect_reports(result.hypothesis_report),
+            _without_local_constants(),
+            op_timeout(shrink_op_timeout_s()),
+        ):
             run_state_machine_as_test(machine, settings=chosen)
     except Divergence as divergence:
         # Anything else (the SUT failing to reopen, a flaky SUT) propagates, as in ``run``.
