@@ -17,6 +17,8 @@ MUTANT_MODULES: tuple[str, ...] = (
     "conformance.mutants.classic",
     "conformance.mutants.crash",
     "conformance.mutants.consumer",
+    "conformance.mutants.liveness",
+    "conformance.mutants.names",
 )
 
 

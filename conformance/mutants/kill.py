@@ -132,6 +132,8 @@ def check_of(divergence: Divergence) -> str:
     """Which of the lockstep's checks raised ``divergence``."""
     if divergence.anomaly == "unrecoverable":
         return "reopen"
+    if divergence.anomaly == "hang":
+        return "liveness"
     if divergence.anomaly == "torn-operation" or "crash recovery" in divergence.detail:
         return "crash recovery"
     if divergence.expected is not None or divergence.actual is not None:

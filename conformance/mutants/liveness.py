@@ -1,0 +1,42 @@
+"""Liveness bugs seeded into ``impl.RocksMQ``: an operation that never returns. The lockstep
+cannot compare an outcome that never comes; the liveness bound (``conformance.watchdog``,
+``--op-timeout-s``) turns it into the anomaly ``hang``, in process and in
+``--crash-mode process`` alike. Load with ``--impl conformance.mutants.liveness:<factory>``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conformance.mutants import Mutant
+from conformance.mutants.base import factory_of
+from impl import RocksMQ
+from impl.storage import Plan
+from model.api import Page
+
+
+class LastGroupDeadlock(RocksMQ):
+    """Bug class: deadlock (a lock taken twice). When the last group of a topic is
+    destroyed while some closed page is still unacked, the queue asks its own public
+    ``get_latest_msg`` how far the pages it releases go. That takes the topic's lock, which
+    ``destroy_consumer_group`` already holds, and a ``threading.Lock`` is not reentrant: the
+    call waits for itself forever. Rare: it needs the last group of a topic to go while a
+    page it held back is closed and unread."""
+
+    def _plan_acks(self, cached: Any, groups: dict[str, int], plan: Plan, now: Any) -> list[Page]:
+        if not groups and cached.acked_count < len(cached.pages):
+            self.get_latest_msg(cached.name)
+        return super()._plan_acks(cached, groups, plan, now)
+
+
+last_group_deadlock = factory_of(LastGroupDeadlock)
+
+_MODULE = __name__
+MUTANTS: tuple[Mutant, ...] = (
+    Mutant(
+        "last-group-deadlock",
+        "liveness",
+        "destroying a topic's last group with an unacked page takes the topic lock twice",
+        f"{_MODULE}:last_group_deadlock",
+    ),
+)
