@@ -1,0 +1,46 @@
+"""Queues that never return from a call, for ``tests/test_liveness.py``, as ``--impl
+MOD:FACTORY`` specs (a child process of ``--crash-mode process`` imports them by name).
+The catalogue's deadlocking mutant (``conformance.mutants.liveness``) is the common case: a
+lock taken twice. These are the ones that resist an interruption."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from conformance.mutants.base import factory_of
+from impl import RocksMQ
+from model.api import MessageQueue
+
+
+def open_never_returns(*, path: Path, **_kwargs: Any) -> MessageQueue:
+    """Opening waits for an event nobody sets."""
+    threading.Event().wait()
+    raise AssertionError("unreachable")
+
+
+class _SwallowsInterrupts(RocksMQ):
+    """``create_topic`` sleeps forever and swallows whatever interrupts it, even a
+    ``BaseException``: the watchdog's signal cannot end the call."""
+
+    def create_topic(self, topic: str) -> None:
+        while True:
+            with contextlib.suppress(BaseException):  # the point of this queue
+                time.sleep(3600)
+
+
+class _HoldsTheGil(RocksMQ):
+    """``create_topic`` waits in native code that keeps the GIL (libc's ``sleep`` called
+    through ``ctypes.PyDLL``, which does not release it): no Python thread runs, the
+    watchdog's neither, as when a rocksdict call blocks inside RocksDB."""
+
+    def create_topic(self, topic: str) -> None:
+        ctypes.PyDLL(None).sleep(3600)
+
+
+swallows_interrupts = factory_of(_SwallowsInterrupts)
+holds_the_gil = factory_of(_HoldsTheGil)

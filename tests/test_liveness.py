@@ -1,0 +1,291 @@
+"""The liveness bound (``conformance/watchdog.py``, ``--op-timeout-s``): a queue that
+deadlocks is the anomaly ``hang`` within seconds, in process and in ``--crash-mode
+process``, with the usual report and a trace that replays to ``hang``; shrinking it stays
+quick; a normal run is unaffected. Real processes for the commands (a test that hangs
+would hang the suite: each has a timeout), and for the last resorts, which end the process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from conformance import watchdog
+from conformance.cli import cli
+from conformance.consumer_run import parse_run_lines, replay_run_trace
+from conformance.mutants.catalogue import select
+from conformance.mutants.consumer import core_factory
+from conformance.mutants.kill import KILLED, kill_mutant
+from conformance.process_sut import process_factory
+from conformance.run import replay_trace, run_seed
+from conformance.shrink import shrink_and_save
+from conformance.shrink_budget import DEFAULT_SHRINK_BUDGET
+from conformance.trace import write_lines
+from conformance.watchdog import CallBound, OperationHang, op_timeout
+from impl.consumer import ConsumerCore
+from model.api import MQConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+RMQSIM = str(Path(sys.executable).with_name("rmqsim"))
+DEADLOCK = "conformance.mutants.liveness:last_group_deadlock"
+#: smoke seed 0 destroys a topic's last group over an unacked page at this operation.
+HANG_STEP = 285
+#: Seconds a command of these tests may take before it counts as hung.
+COMMAND_TIMEOUT_S = 240
+
+
+def _rmqsim(*args: str, cwd: Path, timeout_s: float = COMMAND_TIMEOUT_S) -> tuple[Any, float]:
+    """Run ``rmqsim`` in a process of its own; (the completed process, seconds taken)."""
+    path = os.environ.get("PYTHONPATH")
+    env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{path}" if path else str(ROOT))
+    started = time.monotonic()
+    done = subprocess.run(
+        [RMQSIM, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s
+    )
+    return done, time.monotonic() - started
+
+
+@pytest.mark.parametrize("mode", ["inprocess", "process"])
+def test_a_deadlocking_queue_is_a_hang_found_in_seconds(mode: str, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run = ("run", "--profile", "smoke", "--seed", "0", "--impl", DEADLOCK, "--out", str(out))
+    done, seconds = _rmqsim(
+        *run, "--crash-mode", mode, "--op-timeout-s", "1", "--no-shrink", cwd=tmp_path
+    )
+    assert done.returncode == 1, done.stderr
+    assert "DIVERGENCE hang" in done.stderr
+    assert f"step {HANG_STEP} of {HANG_STEP}" in done.stderr
+    assert "destroy_group did not return within 1 s" in done.stderr
+    assert seconds < 30, seconds  # the run itself takes ≈2 s here: 1 s of it the bound
+    trace = out / "smoke-seed0-hang.jsonl"
+    end = json.loads(trace.read_text().splitlines()[-1])
+    assert (end["status"], end["anomaly"], end["steps"]) == ("divergence", "hang", HANG_STEP)
+    replayed, _ = _rmqsim("replay", str(trace), "--op-timeout-s", "1", cwd=tmp_path)
+    assert replayed.returncode == 1, replayed.stderr
+    assert f"hang at operation {HANG_STEP}" in replayed.stdout
+
+
+def test_shrinking_a_hang_keeps_the_bound_short_and_finishes_quickly(tmp_path: Path) -> None:
+    """Every shrink candidate that still hangs waits out the bound once: the shrink runs
+    them under ``SHRINK_OP_TIMEOUT_S`` (1 s), not the command's 5 s."""
+    with op_timeout(1):
+        result = run_seed("smoke", 0, impl=DEADLOCK)
+    assert result.anomaly == "hang" and result.steps == HANG_STEP
+    result.trace_path = tmp_path / "hang.jsonl"
+    write_lines(result.trace_path, result.trace_lines)
+    bounds: list[float] = []
+    original = CallBound.__init__
+
+    def spying(self: CallBound, limit_s: float | None = None) -> None:
+        original(self, limit_s)
+        bounds.append(self.limit_s)
+
+    started = time.monotonic()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(CallBound, "__init__", spying)
+        shrunk = shrink_and_save(result, impl=DEADLOCK, budget=DEFAULT_SHRINK_BUDGET)
+    seconds = time.monotonic() - started
+    assert shrunk is not None and shrunk.anomaly == "hang" and shrunk.steps <= 6
+    assert shrunk.shrink_stats is not None and shrunk.shrink_stats.stopped_by is None
+    assert bounds and set(bounds) == {watchdog.SHRINK_OP_TIMEOUT_S}
+    assert watchdog.op_timeout_s() == watchdog.DEFAULT_OP_TIMEOUT_S  # restored after
+    assert seconds < 120, seconds  # ≈20 s here: ≈20 candidates hang, 1 s each
+    with op_timeout(1):
+        again = replay_trace(parse_run_lines(shrunk.trace_lines))
+    assert again.anomaly == "hang" and again.steps == shrunk.steps
+
+
+def test_a_normal_run_is_unaffected_and_the_process_goes_on_after_a_hang() -> None:
+    """The bound changes no trace; after a hang the next seed runs in the same process on
+    a fresh directory, and the SIGALRM handler is back to what it was."""
+    before = signal.getsignal(signal.SIGALRM)
+    with op_timeout(0):
+        unbounded = run_seed("crashy", 1, steps=150, crash_rate=0.05)
+    bounded = run_seed("crashy", 1, steps=150, crash_rate=0.05)
+    assert bounded.ok and bounded.trace_lines == unbounded.trace_lines
+    with op_timeout(0.5):
+        hung = run_seed("smoke", 0, impl=DEADLOCK)
+    assert hung.anomaly == "hang"
+    assert hung.divergence is not None and hung.divergence.step.op.kind == "destroy_group"
+    after = run_seed("smoke", 0)
+    assert after.ok and after.steps > HANG_STEP
+    assert signal.getsignal(signal.SIGALRM) == before
+
+
+def test_a_queue_whose_open_never_returns_hangs_at_the_first_step() -> None:
+    with op_timeout(0.5):
+        result = run_seed("smoke", 0, impl="tests.hang_impls:open_never_returns")
+    assert result.anomaly == "hang" and result.steps == 1
+    assert result.divergence is not None
+    assert result.divergence.detail.startswith("opening a fresh directory: open did not return")
+
+
+def test_a_deadlocking_push_consumer_is_a_hang_and_replays_to_one() -> None:
+    class _PersistTakesItsLockTwice(ConsumerCore):
+        """``persist`` takes a lock it already holds."""
+
+        def persist(self) -> dict[str, int]:
+            lock = threading.Lock()
+            with lock, lock:
+                return super().persist()
+
+    with op_timeout(0.5):
+        result = run_seed("consumer", 0, impl=core_factory(_PersistTakesItsLockTwice))
+        assert result.anomaly == "hang", result.anomaly
+        assert result.divergence is not None and result.divergence.step.op.kind == "persist"
+        replayed = replay_run_trace(
+            parse_run_lines(result.trace_lines), impl=core_factory(_PersistTakesItsLockTwice)
+        )
+    assert (replayed.anomaly, replayed.steps) == ("hang", result.steps)
+
+
+def test_the_bound_interrupts_a_lock_wait_and_leaves_other_alarms_alone() -> None:
+    heard: list[int] = []
+
+    def theirs(signum: int, _frame: Any) -> None:
+        heard.append(signum)
+
+    previous = signal.signal(signal.SIGALRM, theirs)
+    try:
+        with CallBound(0.3) as bound:
+            assert bound.call("quick", sum, [1, 2]) == 3
+            signal.raise_signal(signal.SIGALRM)  # not the watchdog's: passed on
+            assert heard == [signal.SIGALRM]
+            lock = threading.Lock()
+            lock.acquire()
+            started = time.monotonic()
+            with pytest.raises(OperationHang, match=r"relock did not return within 0\.3 s"):
+                bound.call("relock", lock.acquire)
+            assert time.monotonic() - started < 5
+        assert signal.getsignal(signal.SIGALRM) is theirs
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_the_process_mode_proxy_kills_a_child_that_does_not_answer(tmp_path: Path) -> None:
+    """Without the lockstep's watchdog (a proxy used on its own), the proxy's own wait is
+    the bound: it was a fixed 300 s."""
+    factory = process_factory("tests.hang_impls:swallows_interrupts")
+    with op_timeout(0.5):
+        mq: Any = factory(path=tmp_path / "q", config=MQConfig(), clock=lambda: 0, faults=None)
+        started = time.monotonic()
+        with pytest.raises(OperationHang, match=r"create_topic did not return within 0\.5 s"):
+            mq.create_topic("t")
+    assert time.monotonic() - started < 10
+    assert mq.process.exitcode == -signal.SIGKILL
+
+
+def test_a_call_that_does_not_give_way_ends_the_process_with_a_message(tmp_path: Path) -> None:
+    """The last resort: an implementation that swallows even the watchdog's interruption."""
+    done, seconds = _rmqsim(
+        *("run", "--profile", "smoke", "--seed", "0", "--no-shrink", "--out", str(tmp_path)),
+        *("--impl", "tests.hang_impls:swallows_interrupts", "--op-timeout-s", "0.5"),
+        cwd=tmp_path,
+        timeout_s=60,
+    )
+    assert done.returncode == watchdog.LAST_RESORT_EXIT_STATUS, done.stderr
+    assert "hang: create_topic did not return within 0.5 s and did not give way" in done.stderr
+    assert "swallows_interrupts" in done.stderr or "create_topic" in done.stderr  # stacks
+    assert seconds < 30
+
+
+def test_a_call_holding_the_gil_ends_the_process_or_is_a_hang_in_process_mode(
+    tmp_path: Path,
+) -> None:
+    """Native code that keeps the GIL stops the watchdog too: faulthandler's timer ends the
+    process (its floor lowered here from 30 s); ``--crash-mode process`` reports a hang."""
+    script = textwrap.dedent(
+        """
+        from conformance import watchdog
+        from conformance.run import run_seed
+        watchdog.MIN_DEAD_MAN_S = 1.0
+        with watchdog.op_timeout(0.5):
+            run_seed("smoke", 0, impl="tests.hang_impls:holds_the_gil")
+        """
+    )
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1, done.stderr
+    assert "Timeout (" in done.stderr and "create_topic" in done.stderr
+    assert time.monotonic() - started < 30
+    process_run, _ = _rmqsim(
+        *("run", "--profile", "smoke", "--seed", "0", "--no-shrink", "--out", str(tmp_path)),
+        *("--impl", "tests.hang_impls:holds_the_gil", "--op-timeout-s", "0.5"),
+        *("--crash-mode", "process"),
+        cwd=tmp_path,
+        timeout_s=60,
+    )
+    assert process_run.returncode == 1, process_run.stderr
+    assert "DIVERGENCE hang" in process_run.stderr
+
+
+def test_a_hang_outside_the_main_thread_ends_the_process_with_a_message() -> None:
+    script = textwrap.dedent(
+        """
+        import threading
+        from conformance import watchdog
+        from conformance.run import run_seed
+        with watchdog.op_timeout(0.5):
+            impl = "conformance.mutants.liveness:last_group_deadlock"
+            worker = threading.Thread(target=run_seed, args=("smoke", 0), kwargs={"impl": impl})
+            worker.start()
+            worker.join()
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1, done.stderr
+    assert "in a thread other than the main one" in done.stderr
+
+
+def test_the_deadlock_mutant_is_listed_and_killed_by_the_gate(tmp_path: Path) -> None:
+    (mutant,) = select(["last-group-deadlock"])
+    assert mutant.bug_class == "liveness"
+    with op_timeout(1):
+        kill = kill_mutant(mutant, range(0, 1), out=tmp_path, profiles=("smoke",), shrink=None)
+    assert (kill.status, kill.anomaly, kill.check) == (KILLED, "hang", "liveness")
+    assert (kill.profile, kill.seed, kill.step) == ("smoke", 0, HANG_STEP)
+
+
+def test_cli_mutants_kills_the_deadlock_mutant(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = CliRunner().invoke(
+        cli,
+        [
+            *("mutants", "--only", "last-group-deadlock", "--seeds", "0:1", "--steps", "300"),
+            *("--op-timeout-s", "1", "--out", str(out)),
+        ],
+    )
+    assert done.exit_code == 0, done.output
+    assert "PASS: 1 of 1 killed" in done.output
+    data = json.loads((out / "kill-matrix.json").read_text())
+    (kill,) = data["mutants"]
+    assert (kill["mutant"], kill["anomaly"], kill["check"]) == (
+        "last-group-deadlock",
+        "hang",
+        "liveness",
+    )
+    assert kill["shrunk_steps"] is not None and kill["shrunk_steps"] <= 6
+
+
+@pytest.mark.parametrize("value", ["-1", "nan"])
+def test_a_bad_op_timeout_is_refused(value: str) -> None:
+    done = CliRunner().invoke(
+        cli, ["run", "--profile", "smoke", "--seed", "0", "--op-timeout-s", value]
+    )
+    assert done.exit_code == 2
+    assert "--op-timeout-s" in done.output and ("range" in done.output or "finite" in done.output)
