@@ -80,6 +80,31 @@ def test_crash_inside_an_operation_is_found_and_the_same_seed_gives_the_same_tra
     assert first.failure.repro_command() == header["repro"]
 
 
+@pytest.mark.parametrize(
+    ("mutant", "pair"),
+    [
+        ("case-insensitive-names", ("g", "G")),
+        ("nfc-insensitive-names", ("gr\u00fcppe", "gru\u0308ppe")),
+    ],
+)
+def test_the_default_fuzz_campaign_catches_a_queue_that_merges_two_names(
+    mutant: str, pair: tuple[str, str]
+) -> None:
+    """``rmqsim fuzz`` as it runs by default (profile ci, seed 0) finds a queue that takes
+    two spellings of a name for one, and shrinks it to a program that names both."""
+    from conformance.mutants.catalogue import select
+
+    (wrong,) = select([mutant])
+    result = fuzz(wrong.impl, profile="ci")
+    failure = result.failure
+    assert failure is not None, f"{mutant} not found"
+    assert failure.steps <= MAX_SHRUNK_STEPS, failure.trace_lines
+    trace = parse_lines(failure.trace_lines)
+    named = {getattr(step.op, "group", None) for step in trace.steps}
+    assert set(pair) <= named, trace.steps
+    assert replay_trace(trace, impl=DEFAULT_IMPL).ok  # our queue keeps the two names apart
+
+
 # ---------------------------------------------------------------------- command line
 
 

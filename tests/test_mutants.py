@@ -30,7 +30,16 @@ from impl import RocksMQ
 from impl.errors import CorruptDatabaseError
 from impl.storage import Store
 from model.api import MQConfig, ProducerMessage
-from scenarios.ops import CrashReopen, CreateTopic, Step
+from scenarios.ops import (
+    Consume,
+    CrashReopen,
+    CreateGroup,
+    CreateTopic,
+    ExistGroup,
+    Message,
+    Produce,
+    Step,
+)
 
 #: Mutants the gate must fail on in the canary: one outcome bug, one crash bug.
 CANARIES = ("page-boundary-skip", "positions-in-memory")
@@ -234,3 +243,86 @@ def test_a_queue_that_cannot_reopen_between_operations_is_unrecoverable(tmp_path
     assert caught.value.anomaly == "unrecoverable"
     assert check_of(caught.value) == "reopen"
     assert "CorruptDatabaseError" in caught.value.detail
+
+
+#: The name-identity mutants (``conformance/mutants/names.py``) and the pair each one merges.
+NAME_MUTANTS = {
+    "case-insensitive-names": ("t", "T"),
+    "nfc-insensitive-names": ("\u00fc-topic", "u\u0308-topic"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NAME_MUTANTS))
+def test_a_name_mutant_behaves_with_one_name_and_fails_on_its_pair(
+    name: str, tmp_path: Path
+) -> None:
+    """The blind spot the pairs close: one spelling alone is served exactly right; the
+    other spelling of the same name is taken for the first (here: created as a no-op)."""
+    (mutant,) = select([name])
+    first, second = NAME_MUTANTS[name]
+    lockstep = Lockstep(load_factory(mutant.impl), MQConfig(), tmp_path)
+    alone = [
+        CreateTopic(first),
+        Produce(first, (Message(b"x"),)),
+        CreateGroup(first, "g"),
+        Consume(first, "g", 5),
+        CrashReopen(),
+        ExistGroup(first, "g"),
+    ]
+    for index, op in enumerate(alone):
+        lockstep.execute(Step(index, "client", op))
+    with pytest.raises(Divergence) as caught:
+        lockstep.execute(Step(len(alone), "client", CreateTopic(second)))
+    lockstep.close()
+    assert caught.value.anomaly in ("lost-write", "state-mismatch"), caught.value
+
+
+def test_the_gate_and_fuzz_name_pools_hold_case_and_normalization_pairs() -> None:
+    """Every queue profile (swarm resolved per seed) and the fuzzer draw from topic and
+    group pools with two names that differ only by case and two that differ only by
+    Unicode normalization: a queue that merges either pair cannot pass them unseen."""
+    import unicodedata
+
+    from conformance.gate import DEFAULT_GATE_SEEDS
+    from conformance.stateful import GROUP_NAMES, TOPIC_NAMES
+    from scenarios.profiles import PROFILES, resolve
+
+    def merged_by(fold: Any, pool: tuple[str, ...]) -> bool:
+        return len({fold(name) for name in pool}) < len(set(pool))
+
+    def nfc(name: str) -> str:
+        return unicodedata.normalize("NFC", name)
+
+    pools = {"fuzz": (TOPIC_NAMES, GROUP_NAMES)}
+    for profile in PROFILES.values():
+        for seed in DEFAULT_GATE_SEEDS if profile.swarm else (0,):
+            concrete = resolve(profile, seed)
+            pools[f"{profile.name}/{seed}"] = (concrete.topic_names, concrete.group_names)
+    lacking = [
+        f"{where} {kind} {fold.__name__}"
+        for where, (topics, groups) in pools.items()
+        for kind, pool in (("topics", topics), ("groups", groups))
+        for fold in (str.casefold, nfc)
+        if not merged_by(fold, pool)
+        # digits keeps its two-topic pool ("d", "d1") for the id boundaries; its groups count
+        and not (where.startswith("digits/") and kind == "topics")
+    ]
+    assert lacking == []
+
+
+def test_cli_mutants_kills_the_name_mutants(tmp_path: Path) -> None:
+    """``rmqsim mutants --only`` on the two name mutants: both killed, shrunk to a few
+    operations, and the unmodified queue passes the same (pair-holding) runs."""
+    result = CliRunner().invoke(
+        cli,
+        [
+            *("mutants", "--only", ",".join(NAME_MUTANTS), "--seeds", "0:1"),
+            *("--out", str(tmp_path)),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "PASS: 2 of 2 killed" in result.output
+    data = json.loads((tmp_path / "kill-matrix.json").read_text())
+    assert [m["mutant"] for m in data["mutants"]] == sorted(NAME_MUTANTS)
+    for killed in data["mutants"]:
+        assert killed["status"] == KILLED and 0 < killed["shrunk_steps"] <= 5, killed
