@@ -9,10 +9,12 @@ surfaces as a Java stack trace.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import socket
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
@@ -29,6 +31,10 @@ DEFAULT_DRIVER_MEMORY = "4g"
 #: Shuffle partitions: Spark's 200 is sized for clusters; a report's groupings are tiny and
 #: adaptive execution coalesces further.
 SHUFFLE_PARTITIONS = 16
+
+#: Loggers Py4J logs a call into the JVM that an interruption cut short to (it uses the
+#: root logger too).
+PY4J_LOGGERS = ("", "py4j.java_gateway", "py4j.clientserver")
 
 #: How long to wait for a standalone master to accept a connection, seconds.
 MASTER_CONNECT_TIMEOUT_S = 5.0
@@ -107,6 +113,8 @@ def spark_session(
         yield active
         return
     check_reachable(master)
+    for name in PY4J_LOGGERS:
+        logging.getLogger(name).addFilter(_QUIET_INTERRUPTS)
     log_config = resources.files("reports").joinpath("log4j2.properties")
     builder = (
         SparkSession.builder.master(master)
@@ -123,12 +131,57 @@ def spark_session(
         # (PySpark reads the variable when the context starts; the conf key is only honoured
         # by spark-submit).
         os.environ["PYSPARK_PYTHON"] = sys.executable
-    try:
-        spark = builder.getOrCreate()
-    except Exception as exc:  # Java's errors arrive as Py4J/Runtime errors with long text
-        raise UsageError(f"--master {master}: Spark could not start: {_root_cause(exc)}") from None
-    spark.sparkContext.setLogLevel("ERROR")
-    try:
-        yield spark
-    finally:
-        spark.stop()
+    with workers_scratch(master):
+        try:
+            spark = builder.getOrCreate()
+        except Exception as exc:  # Java's errors arrive as Py4J/Runtime errors with long text
+            cause = _root_cause(exc)
+            raise UsageError(f"--master {master}: Spark could not start: {cause}") from None
+        spark.sparkContext.setLogLevel("ERROR")
+        try:
+            yield spark
+        finally:
+            spark.stop()
+
+
+class _QuietInterrupts(logging.Filter):
+    """Drops Py4J's log of a call into the JVM cut short by Ctrl-C or SIGTERM (a traceback
+    on stderr): rmqsim says in one line that it was interrupted."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        for _ in range(16):  # the interruption, or what it caused (a Py4JNetworkError)
+            if error is None:
+                return True
+            if isinstance(error, KeyboardInterrupt):
+                return False
+            error = error.__cause__ or error.__context__ or getattr(error, "cause", None)
+        return True
+
+
+_QUIET_INTERRUPTS = _QuietInterrupts()
+
+
+@contextmanager
+def workers_scratch(master: str) -> Iterator[None]:
+    """With a local ``master``, the workers (which inherit the driver's environment) make
+    their temporary directories in one of the driver's, removed after the session: a
+    worker killed as Spark stops (the driver was interrupted, say) leaves nothing behind.
+    Other masters' workers use their own ``RMQSIM_WORKDIR`` or scratch directory."""
+    if not is_local(master):
+        yield
+        return
+    from conformance.scratch import WORKDIR_ENV, scratch_root
+
+    before = os.environ.get(WORKDIR_ENV)
+    with tempfile.TemporaryDirectory(
+        prefix="rmqsim-spark-", dir=scratch_root(), ignore_cleanup_errors=True
+    ) as scratch:
+        os.environ[WORKDIR_ENV] = scratch
+        try:
+            yield
+        finally:
+            if before is None:
+                os.environ.pop(WORKDIR_ENV, None)
+            else:
+                os.environ[WORKDIR_ENV] = before

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import signal
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.adapter import Factory
+from conformance.cli_common import signals_raise
 from conformance.gate import save_failure
 from conformance.run import RunResult, git_commit, run_seed
 from conformance.scratch import scratch_root
@@ -256,7 +258,12 @@ def run_chunk(
     sink a sweep of a million.
     """
     shrunk_signatures: set[str | None] = set()
-    with tempfile.TemporaryDirectory(prefix="rmqsim-task-", dir=scratch_root()) as tmp:
+    # SIGHUP: what PySpark's daemon sends its workers when Spark stops (the driver was
+    # interrupted, say); raised here, it lets the temporary directory be removed.
+    with (
+        signals_raise(signal.SIGHUP, signal.SIGTERM),
+        tempfile.TemporaryDirectory(prefix="rmqsim-task-", dir=scratch_root()) as tmp,
+    ):
         for item in items:
             started = time.perf_counter()
             try:

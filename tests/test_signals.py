@@ -131,3 +131,41 @@ def test_a_run_interrupted_while_shrinking_leaves_its_trace_and_no_scratch(
     assert done.stderr.splitlines()[-1] == "rmqsim: error: interrupted by SIGTERM"
     assert list(workdir.iterdir()) == []
     assert sorted(p.name for p in out.iterdir()) == ["smoke-seed0-lost-write.jsonl"]
+
+
+def test_a_spark_task_stopped_by_sighup_removes_its_temporary_directory(tmp_path: Path) -> None:
+    """When Spark stops (its driver interrupted, say), PySpark's daemon sends its workers
+    SIGHUP, which killed a task at once and left its directory behind. The task's code,
+    run here in a plain process, as in a worker."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    script = (
+        "from reports.tasks import TaskSpec, WorkItem, run_chunk\n"
+        f"spec = TaskSpec(impl={SELF_SIGNALLING!r}, out_dir={str(tmp_path / 'out')!r}, "
+        "sweep_id='s', shrink=None)\n"
+        "list(run_chunk([WorkItem('smoke', seed) for seed in range(5)], spec))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
+        env=_env(workdir, **{SIGNAL_AT_ENV: "SIGHUP@3"}), timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode != 0 and "Terminated: SIGHUP" in done.stderr, done.stderr
+    assert list(workdir.iterdir()) == []
+
+
+def test_local_spark_workers_make_their_directories_in_one_the_session_removes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker killed as Spark stops cannot leave a directory behind: local workers
+    inherit an RMQSIM_WORKDIR of the session's own, removed when it ends."""
+    from reports.spark import workers_scratch
+
+    monkeypatch.setenv(WORKDIR_ENV, str(tmp_path))
+    with workers_scratch("local[2]"):
+        scratch = Path(os.environ[WORKDIR_ENV])
+        assert scratch.parent == tmp_path and scratch.is_dir()
+        (scratch / "rmqsim-task-left-by-a-killed-worker").mkdir()
+    assert os.environ[WORKDIR_ENV] == str(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+    with workers_scratch("spark://elsewhere:7077"):  # remote workers: their own place
+        assert os.environ[WORKDIR_ENV] == str(tmp_path)
