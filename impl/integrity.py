@@ -159,8 +159,8 @@ def _encode(record: Record) -> bytes:
         },
     }
     text = json.dumps(body, sort_keys=True, separators=(",", ":"))
-    sealed = {"body": body, "sha256": hashlib.sha256(text.encode()).hexdigest()}
-    return (json.dumps(sealed, sort_keys=True, indent=1) + "\n").encode()
+    sha256 = hashlib.sha256(text.encode()).hexdigest()
+    return f'{{"body":{text},"sha256":"{sha256}"}}\n'.encode()
 
 
 def write_record(path: str, record: Record) -> None:
