@@ -4,6 +4,7 @@ minute. Plain text (it goes to terminals, CI logs and JUnit XML alike)."""
 from __future__ import annotations
 
 import shlex
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +34,20 @@ def _clip(text: str, limit: int = MAX_VALUE_CHARS) -> str:
     return clip(text, limit)
 
 
+def _show_arg(value: Any) -> str:
+    """``repr`` of an operation's argument; a string that Unicode normalization would change
+    (a combining mark: ``u`` + U+0308) is shown with its escapes, so that it never looks the
+    same as its precomposed twin (``ü``) in one report."""
+    if isinstance(value, str) and not unicodedata.is_normalized("NFC", value):
+        return ascii(value)
+    return repr(value)
+
+
 def render_op(op: Any) -> str:
     """A compact, readable rendering of an operation (payloads summarized)."""
     kind = op.kind
     fields = [name for name in getattr(op, "__slots__", ()) if name != "messages"]
-    args = [f"{name}={_clip(repr(getattr(op, name)), 80)}" for name in fields]
+    args = [f"{name}={_clip(_show_arg(getattr(op, name)), 80)}" for name in fields]
     if kind == "produce":
         sizes = [len(m.payload) for m in op.messages]
         args.append(f"{len(sizes)} messages, payload bytes {_clip(str(sizes), 60)}")

@@ -326,3 +326,16 @@ def test_cli_mutants_kills_the_name_mutants(tmp_path: Path) -> None:
     assert [m["mutant"] for m in data["mutants"]] == sorted(NAME_MUTANTS)
     for killed in data["mutants"]:
         assert killed["status"] == KILLED and 0 < killed["shrunk_steps"] <= 5, killed
+
+
+def test_a_report_tells_the_two_spellings_of_a_name_apart() -> None:
+    """The NFD spelling of a name is shown escaped in operation lines (reports, fuzz
+    programs), so the normalization mutant's report does not list two identical-looking
+    operations with different outcomes."""
+    from conformance.report import render_op
+
+    nfc, nfd = "gr\u00fcppe", "gru\u0308ppe"
+    shown = render_op(CreateGroup("t", nfd))
+    assert shown != render_op(CreateGroup("t", nfc))
+    assert shown == "create_group(topic='t', group='gru\\u0308ppe')"
+    assert render_op(CreateGroup("t", nfc)) == f"create_group(topic='t', group='{nfc}')"
