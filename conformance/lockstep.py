@@ -200,10 +200,9 @@ class Lockstep:
         record: bool = True,
         log_faults: bool = False,
         open_crash: tuple[str | None, int] | None = None,
-        op_timeout_s: float | None = None,
     ) -> None:
-        """``op_timeout_s``: the bound of each call into the SUT (None: the one in force,
-        ``conformance.watchdog.op_timeout_s()``; 0: none). ``close()`` releases it."""
+        """Each call into the SUT is bounded by the liveness bound in force when the
+        lockstep is made (``conformance.watchdog.op_timeout``); ``close()`` ends that."""
         assert check_every >= 1 and full_check_every >= 1
         self.factory = factory
         self.config = config
@@ -226,7 +225,7 @@ class Lockstep:
         self.open_failure: str | None = None
         #: Set when the first open did not return (``hang`` at the first step).
         self.open_hang: str | None = None
-        self.bound = CallBound(op_timeout_s).activate()
+        self.bound = CallBound().activate()
         self.sut: MessageQueue = _Unopened()  # type: ignore[assignment]  # until opened
         try:
             self._open_first(open_crash)
