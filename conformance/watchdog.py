@@ -290,15 +290,19 @@ class _Watchdog:
     def _run(self) -> None:
         while True:
             self._wake.clear()
-            bounds = self.live()
-            if not bounds:
-                self._disarm_dead_man()
-                self._wake.wait()
-                continue
-            now = time.monotonic()
-            look_at = min(bound.check(now) for bound in bounds)
-            pause_s = max(look_at - now, 0.001)
-            self._arm_dead_man(pause_s, max(bound.limit_s for bound in bounds))
+            pause_s: float | None = None  # None: until a bound is added
+            # Under the lock: a bound cannot be discarded (and SIGALRM's handler restored,
+            # perhaps to the default, which ends the process) between a check that fires
+            # and its signal, nor added between finding none and disarming.
+            with self._lock:
+                bounds = self.live()
+                if not bounds:
+                    self._disarm_dead_man()
+                else:
+                    now = time.monotonic()
+                    look_at = min(bound.check(now) for bound in bounds)
+                    pause_s = max(look_at - now, 0.001)
+                    self._arm_dead_man(pause_s, max(bound.limit_s for bound in bounds))
             self._wake.wait(pause_s)
 
     def _arm_dead_man(self, pause_s: float, limit_s: float) -> None:
