@@ -241,7 +241,11 @@ class _Watchdog:
     """The process's one watchdog thread (a daemon, started with the first bound) and the
     SIGALRM handler (installed while a bound of the main thread is active)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, dead_man: bool = True) -> None:
+        #: Whether this process may use faulthandler's timer (not in a child forked while
+        #: the parent's was armed: the timer's thread did not survive the fork, and
+        #: re-arming or cancelling it would wait for that thread forever).
+        self._dead_man = dead_man
         self._lock = threading.Lock()
         #: Copy-on-write, so that the signal handler reads it without the lock.
         self._bounds: tuple[weakref.ref[CallBound], ...] = ()
@@ -311,6 +315,8 @@ class _Watchdog:
         Re-armed only when it would fire too early (each arming starts a thread)."""
         grace_s = max(3 * limit_s, MIN_DEAD_MAN_S)
         now = time.monotonic()
+        if not self._dead_man:
+            return
         if self._dead_man_at is not None and self._dead_man_at >= now + pause_s + grace_s:
             return
         timeout_s = pause_s + 2 * grace_s
@@ -328,3 +334,14 @@ def _in_main_thread() -> bool:
 
 
 _WATCHDOG = _Watchdog()
+
+
+def _reset_in_child() -> None:
+    """A forked child has none of the parent's threads: it starts a watchdog of its own
+    when it bounds its first call (the parent's runs are not its own), without the GIL
+    last resort if the parent's timer was armed (see ``_Watchdog``)."""
+    global _WATCHDOG
+    _WATCHDOG = _Watchdog(dead_man=_WATCHDOG._dead_man and _WATCHDOG._dead_man_at is None)
+
+
+os.register_at_fork(after_in_child=_reset_in_child)

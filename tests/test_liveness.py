@@ -289,3 +289,31 @@ def test_a_bad_op_timeout_is_refused(value: str) -> None:
     )
     assert done.exit_code == 2
     assert "--op-timeout-s" in done.output and ("range" in done.output or "finite" in done.output)
+
+
+def test_a_child_forked_during_a_run_bounds_its_own_calls() -> None:
+    """The parent's watchdog thread (and faulthandler's timer thread) do not survive a
+    fork: the child starts its own, and does not wait for the parent's timer thread."""
+    script = textwrap.dedent(
+        """
+        import os, threading
+        from conformance.watchdog import CallBound, OperationHang
+        with CallBound(0.3):
+            pid = os.fork()
+            if pid == 0:
+                with CallBound(0.3) as bound:
+                    lock = threading.Lock()
+                    lock.acquire()
+                    try:
+                        bound.call("relock", lock.acquire)
+                    except OperationHang as hang:
+                        print("child:", hang, flush=True)
+                os._exit(0)
+            os.waitpid(pid, 0)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "child: relock did not return within 0.3 s" in done.stdout
