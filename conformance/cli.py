@@ -279,6 +279,13 @@ def replay_command(trace_file: Path, impl: str | None) -> None:
 @save_regression_option
 @click.option("--spark", is_flag=True, help="Run the seeds as Spark tasks (the sweep pipeline).")
 @click.option("--master", default=None, help="With --spark: Spark master URL (default local[*]).")
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Worker processes for the runs, shrinks and crash sweeps (default: the CPUs "
+    "this process may use). The results, traces and files are those of --jobs 1.",
+)
 @op_timeout_option
 @friendly_errors
 def gate_command(
@@ -296,83 +303,100 @@ def gate_command(
     save_regression: Path | None,
     spark: bool,
     master: str | None,
+    jobs: int | None,
 ) -> None:
     """The CI gate: every standard profile over the seeds, then a crash sweep of the first
     seed of each; JUnit XML and a JSON summary."""
     from conformance.adapter import DEFAULT_IMPL, load_factory
     from conformance.corpus import DEFAULT_CORPUS
-    from conformance.crash_sweep import DEFAULT_SWEEP_STEPS, SweepResult
     from conformance.gate import (
         DEFAULT_GATE_SEEDS,
         GATE_CONSUMER_PROFILES,
         GATE_PROFILES,
+        GatePlan,
         GateResult,
         run_corpus,
-        run_profiles,
-        run_sweeps,
         write_outputs,
     )
-    from conformance.report import render_failure
-    from conformance.run import RunResult
+    from conformance.pool import default_jobs, worker_pool
 
     impl = impl or DEFAULT_IMPL
     load_factory(impl)
-    standard = GATE_PROFILES + GATE_CONSUMER_PROFILES
-    names = parse_profiles(profiles, standard)
-    seed_range = seeds or DEFAULT_GATE_SEEDS
+    names = parse_profiles(profiles, GATE_PROFILES + GATE_CONSUMER_PROFILES)
     if corpus is not None and not corpus.is_dir():
         raise UsageError(f"--corpus {corpus}: not a directory")
-    corpus = corpus or DEFAULT_CORPUS
     if master is not None and not spark:
         raise UsageError("--master needs --spark")
-    runner = functools.partial(gate_runner("spark"), master=master) if spark else run_profiles
-    writable_dir(out)
-    gate = GateResult(impl=impl, seeds=seed_range)  # what has finished, as it finishes
-    with _outputs_when_interrupted(gate, out):
-        with progress(len(names) * len(seed_range), "gate") as bar:
-            shrink_bar = ShrinkBar(bar, shrink) if shrink is not None else None
-
-            def on_result(result: RunResult) -> None:
-                gate.add(result)
-                bar.advance(bar.task_ids[0])
-                if shrink_bar is not None:
-                    shrink_bar.done()
-
-            ran = runner(
-                names,
-                seed_range,
-                impl=impl,
-                out=out,
-                steps=steps,
-                shrink=shrink,
-                crash_rate=crash_rate,
-                on_result=on_result,
-                on_shrink_run=None if shrink_bar is None else shrink_bar.on_run,
-            )
-            assert len(ran.results) == len(gate.results), "a gate runner reports every run"
+    runner = functools.partial(gate_runner("spark"), master=master) if spark else None
+    plan = GatePlan(names, seeds or DEFAULT_GATE_SEEDS, impl, writable_dir(out), steps, shrink,
+                    crash_rate)  # fmt: skip
+    gate = GateResult(impl=impl, seeds=plan.seeds)  # what has finished, as it finishes
+    with _outputs_when_interrupted(gate, out), worker_pool(jobs or default_jobs()) as pool:
+        _gate_profiles(gate, plan, runner, pool)
         # The crash sweep replays queue scenarios; consumer runs crash their own way (client
         # and process crashes drawn by the scenario) and are not swept.
         swept = [name for name in names if name not in GATE_CONSUMER_PROFILES]
         if sweep and swept:
-            with progress(len(swept), "crash sweep") as bar:
-
-                def on_sweep(done: SweepResult) -> None:
-                    gate.sweeps.append(done)
-                    bar.advance(bar.task_ids[0])
-
-                run_sweeps(
-                    swept,
-                    seed_range.start,
-                    impl=impl,
-                    out=out,
-                    steps=sweep_steps or DEFAULT_SWEEP_STEPS,
-                    on_sweep=on_sweep,
-                    crash_mode=sweep_crash_mode,
-                )
-        run_corpus(gate, corpus, impl=impl)
+            _gate_sweeps(gate, plan, swept, sweep_steps, sweep_crash_mode, pool)
+        run_corpus(gate, corpus or DEFAULT_CORPUS, impl=impl)
     save_regressions(gate.results, save_regression)
     junit, summary = write_outputs(gate, out)
     _print_gate_tables(gate)
+    _gate_verdict(gate, junit, summary)
+
+
+def _gate_profiles(gate: Any, plan: Any, runner: Any, pool: Any) -> None:
+    """The gate's profile runs (``runner``: a gate runner; None: ours, in ``pool`` when
+    there is one), each added to ``gate`` as it is reported, under one progress bar."""
+    from conformance.gate import run_profiles
+    from conformance.run import RunResult
+
+    with progress(len(plan.profiles) * len(plan.seeds), "gate") as bar:
+        shrink_bar = ShrinkBar(bar, plan.shrink) if plan.shrink is not None else None
+
+        def on_result(result: RunResult) -> None:
+            gate.add(result)
+            bar.advance(bar.task_ids[0])
+            if shrink_bar is not None:
+                shrink_bar.done()
+
+        on_shrink_run = None if shrink_bar is None else shrink_bar.on_run
+        if runner is None:
+            ran = run_profiles(plan, on_result=on_result, on_shrink_run=on_shrink_run, pool=pool)
+        else:
+            ran = runner(plan, on_result=on_result, on_shrink_run=on_shrink_run)
+        assert len(ran.results) == len(gate.results), "a gate runner reports every run"
+
+
+def _gate_sweeps(
+    gate: Any, plan: Any, swept: list[str], steps: int | None, crash_mode: str, pool: Any
+) -> None:
+    """The crash sweep of the first seed of each of ``swept``, added to ``gate``."""
+    from conformance.crash_sweep import DEFAULT_SWEEP_STEPS, SweepResult
+    from conformance.gate import run_sweeps
+
+    with progress(len(swept), "crash sweep") as bar:
+
+        def on_sweep(done: SweepResult) -> None:
+            gate.sweeps.append(done)
+            bar.advance(bar.task_ids[0])
+
+        run_sweeps(
+            swept,
+            plan.seeds.start,
+            impl=plan.impl,
+            out=plan.out,
+            steps=steps or DEFAULT_SWEEP_STEPS,
+            on_sweep=on_sweep,
+            crash_mode=crash_mode,
+            pool=pool,
+        )
+
+
+def _gate_verdict(gate: Any, junit: Path, summary: Path) -> None:
+    """The first failures' reports, the one-line verdict and the exit code."""
+    from conformance.report import render_failure
+
     for failure in (gate.failures + gate.sweep_failures)[:5]:
         click.echo(render_failure(failure), err=True)
     click.echo(

@@ -3,9 +3,11 @@ JUnit XML for CI and a JSON summary. What the README's main-job command runs."""
 
 from __future__ import annotations
 
+import functools
 import json
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,7 @@ from typing import Any
 from conformance.adapter import Factory, resolve_impl
 from conformance.corpus import replay_corpus
 from conformance.crash_sweep import SweepResult, crash_sweep
+from conformance.pool import submit
 from conformance.report import render_failure
 from conformance.run import RunResult, run_seed
 from conformance.shrink_budget import OnRun, ShrinkBudget
@@ -105,46 +108,118 @@ def save_failure(result: RunResult, out: Path, *, prefix: str = "") -> Path:
     return path
 
 
-def run_profiles(
-    profiles: Iterable[str],
-    seeds: range,
-    *,
-    impl: str | Factory,
-    out: Path,
-    steps: int | None = None,
-    shrink: ShrinkBudget | None = None,
-    crash_rate: float = 0.0,
-    on_result: Callable[[RunResult], None] | None = None,
-    until_failure: bool = False,
-    on_shrink_run: OnRun | None = None,
-) -> GateResult:
-    """Run every seed of every profile; save failing traces under ``out``, and shrink the
-    first ``MAX_SHRUNK_FAILURES`` of them within ``shrink`` each (None: don't), telling
-    ``on_shrink_run`` how far each shrink has gone. With ``until_failure``, stop after the
-    first failing run (the mutant kill matrix)."""
+@dataclass(frozen=True, slots=True)
+class GatePlan:
+    """What ``run_profiles`` runs: every seed of every profile on ``impl``, failing traces
+    saved under ``out``; the first ``MAX_SHRUNK_FAILURES`` failures shrunk within ``shrink``
+    each (None: not shrunk); with ``until_failure``, nothing after the first failing run (the
+    mutant kill matrix)."""
+
+    profiles: tuple[str, ...]
+    seeds: range
+    impl: str | Factory
+    out: Path
+    steps: int | None = None
+    shrink: ShrinkBudget | None = None
+    crash_rate: float = 0.0
+    until_failure: bool = False
+
+
+def _run_one(profile: str, seed: int, plan: GatePlan) -> RunResult:
+    """One profile run, its trace dropped if it passed (memory stays flat) and rendered if
+    not (it may go to another process)."""
+    result = run_seed(profile, seed, impl=plan.impl, steps=plan.steps, crash_rate=plan.crash_rate)
+    if result.ok:
+        result.trace_lines = []
+    else:
+        result.trace_lines = list(result.trace_lines)
+    return result
+
+
+def _shrink_one(result: RunResult, plan: GatePlan) -> RunResult:
+    """Shrink a failing run whose trace is saved (the shrunk trace goes beside it)."""
     from conformance.shrink import shrink_and_save
 
-    gate = GateResult(impl=resolve_impl(impl)[0], seeds=seeds)
-    for profile in profiles:
-        summary = gate.summaries.setdefault(profile, ProfileSummary(profile))
-        for seed in seeds:
-            result = run_seed(profile, seed, impl=impl, steps=steps, crash_rate=crash_rate)
-            if result.ok:
-                result.trace_lines = []  # a passing run's trace is not kept: memory stays flat
-            else:
-                save_failure(result, out)
-            shrinks = not result.ok and len(gate.failures) < MAX_SHRUNK_FAILURES
-            try:
-                if shrink is not None and shrinks:
-                    shrink_and_save(result, impl=impl, budget=shrink, on_run=on_shrink_run)
-            finally:  # a failure counts, unshrunk, when its shrink is interrupted (Ctrl-C)
-                summary.add(result)
-                gate.results.append(result)
-                if on_result is not None:
-                    on_result(result)
-            if until_failure and not result.ok:
-                return gate
+    assert plan.shrink is not None
+    shrink_and_save(result, impl=plan.impl, budget=plan.shrink)
+    return result
+
+
+def run_profiles(
+    plan: GatePlan,
+    *,
+    on_result: Callable[[RunResult], None] | None = None,
+    on_shrink_run: OnRun | None = None,
+    pool: Executor | None = None,
+) -> GateResult:
+    """Run ``plan`` (``GatePlan``), calling ``on_result`` with each finished run in
+    (profile, seed) order and ``on_shrink_run`` as each shrink goes on. With a ``pool``
+    (``conformance.pool.worker_pool``) the runs and shrinks are its tasks (the same
+    results, traces and files; ``on_shrink_run`` is not called)."""
+    gate = GateResult(impl=resolve_impl(plan.impl)[0], seeds=plan.seeds)
+    for profile in plan.profiles:
+        gate.summaries.setdefault(profile, ProfileSummary(profile))
+    pairs = [(profile, seed) for profile in plan.profiles for seed in plan.seeds]
+    futures: list[Future[RunResult]] = []
+    if pool is None:
+        results = (_run_one(profile, seed, plan) for profile, seed in pairs)
+        shrinker = functools.partial(_shrink_here, plan=plan, on_run=on_shrink_run)
+    else:
+        futures = [submit(pool, _run_one, profile, seed, plan) for profile, seed in pairs]
+        results = (future.result() for future in futures)
+        shrinker = functools.partial(_shrink_in_pool, plan=plan, pool=pool)
+    try:
+        for result in results:
+            _finish(gate, result, plan, shrinker, on_result)
+            if plan.until_failure and not result.ok:
+                break
+    except KeyboardInterrupt:
+        # What other workers finished is reported too (in order, unshrunk).
+        for future in futures[len(gate.results) :]:
+            if future.done() and not future.cancelled() and future.exception() is None:
+                _finish(gate, future.result(), plan, shrinker, on_result, shrink=False)
+        raise
+    finally:
+        for future in futures:
+            future.cancel()
     return gate
+
+
+def _shrink_here(result: RunResult, *, plan: GatePlan, on_run: OnRun | None) -> RunResult:
+    from conformance.shrink import shrink_and_save
+
+    assert plan.shrink is not None
+    shrink_and_save(result, impl=plan.impl, budget=plan.shrink, on_run=on_run)
+    return result
+
+
+def _shrink_in_pool(result: RunResult, *, plan: GatePlan, pool: Executor) -> RunResult:
+    shrunk: RunResult = submit(pool, _shrink_one, result, plan).result()
+    return shrunk
+
+
+def _finish(
+    gate: GateResult,
+    result: RunResult,
+    plan: GatePlan,
+    shrinker: Callable[[RunResult], RunResult],
+    on_result: Callable[[RunResult], None] | None,
+    *,
+    shrink: bool = True,
+) -> None:
+    """Save a failing run's trace, shrink it when it is one of the first failures, and
+    count it (unshrunk, when its shrink is interrupted: Ctrl-C)."""
+    if not result.ok:
+        save_failure(result, plan.out)
+    shrinks = shrink and not result.ok and len(gate.failures) < MAX_SHRUNK_FAILURES
+    try:
+        if plan.shrink is not None and shrinks:
+            shrunk = shrinker(result)
+            result.shrunk = shrunk.shrunk
+    finally:
+        gate.add(result)
+        if on_result is not None:
+            on_result(result)
 
 
 def run_sweeps(
@@ -156,12 +231,19 @@ def run_sweeps(
     steps: int,
     on_sweep: Callable[[SweepResult], None] | None = None,
     crash_mode: str = "inprocess",
+    pool: Executor | None = None,
 ) -> list[SweepResult]:
     """The crash sweep of ``seed`` of every profile (crashes of ``crash_mode``); failing
-    cases saved under ``out``."""
+    cases saved under ``out``. With a ``pool``, the sweeps are its tasks (reported in
+    the order of ``profiles``)."""
+    args = [(profile, seed, impl, steps, out, crash_mode) for profile in profiles]
+    if pool is None:
+        done: Iterable[SweepResult] = (_sweep_one(*a) for a in args)
+    else:
+        futures = [submit(pool, _sweep_one, *a) for a in args]
+        done = (future.result() for future in futures)
     sweeps = []
-    for profile in profiles:
-        sweep = crash_sweep(profile, seed, impl=impl, steps=steps, out=out, crash_mode=crash_mode)
+    for sweep in done:
         if not sweep.base.ok:
             # Not the profile run of the same seed (other steps, crash points logged): a
             # name of its own keeps that run's trace and shrunk trace beside it intact.
@@ -170,6 +252,15 @@ def run_sweeps(
         if on_sweep is not None:
             on_sweep(sweep)
     return sweeps
+
+
+def _sweep_one(
+    profile: str, seed: int, impl: str | Factory, steps: int, out: Path, crash_mode: str
+) -> SweepResult:
+    """One crash sweep, its base run's trace rendered (it may go to another process)."""
+    sweep = crash_sweep(profile, seed, impl=impl, steps=steps, out=out, crash_mode=crash_mode)
+    sweep.base.trace_lines = list(sweep.base.trace_lines)
+    return sweep
 
 
 def _sweep_suite(root: ET.Element, sweeps: list[SweepResult]) -> None:

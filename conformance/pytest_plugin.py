@@ -112,16 +112,14 @@ class GateCheck:
     def run(self) -> Any:
         """Run it and return the ``conformance.gate.GateResult``."""
         from conformance.adapter import resolve_impl
-        from conformance.gate import GateResult, run_corpus, run_profiles
+        from conformance.gate import GatePlan, GateResult, run_corpus, run_profiles
 
         if self.profile == CORPUS_ITEM:
             assert self.corpus is not None
             gate = GateResult(impl=resolve_impl(self.impl)[0], seeds=self.seeds)
             run_corpus(gate, self.corpus, impl=self.impl)
             return gate
-        return run_profiles(
-            [self.profile], self.seeds, impl=self.impl, out=self.out, steps=self.steps
-        )
+        return run_profiles(GatePlan((self.profile,), self.seeds, self.impl, self.out, self.steps))
 
     def check(self) -> Any:
         """Run it; fail the test with rmqsim's report when anything diverges."""

@@ -10,13 +10,12 @@ to Parquet under ``out`` (``rmqsim report OUT`` works on a gate's directory).
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Iterable
-from pathlib import Path
+from collections.abc import Callable
 
-from conformance.adapter import Factory, resolve_impl
-from conformance.gate import GateResult, ProfileSummary
+from conformance.adapter import resolve_impl
+from conformance.gate import GatePlan, GateResult, ProfileSummary
 from conformance.run import RunResult
-from conformance.shrink_budget import OnRun, ShrinkBudget
+from conformance.shrink_budget import OnRun
 from reports.schema import STATUS_ERROR
 from reports.spark import DEFAULT_MASTER, spark_session
 from reports.sweep import SweepSpec, run_sweep
@@ -27,30 +26,26 @@ class SparkGateError(RuntimeError):
 
 
 def run_profiles_spark(
-    profiles: Iterable[str],
-    seeds: range,
+    plan: GatePlan,
     *,
-    impl: str | Factory,
-    out: Path,
-    steps: int | None = None,
-    shrink: ShrinkBudget | None = None,
-    crash_rate: float = 0.0,
     on_result: Callable[[RunResult], None] | None = None,
     on_shrink_run: OnRun | None = None,
     master: str | None = None,
 ) -> GateResult:
-    """Every seed of every profile on Spark ``master``; failing traces under ``out``
-    (``conformance.gate.run_profiles``'s signature, plus ``master``).
+    """Every seed of every profile of ``plan`` on Spark ``master``; failing traces under
+    ``plan.out`` (``conformance.gate.run_profiles``'s arguments, plus ``master``).
 
     The normal gate does not re-run seeds for determinism, so neither does this one. Each
-    task shrinks its first failure of each signature within ``shrink`` (None:
+    task shrinks its first failure of each signature within ``plan.shrink`` (None:
     none), where the normal gate shrinks its first few failures. Shrinks run inside the
     tasks, so ``on_shrink_run`` is never called: the bar counts finished runs.
     """
-    names = tuple(profiles)
+    names, seeds, impl, out = plan.profiles, plan.seeds, plan.impl, plan.out
     gate = GateResult(impl=resolve_impl(impl)[0], seeds=seeds)
     with spark_session(master or DEFAULT_MASTER, "rmqsim gate") as spark:
-        sweep = SweepSpec(names, seeds, impl, steps, sample=0, shrink=shrink, crash_rate=crash_rate)
+        sweep = SweepSpec(
+            names, seeds, impl, plan.steps, sample=0, shrink=plan.shrink, crash_rate=plan.crash_rate
+        )
         outcome = run_sweep(spark, sweep, out=out, keep_results=True)
     broken = [r for r in outcome.results if r.status == STATUS_ERROR]
     if broken:

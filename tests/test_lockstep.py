@@ -86,12 +86,12 @@ def test_a_run_ending_on_arm_crash_closes_cleanly(tmp_path) -> None:
 
 
 def test_gate_keeps_traces_of_failing_runs_only(tmp_path) -> None:
-    from conformance.gate import run_profiles
+    from conformance.gate import GatePlan, run_profiles
     from tests.wrong_models import LostWrite
 
-    passing = run_profiles(["smoke"], range(2), impl=model_factory, out=tmp_path)
+    passing = run_profiles(GatePlan(("smoke",), range(2), model_factory, tmp_path))
     assert passing.ok and all(r.trace_lines == [] for r in passing.results)
-    failing = run_profiles(["smoke"], range(6), impl=make_model_factory(LostWrite), out=tmp_path)
+    failing = run_profiles(GatePlan(("smoke",), range(6), make_model_factory(LostWrite), tmp_path))
     assert failing.failures and all(r.trace_lines for r in failing.failures)
     assert all(r.trace_path is not None and r.trace_path.exists() for r in failing.failures)
 

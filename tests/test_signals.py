@@ -48,7 +48,9 @@ def test_a_signal_mid_gate_cleans_up_and_writes_what_is_done(
 ) -> None:
     workdir, out = tmp_path / "work", tmp_path / "out"
     workdir.mkdir()
-    args = [RMQSIM, "gate", "--profiles", "smoke", "--seeds", "0:500", "--out", str(out)]
+    # One job: three directories mean a finished run (test_gate_parallel: --jobs 2).
+    args = [RMQSIM, "gate", "--profiles", "smoke", "--seeds", "0:500", "--jobs", "1"]
+    args += ["--out", str(out)]
     child = subprocess.Popen(
         args, cwd=tmp_path, env=_env(workdir), stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True,
@@ -89,7 +91,7 @@ def test_a_gate_interrupted_while_shrinking_keeps_the_failure_and_its_trace(
     workdir.mkdir()
     done = subprocess.run(
         [RMQSIM, "gate", "--profiles", "smoke", "--seeds", "0:10", "--no-crash-sweep",
-         "--impl", SELF_SIGNALLING, "--out", str(out)],
+         "--impl", SELF_SIGNALLING, "--out", str(out), "--jobs", "1"],
         cwd=tmp_path, env=_env(workdir, **{SIGNAL_AT_ENV: f"SIGTERM@{OPEN_IN_FIRST_SHRINK}"}),
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip

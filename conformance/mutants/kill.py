@@ -19,7 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from conformance.adapter import DEFAULT_IMPL
-from conformance.gate import GATE_CONSUMER_PROFILES, GATE_PROFILES, GateResult, run_profiles
+from conformance.gate import (
+    GATE_CONSUMER_PROFILES,
+    GATE_PROFILES,
+    GatePlan,
+    GateResult,
+    run_profiles,
+)
 from conformance.lockstep import Divergence
 from conformance.mutants import Mutant
 from conformance.shrink import shrink_and_save
@@ -162,8 +168,9 @@ def kill_mutant(
         return Kill(mutant, NOT_RUN, note=f"{mutant.layer} layer: no gate profiles exercise it")
     if profiles is None:
         profiles = LAYER_PROFILES[mutant.layer]
+    out_dir = out / mutant.name
     gate = run_profiles(
-        profiles, seeds, impl=mutant.impl, out=out / mutant.name, steps=steps, until_failure=True
+        GatePlan(tuple(profiles), seeds, mutant.impl, out_dir, steps, until_failure=True)
     )
     kill = Kill(
         mutant,
@@ -219,7 +226,7 @@ def run_matrix(
     reference = None
     if baseline:
         reference = run_profiles(
-            profiles, seeds, impl=DEFAULT_IMPL, out=out / "baseline", steps=steps
+            GatePlan(tuple(profiles), seeds, DEFAULT_IMPL, out / "baseline", steps)
         )
     return KillMatrix(seeds, tuple(profiles), kills, reference)
 
