@@ -24,14 +24,17 @@ from conformance.cli_common import (
     EXIT_OK,
     SEED_LIMIT,
     SEEDS,
+    SPARK_EXTRA_INSTALL,
     ShrinkBar,
     UsageError,
     crash_mode_choice,
     crash_mode_option,
     crash_rate_option,
+    fail,
     friendly_errors,
     impl_option,
     interrupt_signal,
+    missing_extra,
     op_timeout_option,
     out_option,
     parse_profiles,
@@ -65,7 +68,13 @@ def gate_runner(name: str) -> Any:
     """The gate runner registered as ``name`` in ``GATE_RUNNER_GROUP``, or UsageError."""
     for entry in metadata.entry_points(group=GATE_RUNNER_GROUP):
         if entry.name == name:
-            return entry.load()
+            try:
+                return entry.load()
+            except ImportError as exc:
+                problem = missing_extra(exc, f"rmqsim gate --{name}")
+                if problem is None:
+                    raise
+                raise problem from None
     raise UsageError(
         f"--{name}: no {name!r} gate runner is installed (entry point group "
         f"{GATE_RUNNER_GROUP}; it comes with rmqsim's reports package)"
@@ -98,9 +107,32 @@ class LazyGroup(click.Group):
         if target is None:
             return None
         module_name, _, attribute = target.partition(":")
-        loaded = getattr(importlib.import_module(module_name), attribute)
+        try:
+            loaded = getattr(importlib.import_module(module_name), attribute)
+        except ImportError as exc:
+            problem = missing_extra(exc, f"rmqsim {cmd_name}")
+            if problem is None:
+                raise
+            return _not_installed(cmd_name, problem)
         assert isinstance(loaded, click.Command), f"{target} is not a click command"
         return loaded
+
+
+def _not_installed(name: str, problem: UsageError) -> click.Command:
+    """Stands for a command whose extra is missing: listed by ``--help``, and when run,
+    it names the ``pip install`` that fixes it (exit 2)."""
+
+    def refuse(args: tuple[str, ...]) -> None:
+        fail(str(problem))
+
+    return click.Command(
+        name,
+        callback=refuse,
+        params=[click.Argument(["args"], nargs=-1, type=click.UNPROCESSED)],
+        help=f"(not installed: {SPARK_EXTRA_INSTALL})",
+        add_help_option=False,
+        context_settings={"ignore_unknown_options": True},
+    )
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -34,6 +34,27 @@ class UsageError(Exception):
     """Bad input from the user: printed as one line, exit code 2."""
 
 
+#: Modules only reports/ uses (sweeps, reports, ``gate --spark``): they come with the
+#: ``spark`` extra, not with the core install.
+SPARK_EXTRA_MODULES = frozenset(
+    {"pyspark", "py4j", "pyarrow", "pandas", "matplotlib", "jinja2", "numpy"}
+)
+#: What installs them.
+SPARK_EXTRA_INSTALL = "pip install 'rmqsim[spark]'"
+
+
+def missing_extra(exc: ImportError, what: str) -> UsageError | None:
+    """The usage error naming the ``pip install`` that fixes ``exc`` when ``exc`` is a
+    module of an extra that is not installed (None when it is anything else: a bug)."""
+    name = (exc.name or "").partition(".")[0]
+    if name not in SPARK_EXTRA_MODULES:
+        return None
+    return UsageError(
+        f"{what} needs {name}, which is not installed: it comes with the spark extra "
+        f"({SPARK_EXTRA_INSTALL})"
+    )
+
+
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     click.echo(f"rmqsim: error: {message}", err=True)
     sys.exit(code)
@@ -105,6 +126,12 @@ def friendly_errors(func: F) -> F:
                 return func(*args, **kwargs)
         except bad_input as exc:
             fail(str(exc))
+        except ImportError as exc:
+            context = click.get_current_context(silent=True)
+            problem = missing_extra(exc, f"rmqsim {context.info_name if context else ''}")
+            if problem is not None:
+                fail(str(problem))
+            fail(f"internal error ({type(exc).__name__}: {exc}); please report it", EXIT_INTERNAL)
         except KeyboardInterrupt as exc:
             fail(f"interrupted by {interrupt_signal(exc).name}", interrupt_exit_code(exc))
         except (click.exceptions.Exit, click.ClickException):

@@ -2,7 +2,8 @@
 # Set up what rmqsim needs on a fresh machine, idempotently:
 #   - with --java: Java (for Spark) when `java` is missing, from Debian's packages (apt-get,
 #     as root or through sudo: this changes the machine, and says so on stderr);
-#   - a virtual environment in .venv with rmqsim and its dependencies (editable install).
+#   - a virtual environment in .venv with rmqsim and all its dependencies (editable install
+#     of .[dev], which includes the spark extra: sweeps, reports and the whole test suite).
 # Re-running is cheap: the install is skipped while pyproject.toml is unchanged.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
