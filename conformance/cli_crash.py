@@ -78,18 +78,37 @@ MAX_REPORTED_CASES = 3
 )
 @out_option("the traces of failing cases")
 @crash_mode_option
+@click.option(
+    "--storage",
+    type=click.Choice(["sync", "async"]),
+    default=None,
+    help="Cut the power instead (a simulated disk) at every write and sync point, under "
+    "each fault mode, and check recovery against this durability promise; --impl must "
+    "accept fs= (default: impl.commitlog's factory of that flush mode).",
+)
+@click.option("--case", "case_spec", default=None, metavar="POINT:MODE",
+              help="With --storage: run only this case (as a failure's repro line gives).")
 @op_timeout_option
 @friendly_errors
 def crash_sweep_command(
-    profile_name: str, seed: int, impl: str | None, steps: int | None, out: Path, crash_mode: str
-) -> None:
+    profile_name: str, seed: int, impl: str | None, steps: int | None, out: Path,
+    crash_mode: str, storage: str | None, case_spec: str | None,
+) -> None:  # fmt: skip
     """Crash once at every crash point a scenario passes; check each recovery.
 
     Runs the scenario once, logging every (step, point, hit) the implementation passes,
     then replays it once per logged call with a crash armed there: the state after
     recovery must equal the model's before or after the operation, a second reopen must
-    change nothing, and the rest of the scenario must still conform.
+    change nothing, and the rest of the scenario must still conform. With --storage, the
+    power is cut on a simulated disk instead (conformance/power_loss.py).
     """
+    if storage is None and case_spec is not None:
+        raise UsageError("--case needs --storage")
+    if storage is not None:
+        if crash_mode != "inprocess":
+            raise UsageError("--storage cuts the power of a simulated disk; "
+                             "it does not take --crash-mode process")
+        _storage_sweep(profile_name, seed, impl, steps, out, storage, case_spec)
     from conformance.adapter import DEFAULT_IMPL, load_factory
     from conformance.crash_sweep import DEFAULT_SWEEP_STEPS, crash_sweep
     from conformance.gate import save_failure
@@ -131,5 +150,53 @@ def crash_sweep_command(
         f"(resolved {resolved}), {len(result.failures)} failing case(s)"
         + ("" if result.base.ok else f", the run without crashes failed ({result.base.anomaly})")
         + f", {result.wall_s:.1f}s"
+    )
+    sys.exit(EXIT_OK if result.ok else EXIT_DIVERGENCE)
+
+
+def _storage_sweep(
+    profile_name: str, seed: int, impl: str | None, steps: int | None, out: Path,
+    promise: str, case_spec: str | None,
+) -> None:  # fmt: skip
+    """``crash-sweep --storage``: print the cases by call and mode, each failure with its
+    repro line (and its cut's decisions saved as JSON under ``out``); exit 0 or 1."""
+    import json
+
+    from conformance.power_loss import DEFAULT_POWER_STEPS, parse_case, power_loss_sweep
+    from scenarios.profiles import get_profile
+
+    get_profile(profile_name)
+    try:
+        only = None if case_spec is None else parse_case(case_spec)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    writable_dir(out)
+    steps = steps or DEFAULT_POWER_STEPS
+    with progress(1, f"crash-sweep --storage {promise} {profile_name} seed {seed}") as bar:
+        task = bar.task_ids[0]
+        result = power_loss_sweep(
+            profile_name, seed, promise=promise, impl=impl, steps=steps, only=only,
+            on_case=lambda done, total: bar.update(task, total=total, completed=done),
+        )
+    if result.base_problem is not None:
+        click.echo(f"the run without power cuts failed: {result.base_problem}", err=True)
+    impl_arg = f" --impl {impl}" if impl else ""
+    for failure in result.failures:
+        name = f"{profile_name}-seed{seed}-power-{failure.case.point.index}-{failure.case.mode}"
+        (out / f"{name}.json").write_text(json.dumps(failure.as_json(), sort_keys=True) + "\n")
+        click.echo(
+            f"  FAIL {failure.case.label()}: {failure.problem}\n"
+            f"    rmqsim crash-sweep --storage {promise} --profile {profile_name} --seed {seed}"
+            f" --steps {steps}{impl_arg} --case {failure.case.spec}"
+        )
+    by_mode: dict[str, int] = {}
+    for (call, mode), count in sorted(result.counts.items()):
+        by_mode[mode] = by_mode.get(mode, 0) + count
+        click.echo(f"  {call:<10} {mode:<15} {count}")
+    modes = ", ".join(f"{mode} {count}" for mode, count in by_mode.items()) or "-"
+    click.echo(
+        f"rmqsim crash-sweep --storage {promise}: profile {profile_name} seed {seed} impl "
+        f"{result.impl}: {result.steps} steps, {len(result.cases)} cases ({modes}), "
+        f"{len(result.failures)} failing case(s), {result.wall_s:.1f}s"
     )
     sys.exit(EXIT_OK if result.ok else EXIT_DIVERGENCE)

@@ -38,16 +38,19 @@ __all__ = [
 
 
 def open_queue(
-    *, path: Path, config: MQConfig, clock: Clock, faults: FaultHook | None
+    *, path: Path, config: MQConfig, clock: Clock, faults: FaultHook | None,
+    fs: FileSystem | None = None,
 ) -> CommitLogMQ:
-    """Adapter factory: the commit-log queue, ``sync`` flush (every produce is synced)."""
+    """Adapter factory: the commit-log queue, ``sync`` flush (every produce is synced).
+    ``fs``: the file system (default the OS; the storage crash sweep passes its disk)."""
     return CommitLogMQ.open(path, config=config, clock=clock, faults=faults,
-                            policy=FlushPolicy(mode="sync"))
+                            policy=FlushPolicy(mode="sync"), fs=fs)
 
 
 def open_queue_async(
-    *, path: Path, config: MQConfig, clock: Clock, faults: FaultHook | None
+    *, path: Path, config: MQConfig, clock: Clock, faults: FaultHook | None,
+    fs: FileSystem | None = None,
 ) -> CommitLogMQ:
     """Adapter factory: the commit-log queue, ``async`` flush (RocketMQ's defaults)."""
     return CommitLogMQ.open(path, config=config, clock=clock, faults=faults,
-                            policy=FlushPolicy(mode="async"))
+                            policy=FlushPolicy(mode="async"), fs=fs)

@@ -1,0 +1,411 @@
+"""The storage-level crash sweep: cut the power at every write and sync point of a run.
+
+``power_loss_sweep`` takes a queue profile's scenario (the steps ``scenarios.simulation``
+draws for the seed, executed on the model once to record them), and runs it on a
+file-system backend (a factory that accepts ``fs=``, such as ``impl.commitlog:open_queue``)
+over a ``conformance.simdisk.SimDisk``, next to the model (``model.ReferenceMQ``). A first
+run without faults numbers every changing file-system call (a *point*; the first open's
+are points too); then, for every point and every fault mode of ``simdisk.FAULT_MODES``
+(``sync-error`` at sync points only), a *case* re-runs the steps with the disk armed there,
+cuts the power (the failed sync's case goes on to the end of its step, then cuts power
+losing everything unsynced), reopens the store on the disk the cut left, and checks it:
+
+- ``sync`` promise: the recovered state equals the model's state before the operation in
+  flight or after it; after a failed sync, the state after it if the operation returned
+  normally (it claimed to be durable);
+- ``async`` promise: the recovered state equals ONE of the model's states since the last
+  durable point (RocksDB crash test's *expected state*): after the last step that left no
+  unsynced byte or entry under ``<store>/commitlog``, every state since, and the state
+  after the operation in flight. Anything else (a hole, a torn or foreign message, an id
+  or a group position that went back past what was durable) is none of them;
+- in both: recovery opens (a refusal is a failure), and a second crash and reopen changes
+  nothing.
+
+A case is repeated from its ``spec`` (``POINT:MODE``); its cut's decisions (``SimDisk.cut``)
+are plain data in its result. The steps before the cut must give the model's outcomes (a
+case whose SUT diverged earlier says so). Cost: case ``i`` replays the steps before its
+point, so a sweep is quadratic in ``steps``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import inspect
+import logging
+import random
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from conformance.adapter import BadImplError, Factory, load_factory
+from conformance.apply import RUNNER_KINDS, apply_op
+from conformance.lockstep import SimClock
+from conformance.simdisk import FAULT_MODES, PointRecord, PowerCut, SimDisk
+from model import ReferenceMQ
+from model.api import MQConfig, State
+from scenarios.consumer_profiles import CONSUMER_PROFILES
+from scenarios.ops import Outcome, Step
+from scenarios.profiles import ProfileError, get_profile, resolve
+from scenarios.simulation import Simulation
+
+__all__ = [
+    "DEFAULT_POWER_STEPS",
+    "PROMISES",
+    "STORE_PATH",
+    "PowerCase",
+    "PowerFailure",
+    "PowerSweepResult",
+    "parse_case",
+    "power_loss_sweep",
+    "record_scenario",
+]
+
+#: What a backend promises after a power cut (module docstring).
+PROMISES = ("sync", "async")
+#: The default factory of each promise.
+DEFAULT_STORAGE_IMPLS = {"sync": "impl.commitlog:open_queue",
+                         "async": "impl.commitlog:open_queue_async"}
+#: Scenario steps a storage sweep runs by default (cases: points x modes, each replaying).
+DEFAULT_POWER_STEPS = 20
+#: The store's directory on the simulated disk (it exists, durably, before the first open).
+STORE_PATH = "/sim/store"
+#: The directory whose files hold the promise (the durable point of ``async``).
+DURABLE_DIR = f"{STORE_PATH}/commitlog"
+
+
+@dataclass(frozen=True, slots=True)
+class PowerCase:
+    """Cut (or fail the sync) at ``point`` of step ``step`` (0: the first open), in ``mode``."""
+
+    point: PointRecord
+    step: int
+    mode: str
+
+    @property
+    def spec(self) -> str:
+        return f"{self.point.index}:{self.mode}"
+
+    def label(self) -> str:
+        p = self.point
+        return f"point {p.index} ({p.call} {p.path}, step {self.step}) {self.mode}"
+
+
+@dataclass(frozen=True, slots=True)
+class PowerFailure:
+    """A case whose recovery broke the promise: what, and the cut's decisions."""
+
+    case: PowerCase
+    problem: str
+    cut: dict[str, Any] | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"case": self.case.spec, "label": self.case.label(), "problem": self.problem,
+                "cut": self.cut}
+
+
+@dataclass(slots=True)
+class PowerSweepResult:
+    """What one storage sweep found."""
+
+    profile: str
+    seed: int
+    impl: str
+    promise: str
+    steps: int
+    base_problem: str | None = None
+    cases: list[PowerCase] = field(default_factory=list)
+    failures: list[PowerFailure] = field(default_factory=list)
+    #: Cases run, by (call, mode).
+    counts: Counter[tuple[str, str]] = field(default_factory=Counter)
+    wall_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.base_problem is None and not self.failures
+
+
+def storage_factory(impl: str) -> Factory:
+    """The factory ``impl`` names; it must accept ``fs=`` (BadImplError otherwise)."""
+    factory = load_factory(impl)
+    try:
+        accepts = "fs" in inspect.signature(factory).parameters
+    except ValueError:
+        accepts = False
+    if not accepts:
+        raise BadImplError(f"--impl {impl}: a storage sweep needs a factory that accepts fs= "
+                           "(a FileSystem, as impl.commitlog:open_queue does)")
+    return factory
+
+
+def record_scenario(profile_name: str, seed: int, steps: int) -> tuple[MQConfig, list[Step]]:
+    """The profile's config and the first ``steps`` steps its simulation draws for ``seed``
+    (executed on the model, whose outcomes the actors see)."""
+    if profile_name in CONSUMER_PROFILES:
+        raise ProfileError(f"crash-sweep --storage runs queue profiles; {profile_name!r} is a "
+                           "consumer profile")
+    profile = resolve(get_profile(profile_name), seed)
+    config = MQConfig(**profile.config)
+    clock = SimClock()
+    model = ReferenceMQ(config=config, clock=clock)
+    recorded: list[Step] = []
+
+    def execute(step: Step) -> Outcome:
+        recorded.append(step)
+        clock.now_s = step.time_s
+        return Outcome() if step.op.kind in RUNNER_KINDS else apply_op(model, step.op)
+
+    Simulation(profile, seed, steps=steps).run(execute)
+    return config, recorded
+
+
+class _Cut(Exception):
+    """A case reached its cut: the states the recovered one may equal."""
+
+    def __init__(self, allowed: list[State]) -> None:
+        super().__init__("cut")
+        self.allowed = allowed
+
+
+class _CaseRun:
+    """One run of the steps over one disk, next to the model (module docstring)."""
+
+    def __init__(self, factory: Factory, config: MQConfig, promise: str, disk: SimDisk) -> None:
+        self.factory = factory
+        self.config = config
+        self.promise = promise
+        self.disk = disk
+        self.clock = SimClock()
+        self.model = ReferenceMQ(config=config, clock=self.clock)
+        self.step = 0
+        self.sync_failed = False
+        #: The model's states since the last durable point (``async``).
+        self.history: list[State] = [self.model.snapshot()]
+        self.sut: Any = None
+        #: Points passed by the end of the first open (0) and of each step.
+        self.marks: list[int] = []
+
+    def open(self, disk: SimDisk) -> Any:
+        return self.factory(path=Path(STORE_PATH), config=self.config, clock=self.clock,
+                            faults=None, fs=disk)
+
+    def run(self, steps: Sequence[Step]) -> None:
+        """Execute ``steps``; ``_Cut`` at the cut, ``AssertionError`` never, a plain
+        ``RuntimeError`` (a problem) when the SUT diverges before it."""
+        try:
+            self.sut = self.open(self.disk)
+        except PowerCut:
+            raise _Cut([self.model.snapshot()]) from None
+        except Exception as exc:
+            if self.disk.fired is None:
+                raise RuntimeError(f"the first open raised {type(exc).__name__}: {exc}") from None
+            self.sync_failed = True
+            raise _Cut([self.model.snapshot()]) from None
+        self.marks.append(len(self.disk.points))
+        for self.step, step in enumerate(steps, 1):
+            self.clock.now_s = step.time_s
+            self._execute(step)
+            self._after_step()
+            self.marks.append(len(self.disk.points))
+
+    def _execute(self, step: Step) -> None:
+        before = self.model.snapshot()
+        kind = step.op.kind
+        try:
+            actual = self._sut_step(step)
+        except PowerCut:
+            if kind not in RUNNER_KINDS:
+                apply_op(self.model, step.op)
+            after = self.model.snapshot()
+            raise _Cut(self._allowed(before, after, returned=False)) from None
+        except Exception as exc:  # only a failed sync excuses it
+            if self.disk.fired is None:
+                raise RuntimeError(f"step {self.step} {kind} raised {type(exc).__name__}: "
+                                   f"{exc}") from None
+            self.sync_failed = True
+            if kind not in RUNNER_KINDS:
+                apply_op(self.model, step.op)
+            raise _Cut(self._allowed(before, self.model.snapshot(), returned=False)) from None
+        if kind in RUNNER_KINDS:
+            if self.disk.fired is not None:  # the armed sync failed and was not reported
+                self.sync_failed = True
+                raise _Cut(self._allowed(before, before, returned=True))
+            return
+        expected = apply_op(self.model, step.op)
+        after = self.model.snapshot()
+        if self.disk.fired is not None:  # the armed sync failed in this step
+            self.sync_failed = True
+            raise _Cut(self._allowed(before, after, returned=actual == expected))
+        if actual != expected:
+            raise RuntimeError(f"step {self.step} {kind}: the queue returned {actual}, "
+                               f"the model {expected}")
+
+    def _allowed(self, before: State, after: State, *, returned: bool) -> list[State]:
+        if self.promise == "async":
+            return [*self.history, after]
+        return [after] if returned else [before, after]
+
+    def _sut_step(self, step: Step) -> Outcome | None:
+        kind = step.op.kind
+        if kind == "crash_reopen":
+            self.sut.crash()
+            self.sut = self.open(self.disk)
+        elif kind == "close_reopen":
+            self.sut.close()
+            self.sut = self.open(self.disk)
+        elif kind not in RUNNER_KINDS:
+            return apply_op(self.sut, step.op)
+        return None
+
+    def _after_step(self) -> None:
+        state = self.model.snapshot()
+        if not self.disk.unsynced_paths(DURABLE_DIR):
+            self.history = [state]
+        elif self.history[-1] != state:
+            self.history.append(state)
+
+
+def _recovery_problem(run: _CaseRun, disk: SimDisk, allowed: list[State]) -> str | None:
+    """None if the store on ``disk`` opens to one of ``allowed`` and stays so."""
+    try:
+        sut = run.open(disk)
+        state = sut.snapshot()
+    except Exception as exc:  # the backend's failure to recover: a finding
+        return f"recovery failed: {type(exc).__name__}: {exc}"
+    if state not in allowed:
+        return f"recovered state is none of the {len(allowed)} allowed: {_describe(state, allowed)}"
+    try:
+        sut.crash()
+        again = run.open(disk)
+        second = again.snapshot()
+        again.close()
+    except Exception as exc:
+        return f"a second recovery failed: {type(exc).__name__}: {exc}"
+    if second != state:
+        return f"a second recovery changed the state: {_describe(second, [state])}"
+    return None
+
+
+def _describe(state: State, allowed: list[State]) -> str:
+    """One line: the recovered topics' last ids and message counts against the last
+    allowed state's."""
+
+    def summary(s: State) -> str:
+        topics = ", ".join(f"{name}: last id {t.last_id}, {len(t.messages)} msgs"
+                           for name, t in s.topics.items())
+        groups = ", ".join(f"{t}/{g}@{p}" for (t, g), p in s.groups.items())
+        return f"{{{topics}}} groups {{{groups}}}"
+
+    return f"got {summary(state)}; expected e.g. {summary(allowed[-1])}"
+
+
+def run_case(
+    factory: Factory, config: MQConfig, steps: Sequence[Step], promise: str,
+    case_spec: tuple[int, str], seed: int,
+) -> tuple[str | None, dict[str, Any] | None, PointRecord | None]:  # fmt: skip
+    """Run one case: (problem or None, the cut's decisions, the point that fired)."""
+    point, mode = case_spec
+    disk = SimDisk(dirs=(STORE_PATH,))
+    disk.arm(point, mode)
+    run = _CaseRun(factory, config, promise, disk)
+    try:
+        run.run(steps)
+    except _Cut as cut:
+        rng = random.Random(f"{seed}/{point}/{mode}")
+        survivor = disk.cut("lose-unsynced" if run.sync_failed else mode, rng)
+        return _recovery_problem(run, survivor, cut.allowed), disk.last_cut, disk.fired
+    except RuntimeError as exc:
+        return f"before the cut: {exc}", None, disk.fired
+    return f"point {point} was not reached (the run is not deterministic)", None, None
+
+
+def _base_run(
+    factory: Factory, config: MQConfig, steps: Sequence[Step], promise: str
+) -> tuple[str | None, list[tuple[int, PointRecord]]]:
+    """The run without faults: a problem (or None), and every point with its step."""
+    disk = SimDisk(dirs=(STORE_PATH,))
+    run = _CaseRun(factory, config, promise, disk)
+    try:
+        run.run(steps)
+        if run.sut.snapshot() != run.model.snapshot():
+            return "the final state differs from the model's", []
+        seen = [(bisect.bisect_left(run.marks, p.index), p) for p in disk.points]
+        run.sut.close()
+    except (RuntimeError, _Cut) as exc:
+        return str(exc), []
+    return None, seen
+
+
+def parse_case(spec: str) -> tuple[int, str]:
+    """``POINT:MODE`` (``--case``) as (point, mode); ValueError naming what is wrong."""
+    point, sep, mode = spec.partition(":")
+    if not sep or not point.isdigit() or int(point) < 1 or mode not in FAULT_MODES:
+        raise ValueError(f"--case must be POINT:MODE (POINT >= 1, MODE one of "
+                         f"{', '.join(FAULT_MODES)}), got {spec!r}")
+    return int(point), mode
+
+
+def power_loss_sweep(
+    profile: str,
+    seed: int,
+    *,
+    promise: str = "sync",
+    impl: str | None = None,
+    steps: int = DEFAULT_POWER_STEPS,
+    modes: Sequence[str] = FAULT_MODES,
+    only: tuple[int, str] | None = None,
+    on_case: Callable[[int, int], None] | None = None,
+) -> PowerSweepResult:
+    """Every case of the scenario (or ``only`` the one ``POINT:MODE``); module docstring."""
+    if promise not in PROMISES:
+        raise ValueError(f"promise must be one of {PROMISES}: {promise!r}")
+    impl = impl or DEFAULT_STORAGE_IMPLS[promise]
+    factory = storage_factory(impl)
+    started = time.perf_counter()
+    with _quiet_recovery():
+        config, recorded = record_scenario(profile, seed, steps)
+        result = PowerSweepResult(profile, seed, impl, promise, len(recorded))
+        _sweep(factory, config, recorded, result, modes, only, on_case)
+    result.wall_s = time.perf_counter() - started
+    return result
+
+
+@contextlib.contextmanager
+def _quiet_recovery() -> Iterator[None]:
+    """Recovery's warnings (what it dropped) are what every case provokes: not shown."""
+    logger = logging.getLogger("impl.commitlog")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _sweep(
+    factory: Factory, config: MQConfig, recorded: list[Step], result: PowerSweepResult,
+    modes: Sequence[str], only: tuple[int, str] | None,
+    on_case: Callable[[int, int], None] | None,
+) -> None:  # fmt: skip
+    """The base run, then every case, into ``result``."""
+    promise, seed = result.promise, result.seed
+    result.base_problem, points = _base_run(factory, config, recorded, promise)
+    if result.base_problem is None:
+        result.cases = [
+            PowerCase(record, step, mode)
+            for step, record in points
+            for mode in modes
+            if (mode != "sync-error" or record.is_sync)
+            and (only is None or only == (record.index, mode))
+        ]
+    for done, case in enumerate(result.cases, start=1):
+        result.counts[(case.point.call, case.mode)] += 1
+        problem, cut, _ = run_case(factory, config, recorded, promise,
+                                   (case.point.index, case.mode), seed)
+        if problem is not None:
+            result.failures.append(PowerFailure(case, problem, cut))
+        if on_case is not None:
+            on_case(done, len(result.cases))
