@@ -58,7 +58,7 @@ def test_a_synced_file_whose_directory_entry_is_not_durable_is_lost() -> None:
 
 
 def test_an_unsynced_rename_comes_undone_and_a_synced_one_stays() -> None:
-    disk, handle = _disk_with(synced=b"old")
+    disk, _ = _disk_with(synced=b"old")
     tmp = disk.open("/d/tmp", create=True)
     disk.write_at(tmp, 0, b"new")
     disk.sync(tmp)
@@ -233,7 +233,8 @@ class _Twin:
             os.close(real)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(program=st.lists(_OP, max_size=14), seed=st.integers(0, 2**16))
 def test_the_simulated_cut_is_never_kinder_than_a_real_one(
     tmp_path_factory: pytest.TempPathFactory, program: list[tuple], seed: int
