@@ -12,19 +12,30 @@ catalogue). Nothing is patched globally: the wrapper is the backend's own seam.
   on (RocketMQ #2706, #9713): the operation returns as if durable.
 - ``no-dir-sync``: a created file's directory is never synced (a new segment's entry is
   not durable; LazyFS's and ALICE's classic): a power cut may lose the whole file.
+- ``no-crc-check``: the log's records are taken without checking their CRC (RocketMQ
+  checks the body CRC only when ``checkCRCOnRecover`` is on): the wrapper gives every
+  record read from a segment a CRC that matches, so a torn record is served.
 """
 
 from __future__ import annotations
 
 import contextlib
+import struct
+import zlib
 from pathlib import Path
 from typing import Any
 
 from conformance.mutants import Mutant
-from impl.commitlog import CommitLogMQ, FileSystem, FlushPolicy, OsFileSystem
+from impl.commitlog import CommitLogMQ, FileSystem, FlushPolicy, OsFileSystem, records
 from model.api import Clock, MQConfig
 
-__all__ = ["MUTANTS", "open_fsync_error_swallowed", "open_no_dir_sync", "open_no_fsync"]
+__all__ = [
+    "MUTANTS",
+    "open_fsync_error_swallowed",
+    "open_no_crc_check",
+    "open_no_dir_sync",
+    "open_no_fsync",
+]
 
 
 class _Wrapped:
@@ -37,7 +48,9 @@ class _Wrapped:
         return getattr(self.inner, name)
 
 
-class _NoSegmentSync(_Wrapped):
+class _Tracked(_Wrapped):
+    """Knows the path of each open handle."""
+
     def __init__(self, inner: FileSystem) -> None:
         super().__init__(inner)
         self.paths: dict[int, str] = {}
@@ -47,6 +60,8 @@ class _NoSegmentSync(_Wrapped):
         self.paths[handle] = path
         return handle
 
+
+class _NoSegmentSync(_Tracked):
     def sync(self, handle: int) -> None:
         if "/commitlog/" not in self.paths.get(handle, ""):
             self.inner.sync(handle)
@@ -56,6 +71,25 @@ class _SwallowSyncErrors(_Wrapped):
     def sync(self, handle: int) -> None:
         with contextlib.suppress(OSError):  # the bug: "logged", and the position advances
             self.inner.sync(handle)
+
+
+class _NoCrcCheck(_Tracked):
+    def read(self, handle: int, offset: int, size_bytes: int) -> bytes:
+        data = self.inner.read(handle, offset, size_bytes)
+        if "/commitlog/" not in self.paths.get(handle, ""):
+            return data
+        fixed = bytearray(data)
+        position = 0
+        while position + records.BLANK_SIZE_BYTES <= len(fixed):
+            size, magic = struct.unpack_from(">II", fixed, position)
+            if magic != records.MAGIC_MESSAGE or not (
+                records.HEADER_SIZE_BYTES <= size <= len(fixed) - position
+            ):
+                break
+            crc = zlib.crc32(fixed[position + 12 : position + size])
+            struct.pack_into(">I", fixed, position + 8, crc)
+            position += size
+        return bytes(fixed)
 
 
 class _NoDirSync(_Wrapped):
@@ -80,6 +114,7 @@ open_no_fsync = _opener(_NoSegmentSync, "open_no_fsync", "Commit-log segments ne
 open_fsync_error_swallowed = _opener(_SwallowSyncErrors, "open_fsync_error_swallowed",
                                      "A failed fsync is swallowed.")
 open_no_dir_sync = _opener(_NoDirSync, "open_no_dir_sync", "Directories never synced.")
+open_no_crc_check = _opener(_NoCrcCheck, "open_no_crc_check", "Records read without CRC check.")
 
 _MODULE = "conformance.mutants.storage"
 MUTANTS: tuple[Mutant, ...] = (
@@ -90,4 +125,6 @@ MUTANTS: tuple[Mutant, ...] = (
            f"{_MODULE}:open_fsync_error_swallowed"),
     Mutant("no-dir-sync", "storage", "a created file's directory is never synced",
            f"{_MODULE}:open_no_dir_sync"),
+    Mutant("no-crc-check", "storage", "recovery takes the log's records without their CRC",
+           f"{_MODULE}:open_no_crc_check"),
 )

@@ -35,16 +35,21 @@ def test_async_flush_breaks_the_sync_promise() -> None:
 
 
 @pytest.mark.parametrize(
-    ("mutant", "killing_modes"),
+    ("mutant", "steps", "killing_modes"),
     [
-        ("no-fsync", {"lose-unsynced", "keep-prefix", "keep-subset", "torn-write"}),
-        ("fsync-error-swallowed", {"sync-error"}),
-        ("no-dir-sync", {"lose-unsynced", "lose-dir-entry"}),
+        ("no-fsync", 3, {"lose-unsynced", "keep-prefix", "keep-subset", "torn-write"}),
+        ("fsync-error-swallowed", 3, {"sync-error"}),
+        ("no-dir-sync", 3, {"lose-unsynced", "lose-dir-entry"}),
+        ("no-crc-check", 6, {"torn-write"}),
     ],
 )
-def test_each_storage_mutant_is_killed_by_the_sweep(mutant: str, killing_modes: set[str]) -> None:
+def test_each_storage_mutant_is_killed_by_the_sweep(
+    mutant: str, steps: int, killing_modes: set[str]
+) -> None:
+    assert {m.name for m in MUTANTS} == {"no-fsync", "fsync-error-swallowed", "no-dir-sync",
+                                          "no-crc-check"}
     impl = next(m.impl for m in MUTANTS if m.name == mutant)
-    result = power_loss_sweep("crashy", 0, promise="sync", impl=impl, steps=3)
+    result = power_loss_sweep("crashy", 0, promise="sync", impl=impl, steps=steps)
     assert result.base_problem is None  # only a power cut shows the bug
     assert killing_modes <= set(Counter(f.case.mode for f in result.failures))
 
