@@ -212,7 +212,11 @@ def run_command(
             f"{profile_name} checks rmqsim's own queue (consumer profiles check yours)",
             err=True,
         )
-    seed_range = seeds if seeds is not None else range(seed, seed + 1)  # type: ignore[operator]
+    if seeds is not None:
+        seed_range = seeds
+    else:
+        assert seed is not None  # exactly one of the two was given (checked above)
+        seed_range = range(seed, seed + 1)
     writable_dir(out)
     if trace_file is not None:
         writable_dir(trace_file.parent, f"--trace {trace_file}: directory")

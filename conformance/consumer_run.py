@@ -61,6 +61,7 @@ from model.api import (
 )
 from model.consumer import PushConsumerModel
 from scenarios.consumer_ops import (
+    CONSUMER_OP_TYPES,
     Complete,
     ConsumerOp,
     CrashClient,
@@ -192,42 +193,44 @@ class _Side:
 
     def apply(self, op: ConsumerOp) -> Any:
         """Apply ``op``; its raw value (raises what the side raises)."""
-        kind = type(op)
-        if kind is ProduceBatch:
+        if isinstance(op, ProduceBatch):
             return self.queue.produce(op.topic, [ProducerMessage(p) for p in op.payloads])
-        if kind is StartClient:
+        if isinstance(op, StartClient):
             return self.start(op.client)
-        if kind is CrashClient:
+        if isinstance(op, CrashClient):
             self.consumers.pop(op.client).crash()
             return self.start(op.client)
-        if kind is CrashQueue:
+        if isinstance(op, CrashQueue):
             for consumer in self.consumers.values():
                 consumer.crash()
             self._crash_queue(self.queue)
             self.queue = self._open_queue()
             return {group: self.start(group) for group in list(self.consumers)}
-        if kind is RunRetention:
+        if isinstance(op, RunRetention):
             return self.queue.run_retention()
-        consumer = self.consumers[op.client]  # type: ignore[union-attr]
-        if kind is Pull:
+        return self._apply_to_client(op)
+
+    def _apply_to_client(self, op: Pull | Deliver | Complete | Persist) -> Any:
+        """Apply ``op``, an operation of one client's consumer."""
+        consumer = self.consumers[op.client]
+        if isinstance(op, Pull):
             return consumer.pull()
-        if kind is Deliver:
+        if isinstance(op, Deliver):
             delivery = consumer.next_batch()
             if isinstance(delivery, Delivery):
                 ids = tuple(m.msg_id for m in delivery.messages)
-                self.batches[(op.client, delivery.seq)] = ids  # type: ignore[union-attr]
+                self.batches[(op.client, delivery.seq)] = ids
             return delivery
-        if kind is Complete:
-            ids = self.batches.pop((op.client, op.seq), ())  # type: ignore[union-attr]
-            positions = op.refused_positions  # type: ignore[union-attr]
-            self.refused = tuple(ids[i] for i in positions if i < len(ids))
+        if isinstance(op, Complete):
+            ids = self.batches.pop((op.client, op.seq), ())
+            self.refused = tuple(ids[i] for i in op.refused_positions if i < len(ids))
             hook = self.hooks[op.client]
             hook.refuse = frozenset(self.refused)
             try:
                 return consumer.complete(op.seq, ConsumeResult(op.result))
             finally:
                 hook.refuse = frozenset()
-        if kind is Persist:
+        if isinstance(op, Persist):
             return consumer.persist()
         raise AssertionError(f"unknown consumer operation {op!r}")
 
@@ -290,27 +293,26 @@ class _Histories:
     def observe(self, op: ConsumerOp, raw: Any, refused: tuple[int, ...] = ()) -> None:
         """Feed one SUT report; ``refused``: the ids whose send-back a ``Complete``
         refused (its positions, resolved against the SUT's batch)."""
-        kind = type(op)
-        if kind is ProduceBatch:
-            sizes = [len(payload) for payload in op.payloads]  # type: ignore[union-attr]
+        if isinstance(op, ProduceBatch):
+            sizes = [len(payload) for payload in op.payloads]
             for history in self.groups.values():
                 history.produced(raw, sizes)
-        elif kind in (StartClient, CrashClient):
-            self.groups[op.client].started(raw)  # type: ignore[union-attr]
-        elif kind is CrashQueue:
+        elif isinstance(op, (StartClient, CrashClient)):
+            self.groups[op.client].started(raw)
+        elif isinstance(op, CrashQueue):
             for group, offsets in raw.items():
                 self.groups[group].started(offsets)
-        elif kind is Deliver and raw is not None:
+        elif isinstance(op, Deliver) and raw is not None:
             self.groups[op.client].delivered(raw)
-        elif kind is Pull:
-            self.groups[op.client].pulled(raw)  # type: ignore[union-attr]
-        elif kind is Complete:
-            self.groups[op.client].completed(  # type: ignore[union-attr]
+        elif isinstance(op, Pull):
+            self.groups[op.client].pulled(raw)
+        elif isinstance(op, Complete):
+            self.groups[op.client].completed(
                 raw,
-                ConsumeResult(op.result),  # type: ignore[union-attr]
+                ConsumeResult(op.result),
                 refused,
             )
-        elif kind is Persist:
+        elif isinstance(op, Persist):
             self.groups[op.client].persisted(raw)
 
     def finish(self) -> None:
@@ -318,7 +320,9 @@ class _Histories:
             history.finish()
 
 
-def _step_line(index: int, step: Step, outcome: Outcome, sut: Outcome | None = None) -> str:
+def _step_line(
+    index: int, step: Step[ConsumerOp], outcome: Outcome, sut: Outcome | None = None
+) -> str:
     def encode(o: Outcome) -> dict[str, Any]:
         return {"value": plain_to_json(o.value), "error": o.error}
 
@@ -327,7 +331,7 @@ def _step_line(index: int, step: Step, outcome: Outcome, sut: Outcome | None = N
         "i": index,
         "t": step.time_s,
         "actor": step.actor,
-        "op": consumer_op_to_json(step.op),  # type: ignore[arg-type]
+        "op": consumer_op_to_json(step.op),
         "outcome": encode(outcome),
     }
     if sut is not None:
@@ -347,7 +351,7 @@ def _factories(impl: str | Factory) -> tuple[str, Factory, Callable[..., Any]]:
 
 #: Runs the operations: calls ``execute(step)`` for each (it returns the model's outcome,
 #: or raises ``Divergence``). The simulation, or a recorded trace's steps.
-Drive = Callable[[Callable[[Step], Outcome]], object]
+Drive = Callable[[Callable[[Step[ConsumerOp]], Outcome]], object]
 
 
 def run_consumer_seed(
@@ -371,7 +375,7 @@ def run_consumer_seed(
 
 
 def run_consumer_steps(
-    header: Mapping[str, Any], steps: Sequence[Step], *, impl: str | Factory
+    header: Mapping[str, Any], steps: Sequence[Step[ConsumerOp]], *, impl: str | Factory
 ) -> RunResult:
     """Execute ``steps`` as they stand, with the profile and seed ``header`` recorded: a
     shrinker's candidate. Unlike a replay, no recorded outcome is expected (dropping a
@@ -385,7 +389,7 @@ def run_consumer_steps(
     that replaying the trace skips it too (and passes once the bug is fixed)."""
     profile = _profile_of(header, "<shrink candidate>")
 
-    def drive(execute: Callable[[Step], Outcome]) -> None:
+    def drive(execute: Callable[[Step[ConsumerOp]], Outcome]) -> None:
         for step in steps:
             execute(step)
 
@@ -440,7 +444,7 @@ def _run(
     stores: dict[str, dict[str, int]] = {c.group: {} for c in profile.clients}
     lines = [dumps(header)]
     divergence: Divergence | None = None
-    last: Step | None = None
+    last: Step[ConsumerOp] | None = None
     with (
         tempfile.TemporaryDirectory(prefix="rmqsim-consumer-", dir=scratch_root(workdir)) as tmp,
         CallBound() as bound,  # every call into the SUT side: a hang is a finding
@@ -486,15 +490,15 @@ def _run(
         stats = Stats()
         index = 0
 
-        def execute(step: Step) -> Outcome:
+        def execute(step: Step[ConsumerOp]) -> Outcome:
             nonlocal index, last
             index += 1
             last = step
             clock.now = step.time_s
-            op: ConsumerOp = step.op  # type: ignore[assignment]
+            op: ConsumerOp = step.op
             if type(op) is Complete:
                 step = _within_batch(index, step, op, model.batches, positions_in_batch)
-                op = step.op  # type: ignore[assignment]
+                op = step.op
             _count(stats, op)
             if sut is None:
                 assert open_failure is not None
@@ -546,11 +550,13 @@ def _run(
                     bound.call("crash()", sut.close)
             model.close()
     final = None if divergence else state_digest(model_queue.snapshot())
+    status = "divergence" if divergence else "ok"
+    anomaly = divergence.anomaly if divergence else None
     end = {
         "type": "end",
         "steps": index,
-        "status": "divergence" if divergence else "ok",
-        "anomaly": divergence.anomaly if divergence else None,
+        "status": status,
+        "anomaly": anomaly,
         "state_digest": final,
     }
     lines.append(dumps(end))
@@ -558,9 +564,9 @@ def _run(
         profile=profile.name,
         seed=seed,
         impl=name,
-        status=end["status"],
+        status=status,
         steps=index,
-        anomaly=end["anomaly"],
+        anomaly=anomaly,
         divergence=divergence,
         trace=lines,
         state_digest=final,
@@ -573,11 +579,11 @@ def _run(
 
 def _within_batch(
     index: int,
-    step: Step,
+    step: Step[ConsumerOp],
     op: Complete,
     batches: Mapping[tuple[str, int], tuple[int, ...]],
     strict: bool,
-) -> Step:
+) -> Step[ConsumerOp]:
     """``step`` with only the refused positions that ``op``'s batch has (see ``_run``);
     with ``strict``, a position it lacks raises ``_PastTheBatch`` instead."""
     size = len(batches.get((op.client, op.seq), ()))
@@ -611,6 +617,22 @@ def _count(stats: Stats, op: ConsumerOp) -> None:
         stats.crashes_injected += 1
     if type(op) is CrashQueue:
         stats.reopens += 1
+
+
+def _consumer_steps(execute: Callable[[Step[ConsumerOp]], Outcome]) -> Callable[[Step], Outcome]:
+    """``execute`` for the steps of a consumer trace, which ``trace.TraceStep`` types as a
+    queue profile's: the consumer decoders (``trace_decoders``) parse only consumer
+    operations, so any other is a bug of rmqsim."""
+
+    def execute_step(step: Step) -> Outcome:
+        op: object = step.op
+        assert isinstance(op, _CONSUMER_OP_CLASSES), f"not a consumer operation: {op!r}"
+        return execute(Step(step.time_s, step.actor, op))
+
+    return execute_step
+
+
+_CONSUMER_OP_CLASSES = tuple(CONSUMER_OP_TYPES.values())
 
 
 def failed_at_final_check(result: RunResult) -> bool:
@@ -783,7 +805,7 @@ def _replay_consumer(trace: Trace, impl: str | Factory | None) -> RunResult:
             spec,
             steps if type(steps) is int else None,
             None,
-            lambda execute: execute_recorded(trace, execute),
+            lambda execute: execute_recorded(trace, _consumer_steps(execute)),
             final_check=final_check,
             positions_in_batch=True,
         )

@@ -34,7 +34,8 @@ from conformance.statediff import Difference, diff_states
 from conformance.watchdog import CallBound, OperationHang
 from model import ReferenceMQ
 from model.api import MessageQueue, MQConfig, State
-from scenarios.ops import STATE_CHANGING, GetLatest, Outcome, Step
+from scenarios.consumer_ops import ConsumerOp
+from scenarios.ops import STATE_CHANGING, ArmCrash, GetLatest, Op, Outcome, Step
 
 #: Compare the whole state at least this often (state-changing operations) by default.
 DEFAULT_FULL_CHECK_EVERY = 64
@@ -142,7 +143,7 @@ class Divergence(Exception):
         self,
         anomaly: str,
         step_index: int,
-        step: Step,
+        step: Step[Op | ConsumerOp],  # a queue profile's operation or a consumer profile's
         expected: Outcome | None,
         actual: Outcome | None,
         diffs: list[Difference],
@@ -494,7 +495,7 @@ class Lockstep:
         crash_info: dict[str, Any] | None = None
         if kind in RUNNER_KINDS:
             outcome = Outcome()
-            if kind == "arm_crash":
+            if isinstance(op, ArmCrash):
                 self.faults.armed = (op.point, op.hit)
             elif kind in ("crash_reopen", "close_reopen"):
                 crash_info = self._reopen_step(index, step, crash=kind == "crash_reopen")

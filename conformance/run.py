@@ -238,20 +238,22 @@ def lockstep_result(
     trace lines for seeded runs, replays and the fuzzer."""
     last = lockstep.records[-1].step if lockstep.records else None
     final = None if divergence else state_digest(lockstep.model.snapshot())
+    status = "divergence" if divergence else "ok"
+    anomaly = divergence.anomaly if divergence else None
     end = {
         "type": "end",
         "steps": lockstep.stats.steps,
-        "status": "divergence" if divergence else "ok",
-        "anomaly": divergence.anomaly if divergence else None,
+        "status": status,
+        "anomaly": anomaly,
         "state_digest": final,
     }
     return RunResult(
         profile=header["profile"],
         seed=header["seed"],
         impl=header["impl"],
-        status=end["status"],
+        status=status,
         steps=lockstep.stats.steps,
-        anomaly=end["anomaly"],
+        anomaly=anomaly,
         divergence=divergence,
         trace=TraceRender(dict(header), list(lockstep.records), end),  # copies: fixed now
         state_digest=final,

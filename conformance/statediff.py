@@ -69,7 +69,7 @@ def _diff_messages(topic: str, model: tuple, sut: tuple) -> list[Difference]:
     for m in sut:
         msg_id = getattr(m, "msg_id", None)
         if msg_id in by_id_sut:
-            duplicated.append(msg_id)  # type: ignore[arg-type]
+            duplicated.append(msg_id)
         by_id_sut[msg_id] = m  # type: ignore[index]
     out: list[Difference] = []
     missing = sorted(set(by_id_model) - set(by_id_sut))

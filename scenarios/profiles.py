@@ -150,7 +150,12 @@ def _check_range(value: object, what: str, low: int, high: int) -> tuple[int, in
 
 
 def _check_fraction(value: object, what: str) -> None:
-    if type(value) not in (int, float) or not 0.0 <= value <= 1.0:
+    # An int or a float exactly: not a bool (nor any other subclass of one).
+    if (
+        not isinstance(value, (int, float))
+        or type(value) not in (int, float)
+        or not 0.0 <= value <= 1.0
+    ):
         raise ProfileError(f"{what} must be a number in [0, 1], got {value!r}")
 
 
