@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from conformance.adapter import Factory, resolve_impl
 from conformance.corpus import replay_corpus
@@ -31,6 +31,8 @@ CORPUS_SUITE = "regressions"
 DEFAULT_GATE_SEEDS = range(0, 20)
 #: The gate shrinks at most this many failing runs (the report shows the first ones).
 MAX_SHRUNK_FAILURES = 5
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -175,9 +177,8 @@ def run_profiles(
                 break
     except KeyboardInterrupt:
         # What other workers finished is reported too (in order, unshrunk).
-        for future in futures[len(gate.results) :]:
-            if future.done() and not future.cancelled() and future.exception() is None:
-                _finish(gate, future.result(), plan, shrinker, on_result, shrink=False)
+        for result in _finished_after(futures, len(gate.results)):
+            _finish(gate, result, plan, shrinker, on_result, shrink=False)
         raise
     finally:
         for future in futures:
@@ -237,21 +238,46 @@ def run_sweeps(
     cases saved under ``out``. With a ``pool``, the sweeps are its tasks (reported in
     the order of ``profiles``)."""
     args = [(profile, seed, impl, steps, out, crash_mode) for profile in profiles]
+    futures: list[Future[SweepResult]] = []
     if pool is None:
         done: Iterable[SweepResult] = (_sweep_one(*a) for a in args)
     else:
         futures = [submit(pool, _sweep_one, *a) for a in args]
         done = (future.result() for future in futures)
-    sweeps = []
-    for sweep in done:
-        if not sweep.base.ok:
-            # Not the profile run of the same seed (other steps, crash points logged): a
-            # name of its own keeps that run's trace and shrunk trace beside it intact.
-            save_failure(sweep.base, out, prefix="crash-sweep-")
-        sweeps.append(sweep)
-        if on_sweep is not None:
-            on_sweep(sweep)
+    sweeps: list[SweepResult] = []
+    try:
+        for sweep in done:
+            _add_sweep(sweeps, sweep, out, on_sweep)
+    except KeyboardInterrupt:
+        for sweep in _finished_after(futures, len(sweeps)):
+            _add_sweep(sweeps, sweep, out, on_sweep)
+        raise
     return sweeps
+
+
+def _add_sweep(
+    sweeps: list[SweepResult],
+    sweep: SweepResult,
+    out: Path,
+    on_sweep: Callable[[SweepResult], None] | None,
+) -> None:
+    if not sweep.base.ok:
+        # Not the profile run of the same seed (other steps, crash points logged): a
+        # name of its own keeps that run's trace and shrunk trace beside it intact.
+        save_failure(sweep.base, out, prefix="crash-sweep-")
+    sweeps.append(sweep)
+    if on_sweep is not None:
+        on_sweep(sweep)
+
+
+def _finished_after(futures: list[Future[T]], count: int) -> list[T]:
+    """The results of ``futures[count:]`` that had finished when the gate was interrupted
+    (in order): it reports them too."""
+    return [
+        future.result()
+        for future in futures[count:]
+        if future.done() and not future.cancelled() and future.exception() is None
+    ]
 
 
 def _sweep_one(

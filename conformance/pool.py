@@ -33,7 +33,7 @@ __all__ = [
 #: How the workers are started (see the module's docstring).
 START_METHOD = "forkserver"
 #: Modules the fork server imports once, so that a worker starts without importing them.
-PRELOAD = ("conformance.gate", "conformance.shrink", "conformance.crash_sweep")
+PRELOAD = ("conformance.gate", "conformance.shrink", "conformance.crash_sweep", "impl")
 #: How long a stopped worker may take to unwind its run (remove its directory) before it
 #: is killed.
 WORKER_STOP_S = 10.0

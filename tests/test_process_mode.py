@@ -179,6 +179,7 @@ def test_gate_sweeps_in_process_mode(
     (tmp_path / "corpus").mkdir()
     args = ["gate", "--profiles", "smoke", "--seeds", "0:1", "--steps", "10", "--sweep-steps", "5"]
     args += ["--sweep-crash-mode", "process", "--out", str(tmp_path / "out")]
+    args += ["--jobs", "1"]  # the proxies are watched in this process
     result = CliRunner().invoke(cli, [*args, "--corpus", str(tmp_path / "corpus")])
     assert result.exit_code == 0, result.output
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
