@@ -56,7 +56,7 @@ def _sut_alone(impl: str, config: MQConfig, steps: list[Step]) -> float:
             kind = step.op.kind
             if kind in ("crash_reopen", "close_reopen"):
                 if kind == "crash_reopen":
-                    sut.crash()  # type: ignore[attr-defined]
+                    sut.crash()  # type: ignore[attr-defined]  # checked_queue: every SUT has crash()
                 else:
                     sut.close()
                 sut = factory(path=path, config=config, clock=clock, faults=None)

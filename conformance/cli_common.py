@@ -139,7 +139,7 @@ def friendly_errors(func: F) -> F:
         except (Exception, InjectedCrash) as exc:
             fail(f"internal error ({type(exc).__name__}: {exc}); please report it", EXIT_INTERNAL)
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper  # type: ignore[return-value]  # functools.wraps keeps func's signature
 
 
 #: Seeds are stored as signed 64-bit integers (sweep rows), and a range's length must fit
@@ -320,7 +320,7 @@ def shrink_options(func: F) -> F:
     )
     for option in options:
         wrapper = option(wrapper)
-    return wrapper  # type: ignore[return-value]
+    return wrapper  # type: ignore[return-value]  # func, with the options it consumes
 
 
 crash_rate_option = click.option(
@@ -373,7 +373,7 @@ def op_timeout_option(func: F) -> F:
         f"Shrinking uses at most {SHRINK_OP_TIMEOUT_S:g} s; 0 turns the bound off (to stop "
         "in a debugger inside the implementation).",
     )
-    return option(wrapper)  # type: ignore[return-value]
+    return option(wrapper)  # type: ignore[return-value]  # func, with the option it consumes
 
 
 def _writable_regression_dir(ctx: Any, param: Any, value: Path | None) -> Path | None:

@@ -232,7 +232,7 @@ class Lockstep:
             self._open_first(open_crash)
         except OperationHang as hang:
             self.open_hang = f"opening a fresh directory: {hang.detail}"
-            self.sut = _Unopened()  # type: ignore[assignment]
+            self.sut = _Unopened()  # type: ignore[assignment]  # only crash() and close() are called
         except BaseException:  # no Lockstep to close(): stop watching its calls here
             self.bound.deactivate()
             raise
@@ -258,7 +258,7 @@ class Lockstep:
                 raise
             except Exception as exc:  # reported as a divergence at the first step
                 self.open_crash_info["failure"] = f"{type(exc).__name__}: {exc}"
-                self.sut = _Unopened()  # type: ignore[assignment]
+                self.sut = _Unopened()  # type: ignore[assignment]  # only crash() and close() are called
         except BadImplError:
             raise
         except Exception as exc:
@@ -266,7 +266,7 @@ class Lockstep:
             # (SPEC: opening a new path gives an empty queue), so a divergence with its
             # report and repro line, not an error of rmqsim's.
             self.open_failure = f"opening a fresh directory raised {type(exc).__name__}: {exc}"
-            self.sut = _Unopened()  # type: ignore[assignment]
+            self.sut = _Unopened()  # type: ignore[assignment]  # only crash() and close() are called
         finally:
             self.faults.armed = None
 
@@ -284,7 +284,7 @@ class Lockstep:
         """Crash (or close) the SUT and open a new instance on the same path."""
         try:
             if crash:
-                self.bound.call("crash()", self.sut.crash)  # type: ignore[attr-defined]
+                self.bound.call("crash()", self.sut.crash)  # type: ignore[attr-defined]  # checked_queue: it has
             else:
                 self.faults.begin("close")
                 self.bound.call("close()", self.sut.close)
@@ -347,7 +347,7 @@ class Lockstep:
             self.stats.crashes_injected += 1
             info = {"point": injected.point, "hit": injected.hit, "resolved": "after"}
             with contextlib.suppress(Exception):  # the half-closed (or unopened) instance
-                self.bound.call("crash()", self.sut.crash)  # type: ignore[attr-defined]
+                self.bound.call("crash()", self.sut.crash)  # type: ignore[attr-defined]  # checked_queue: it has
             self._recover(
                 index,
                 step,
@@ -371,7 +371,7 @@ class Lockstep:
         self.faults.step = None
         # A broken SUT must not hide the run's result.
         with contextlib.suppress(Exception, OperationHang):
-            self.bound.call("crash()", self.sut.crash)  # type: ignore[attr-defined]
+            self.bound.call("crash()", self.sut.crash)  # type: ignore[attr-defined]  # checked_queue: it has
         self.bound.deactivate()
         forget = getattr(self.sut, "_rmqsim_forget", None)
         if forget is not None:
@@ -394,8 +394,8 @@ class Lockstep:
         if topics is None or not self._partial:
             return self.sut.snapshot()
         if messages_from is not None and self._tail:
-            return self.sut.snapshot(topics=topics, messages_from=messages_from)  # type: ignore[call-arg]
-        return self.sut.snapshot(topics=topics)  # type: ignore[call-arg]
+            return self.sut.snapshot(topics=topics, messages_from=messages_from)  # type: ignore[call-arg]  # _tail
+        return self.sut.snapshot(topics=topics)  # type: ignore[call-arg]  # _partial: it accepts topics
 
     def _compare(
         self,
@@ -638,6 +638,6 @@ def _snapshot_accepts(sut: object, parameter: str) -> bool:
     """Whether ``sut.snapshot`` accepts ``parameter`` (optional extensions of the protocol:
     ``topics=`` and ``messages_from=``)."""
     try:
-        return parameter in inspect.signature(sut.snapshot).parameters  # type: ignore[attr-defined]
+        return parameter in inspect.signature(sut.snapshot).parameters  # type: ignore[attr-defined]  # sut: object
     except (TypeError, ValueError, AttributeError):
         return False

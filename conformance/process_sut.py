@@ -30,6 +30,7 @@ import multiprocessing
 import os
 import signal
 import weakref
+from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -164,7 +165,7 @@ def _snapshot_features(sut: object) -> tuple[str, ...]:
     import inspect
 
     try:
-        parameters = inspect.signature(sut.snapshot).parameters  # type: ignore[attr-defined]
+        parameters = inspect.signature(sut.snapshot).parameters  # type: ignore[attr-defined]  # sut: object
     except (TypeError, ValueError, AttributeError):
         return ()
     return tuple(name for name in ("topics", "messages_from") if name in parameters)
@@ -332,7 +333,7 @@ class ProcessQueue:
     def exist_consumer_group(self, topic: str, group: str) -> bool:
         return self._call("exist_consumer_group", (topic, group), {})
 
-    def produce(self, topic: str, messages: list[ProducerMessage]) -> list[int]:
+    def produce(self, topic: str, messages: Sequence[ProducerMessage]) -> list[int]:
         return self._call("produce", (topic, messages), {})
 
     def consume(self, topic: str, group: str, n: int) -> list[ConsumerMessage]:
@@ -362,7 +363,7 @@ def process_factory(impl: object) -> Factory:
     def factory(
         *, path: Path, config: MQConfig, clock: Clock, faults: FaultHook | None
     ) -> MessageQueue:
-        return ProcessQueue(impl, path, config, clock, faults)  # type: ignore[return-value]
+        return ProcessQueue(impl, path, config, clock, faults)
 
     return factory
 

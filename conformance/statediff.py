@@ -48,11 +48,12 @@ def _short(value: Any) -> str:
 def _id_ranges(ids: list[int]) -> str:
     """``[1,2,3,7]`` → ``"1-3,7"``: compact for reports."""
     parts: list[str] = []
-    start = prev = None
+    start: int | None = None
+    prev = 0  # read only once start is set
     for i in ids:
         if start is None:
             start = prev = i
-        elif i == prev + 1:  # type: ignore[operator]
+        elif i == prev + 1:
             prev = i
         else:
             parts.append(f"{start}-{prev}" if start != prev else f"{start}")
@@ -70,7 +71,7 @@ def _diff_messages(topic: str, model: tuple, sut: tuple) -> list[Difference]:
         msg_id = getattr(m, "msg_id", None)
         if msg_id in by_id_sut:
             duplicated.append(msg_id)
-        by_id_sut[msg_id] = m  # type: ignore[index]
+        by_id_sut[msg_id] = m  # type: ignore[index]  # None too: a message without msg_id
     out: list[Difference] = []
     missing = sorted(set(by_id_model) - set(by_id_sut))
     extra = sorted(i for i in by_id_sut if isinstance(i, int) and i not in by_id_model)
