@@ -193,8 +193,8 @@ class _CaseRun:
                             faults=None, fs=disk)
 
     def run(self, steps: Sequence[Step]) -> None:
-        """Execute ``steps``; ``_Cut`` at the cut, ``AssertionError`` never, a plain
-        ``RuntimeError`` (a problem) when the SUT diverges before it."""
+        """Execute ``steps``; raise ``_Cut`` at the cut, ``RuntimeError`` (the problem)
+        when the SUT diverges before it."""
         try:
             self.sut = self.open(self.disk)
         except PowerCut:
@@ -204,6 +204,9 @@ class _CaseRun:
                 raise RuntimeError(f"the first open raised {type(exc).__name__}: {exc}") from None
             self.sync_failed = True
             raise _Cut([self.model.snapshot()]) from None
+        if self.disk.fired is not None:  # the open returned over a failed sync
+            self.sync_failed = True
+            raise _Cut([self.model.snapshot()])
         self.marks.append(len(self.disk.points))
         for self.step, step in enumerate(steps, 1):
             self.clock.now_s = step.time_s
