@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The test suite: set up, lint with ruff, then run pytest. Extra arguments go to pytest.
+# The test suite: set up, lint with ruff, check the types with mypy (its configuration is
+# pyproject.toml's [tool.mypy]), then run pytest. Extra arguments go to pytest; a finding of
+# ruff or mypy stops it before pytest.
 #
 # The set-up installs what the tests need before any test starts, and says so on stderr:
 # the venv and Java for the Spark tests (bootstrap.sh --java), and Chromium with its
@@ -19,4 +21,5 @@ if ! bash "$root/scripts/install-chromium.sh"; then
 fi
 cd "$root"
 .venv/bin/ruff check .
+.venv/bin/mypy
 exec .venv/bin/python -m pytest "$@"

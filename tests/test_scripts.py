@@ -39,7 +39,7 @@ def repo(tmp_path: Path) -> Path:
     shutil.copytree(ROOT / "scripts", repo / "scripts")
     shutil.copytree(ROOT / ".ci", repo / ".ci")
     shutil.copy(ROOT / "pyproject.toml", repo / "pyproject.toml")
-    for name in ("python", "ruff", "rmqsim"):
+    for name in ("python", "ruff", "mypy", "rmqsim"):
         _stand_in(repo / ".venv" / "bin" / name)
     digest = hashlib.sha256((repo / "pyproject.toml").read_bytes()).hexdigest()
     (repo / ".venv" / ".bootstrap-stamp").write_text(digest + "\n")
@@ -106,9 +106,22 @@ def test_the_test_command_installs_what_the_tests_need_before_pytest_saying_so(
     done, log = run(repo, ["./scripts/test.sh", "-q"])
     assert done.returncode == 0, done.stderr
     assert installs(log) == ["openjdk-17-jre-headless", "chromium", "chromium-driver"]
-    assert log[-2:] == ["ruff check . [require=]", "python -m pytest -q [require=]"]
+    assert log[-3:] == [
+        "ruff check . [require=]",
+        "mypy  [require=]",
+        "python -m pytest -q [require=]",
+    ]
     assert "installing Java" in done.stderr
     assert "installing Chromium" in done.stderr and "apt-get install chromium" in done.stderr
+
+
+def test_the_test_command_stops_before_pytest_on_a_type_error(repo: Path) -> None:
+    """mypy runs after ruff and before pytest, and a type error fails the command."""
+    _stand_in(repo / ".venv" / "bin" / "mypy", STAND_IN + "exit 1\n")
+    done, log = run(repo, ["./scripts/test.sh"])
+    assert done.returncode == 1
+    assert log[-2:] == ["ruff check . [require=]", "mypy  [require=]"]
+    assert not any("pytest" in line for line in log)
 
 
 def test_without_chromium_the_tests_run_unless_ci_requires_the_browser(repo: Path) -> None:
