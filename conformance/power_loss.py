@@ -39,14 +39,15 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, cast
 
-from conformance.adapter import BadImplError, Factory, load_factory
+from conformance.adapter import BadImplError, FaultHook, load_factory
 from conformance.apply import RUNNER_KINDS, apply_op
 from conformance.lockstep import SimClock
 from conformance.simdisk import FAULT_MODES, PointRecord, PowerCut, SimDisk
+from impl.commitlog.fs import FileSystem
 from model import ReferenceMQ
-from model.api import MQConfig, State
+from model.api import Clock, MessageQueue, MQConfig, State
 from scenarios.consumer_profiles import CONSUMER_PROFILES
 from scenarios.ops import Outcome, Step
 from scenarios.profiles import ProfileError, get_profile, resolve
@@ -59,6 +60,7 @@ __all__ = [
     "PowerCase",
     "PowerFailure",
     "PowerSweepResult",
+    "StorageFactory",
     "parse_case",
     "power_loss_sweep",
     "record_scenario",
@@ -75,6 +77,15 @@ DEFAULT_POWER_STEPS = 20
 STORE_PATH = "/sim/store"
 #: The directory whose files hold the promise (the durable point of ``async``).
 DURABLE_DIR = f"{STORE_PATH}/commitlog"
+
+
+class StorageFactory(Protocol):
+    """A queue factory that also takes the file system to run on."""
+
+    def __call__(
+        self, *, path: Path, config: MQConfig, clock: Clock, faults: FaultHook | None,
+        fs: FileSystem,
+    ) -> MessageQueue: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +139,7 @@ class PowerSweepResult:
         return self.base_problem is None and not self.failures
 
 
-def storage_factory(impl: str) -> Factory:
+def storage_factory(impl: str) -> StorageFactory:
     """The factory ``impl`` names; it must accept ``fs=`` (BadImplError otherwise)."""
     factory = load_factory(impl)
     try:
@@ -138,7 +149,7 @@ def storage_factory(impl: str) -> Factory:
     if not accepts:
         raise BadImplError(f"--impl {impl}: a storage sweep needs a factory that accepts fs= "
                            "(a FileSystem, as impl.commitlog:open_queue does)")
-    return factory
+    return cast(StorageFactory, factory)
 
 
 def record_scenario(profile_name: str, seed: int, steps: int) -> tuple[MQConfig, list[Step]]:
@@ -173,7 +184,9 @@ class _Cut(Exception):
 class _CaseRun:
     """One run of the steps over one disk, next to the model (module docstring)."""
 
-    def __init__(self, factory: Factory, config: MQConfig, promise: str, disk: SimDisk) -> None:
+    def __init__(
+        self, factory: StorageFactory, config: MQConfig, promise: str, disk: SimDisk
+    ) -> None:
         self.factory = factory
         self.config = config
         self.promise = promise
@@ -306,7 +319,7 @@ def _describe(state: State, allowed: list[State]) -> str:
 
 
 def run_case(
-    factory: Factory, config: MQConfig, steps: Sequence[Step], promise: str,
+    factory: StorageFactory, config: MQConfig, steps: Sequence[Step], promise: str,
     case_spec: tuple[int, str], seed: int,
 ) -> tuple[str | None, dict[str, Any] | None, PointRecord | None]:  # fmt: skip
     """Run one case: (problem or None, the cut's decisions, the point that fired)."""
@@ -326,7 +339,7 @@ def run_case(
 
 
 def _base_run(
-    factory: Factory, config: MQConfig, steps: Sequence[Step], promise: str
+    factory: StorageFactory, config: MQConfig, steps: Sequence[Step], promise: str
 ) -> tuple[str | None, list[tuple[int, PointRecord]]]:
     """The run without faults: a problem (or None), and every point with its step."""
     disk = SimDisk(dirs=(STORE_PATH,))
@@ -389,7 +402,7 @@ def _quiet_recovery() -> Iterator[None]:
 
 
 def _sweep(
-    factory: Factory, config: MQConfig, recorded: list[Step], result: PowerSweepResult,
+    factory: StorageFactory, config: MQConfig, recorded: list[Step], result: PowerSweepResult,
     modes: Sequence[str], only: tuple[int, str] | None,
     on_case: Callable[[int, int], None] | None,
 ) -> None:  # fmt: skip

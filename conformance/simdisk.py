@@ -97,7 +97,7 @@ class _Inode:
         self.pending: list[PendingOp] = []
 
 
-def apply_ops(image: bytes, ops: list[PendingOp]) -> bytearray:
+def apply_ops(image: bytes | bytearray, ops: list[PendingOp]) -> bytearray:
     """``image`` after the pending operations ``ops``, in order."""
     data = bytearray(image)
     for op in ops:
@@ -248,6 +248,7 @@ class SimDisk:
         for path in sorted(ns):
             inode = ns[path]
             count = len(inode.pending)
+            note: dict[str, Any] | None
             if mode == "lose-dir-entry":
                 kept, note = list(range(count)), None
             elif mode == "keep-prefix":
