@@ -74,7 +74,8 @@ MAX_REPORTED_CASES = 3
     "--steps",
     type=click.IntRange(min=1),
     default=None,
-    help="Steps of the scenario to crash in (default: crash_sweep.DEFAULT_SWEEP_STEPS).",
+    help="Steps of the scenario to crash in (default: crash_sweep.DEFAULT_SWEEP_STEPS; "
+    "with --storage, power_loss.DEFAULT_POWER_STEPS).",
 )
 @out_option("the traces of failing cases")
 @crash_mode_option
