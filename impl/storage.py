@@ -86,6 +86,7 @@ import fcntl
 import json
 import os
 import re
+import shutil
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -126,9 +127,16 @@ L0_COMPACTION_TRIGGER_FILES = 2
 #: A queue's database holds few table files, and starting 16 threads cost ~4 ms of a ~8 ms
 #: open when measured here (tmpfs, 2 cores); crash testing reopens often.
 FILE_OPENING_THREADS = 1
+#: The directory (inside the database's) where ``crash`` holds the frozen files while
+#: RocksDB closes; removed before ``crash`` returns.
+CRASH_HOLD_DIR_NAME = "rmqsim.crash"
+#: Attempts at freezing a directory whose MANIFEST a background job keeps changing.
+FREEZE_ATTEMPTS = 20
 #: Names RocksDB itself creates in a database directory (for telling a half-created
 #: database of ours from a foreign directory).
 _OPTIONS_FILE = re.compile(r"^OPTIONS-\d+$")
+#: RocksDB's files that no recovery reads back: ``crash`` leaves them as RocksDB does.
+_NOT_HELD_FILE = re.compile(r"^(LOCK|LOG|LOG\.old\.\d+|rocksdict-config\.json)$")
 _ROCKSDB_FILE = re.compile(
     r"^(LOCK|LOG|LOG\.old\.\d+|IDENTITY|CURRENT|MANIFEST-\d+|OPTIONS-\d+(\.dbtmp)?|"
     r"\d+\.(log|sst|blob|dbtmp)|rocksdict-config\.json)$"
@@ -438,6 +446,78 @@ def _check_rocksdict_config(path: str) -> None:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class _Frozen:
+    """A database file as ``crash`` froze it: which file (inode) and how many bytes."""
+
+    inode: int
+    size_bytes: int
+
+
+def _held_names(path: str) -> list[str]:
+    """The RocksDB files of ``path`` whose bytes a crash must keep as they are (not the
+    LOCK, the info logs nor rocksdict's config, which no recovery reads back)."""
+    return sorted(
+        name
+        for name in os.listdir(path)
+        if _ROCKSDB_FILE.match(name) and not _NOT_HELD_FILE.match(name)
+    )
+
+
+def _manifest_mark(path: str) -> tuple[str, int]:
+    manifest = integrity.current_manifest(path)
+    return manifest, os.stat(os.path.join(path, manifest)).st_size
+
+
+def _freeze(path: str) -> dict[str, _Frozen]:
+    """Hard-link every held file of ``path`` into ``CRASH_HOLD_DIR_NAME`` with its size
+    now. RocksDB's background work may finish a flush or a compaction meanwhile (new
+    table files, a MANIFEST record, obsolete files deleted): a freeze during which the
+    MANIFEST changed is taken again, so the files frozen are those of one instant."""
+    hold = os.path.join(path, CRASH_HOLD_DIR_NAME)
+    for _attempt in range(FREEZE_ATTEMPTS):
+        shutil.rmtree(hold, ignore_errors=True)
+        os.mkdir(hold)
+        before = _manifest_mark(path)
+        frozen: dict[str, _Frozen] = {}
+        for name in _held_names(path):
+            with contextlib.suppress(FileNotFoundError):  # an obsolete file deleted meanwhile
+                os.link(os.path.join(path, name), os.path.join(hold, name))
+                stat = os.stat(os.path.join(hold, name))
+                frozen[name] = _Frozen(stat.st_ino, stat.st_size)
+        if _manifest_mark(path) == before:
+            return frozen
+    raise StorageError(
+        f"cannot crash the database at {path} as a killed process would: its MANIFEST kept "
+        f"changing during {FREEZE_ATTEMPTS} attempts to freeze its files"
+    )
+
+
+def _thaw(path: str, frozen: dict[str, _Frozen]) -> None:
+    """Put back the files ``_freeze`` froze, exactly as they were (see ``Store.crash``)."""
+    hold = os.path.join(path, CRASH_HOLD_DIR_NAME)
+    for name in _held_names(path):
+        if name not in frozen:
+            os.unlink(os.path.join(path, name))  # created after the crash instant
+    for name, fact in frozen.items():
+        target = os.path.join(path, name)
+        try:
+            same = os.stat(target).st_ino == fact.inode
+        except FileNotFoundError:
+            same = False
+        if not same:  # deleted, or replaced by a rename (CURRENT)
+            os.replace(os.path.join(hold, name), target)
+        size_bytes = os.stat(target).st_size
+        if size_bytes < fact.size_bytes:
+            raise StorageError(
+                f"cannot crash the database at {path} as a killed process would: RocksDB "
+                f"shortened {name} from {fact.size_bytes} to {size_bytes} bytes on close"
+            )
+        if size_bytes > fact.size_bytes:
+            os.truncate(target, fact.size_bytes)  # appended after the crash instant
+    shutil.rmtree(hold)
+
+
 def _lock_directory(path: str, *, create: bool) -> int:
     """Take ``rmqsim.lock`` exclusively; return its descriptor (closing it unlocks)."""
     flags = os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0)
@@ -473,6 +553,9 @@ class Store:
         self._lock_fd: int | None = lock_fd
         self._write_options = WriteOptions()
         self._write_options.sync = sync_writes
+        self._unlogged_options = WriteOptions()
+        # A property, though rocksdict's stub declares a method; RocksDB rejects it with sync.
+        self._unlogged_options.disable_wal = True  # type: ignore[method-assign,assignment]
         #: Set when ``open`` found no format record in an empty database of ours.
         self.needs_init = False
         #: Facts of the files that never change (table files, OPTIONS, IDENTITY), by
@@ -526,8 +609,13 @@ class Store:
 
     # ----------------------------------------------------------------------- writes
 
-    def write(self, plan: Plan) -> None:
-        """Apply ``plan`` as one atomic ``WriteBatch`` (all or nothing, also on crash)."""
+    def write(self, plan: Plan, *, logged: bool = True) -> None:
+        """Apply ``plan`` as one atomic ``WriteBatch`` (all or nothing, also on crash).
+
+        ``logged=False`` writes it without the write-ahead log (RocksDB's
+        ``disable_wal``): it is durable only once a flush persists the memtable, and a
+        crash before that loses it. rmqsim never does; the seam is for variants (the
+        harness's seeded bugs), so they need no private names."""
         db = self._live()
         batch = WriteBatch(raw_mode=True)
         put = batch.put
@@ -542,7 +630,7 @@ class Store:
         for begin, end in plan.meta_range_deletes:
             batch.delete_range(begin, end)
         try:
-            db.write(batch, self._write_options)
+            db.write(batch, self._write_options if logged else self._unlogged_options)
         except Exception as exc:
             raise map_rocksdb_error(exc, self.path, "write to") from exc
 
@@ -729,17 +817,39 @@ class Store:
         return fact
 
     def crash(self) -> None:
-        """Release every handle without writing anything more, as a killed process.
+        """Release every handle and leave the directory's files as a killed process does.
 
-        rocksdict flushes memtables when an ``Rdict`` is dropped; stopping RocksDB's
-        background work first turns that flush into a no-op, so nothing but what the WAL
-        already holds is on disk, exactly as after ``kill -9``.
+        A killed process leaves exactly the bytes its files hold at that instant. RocksDB
+        itself cannot be let go of that way: stopping its background work and dropping the
+        handle both flush the memtable (and so persist writes made without the WAL, which
+        a SIGKILL loses), rotate the WAL and delete files. So ``crash`` first *freezes* the
+        directory (hard links to every RocksDB file, with its size: no bytes copied), lets
+        RocksDB close, then puts the frozen files back: files RocksDB created since are
+        removed, replaced or deleted ones come back, appended ones are cut back to their
+        frozen size. Only then is the directory's lock released.
         """
         db = self._db
-        if db is not None:
-            with contextlib.suppress(Exception):
-                db.cancel_all_background(True)
-        self._drop()
+        if db is None:
+            self._drop()
+            return
+        frozen: dict[str, _Frozen] | None = None
+        try:
+            frozen = _freeze(self.path)
+        except FileNotFoundError:
+            pass  # the directory is gone (removed under the open queue): nothing to keep
+        except BaseException:
+            self._drop()  # RocksDB's close may flush: no longer a crash, but released
+            raise
+        with contextlib.suppress(Exception):
+            db.cancel_all_background(True)
+            db.close()
+        del db
+        self._db = None
+        try:
+            if frozen is not None:
+                _thaw(self.path, frozen)
+        finally:
+            self._drop()
 
     def _drop(self) -> None:
         self._db = None
