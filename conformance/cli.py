@@ -262,8 +262,9 @@ def run_command(
 def replay_command(trace_file: Path, impl: str | None) -> None:
     """Re-execute a trace on the model and the SUT; check every recorded outcome (up to a
     crash that resolved the other legal way than recorded: then the run says so)."""
-    from conformance.consumer_run import read_run_trace, replay_run_trace
+    from conformance.consumer_run import read_run_trace
     from conformance.report import render_failure
+    from conformance.run import replay_run_trace
 
     result = replay_run_trace(read_run_trace(trace_file), impl=impl)
     if result.ok:

@@ -34,12 +34,11 @@ from conformance.adapter import (
 from conformance.apply import error_outcome
 from conformance.consumer_check import ConsumerViolation, GroupHistory
 from conformance.lockstep import Divergence, Stats
-from conformance.run import (
+from conformance.run_result import (
     RunResult,
-    _header,
     check_final_state,
     execute_recorded,
-    replay_trace,
+    profile_header,
 )
 from conformance.scratch import scratch_root
 from conformance.statediff import state_digest
@@ -91,8 +90,8 @@ __all__ = [
     "is_consumer_header",
     "parse_run_lines",
     "read_run_trace",
+    "replay_consumer",
     "replay_consumer_trace",
-    "replay_run_trace",
     "run_consumer_seed",
     "run_consumer_steps",
     "trace_decoders",
@@ -433,7 +432,7 @@ def _run(
     ``positions_in_batch`` (replaying a recorded trace, whose positions were written so)
     such a position is bad input instead: ``_PastTheBatch``, before the step runs."""
     name, queue_factory, consumer_factory = _factories(impl)
-    header = _header(profile, seed, name, steps)  # type: ignore[arg-type]
+    header = profile_header(profile, seed, name, steps)
     header.update(extra_header or {})
     if not final_check:
         header["final_check"] = False
@@ -754,20 +753,12 @@ def read_run_trace(path: Path) -> Trace:
     return trace
 
 
-def replay_run_trace(trace: Trace, *, impl: str | Factory | None = None) -> RunResult:
-    """Replay a trace of either layer (``read_run_trace``): a consumer trace here, a queue
-    trace through ``conformance.run.replay_trace``."""
-    if is_consumer_header(trace.header):
-        return _replay_consumer(trace, impl)
-    return replay_trace(trace, impl=impl)
-
-
 def replay_consumer_trace(path: Path, *, impl: str | Factory | None = None) -> RunResult:
-    """Replay the consumer trace at ``path`` (see ``_replay_consumer``)."""
-    return _replay_consumer(read_trace(path, **trace_decoders(True)), impl)
+    """Replay the consumer trace at ``path`` (see ``replay_consumer``)."""
+    return replay_consumer(read_trace(path, **trace_decoders(True)), impl)
 
 
-def _replay_consumer(trace: Trace, impl: str | Factory | None) -> RunResult:
+def replay_consumer(trace: Trace, impl: str | Factory | None) -> RunResult:
     """Re-execute a consumer trace's recorded operations, with the profile its header
     recorded, on the model and the SUT; every recorded outcome must recur
     (``trace-mismatch`` at the first that does not: the trace was written by other code),

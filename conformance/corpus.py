@@ -23,9 +23,8 @@ from conformance.consumer_run import (
     failed_at_final_check,
     is_consumer_header,
     read_run_trace,
-    replay_run_trace,
 )
-from conformance.run import RunResult
+from conformance.run import RunResult, replay_run_trace
 from conformance.trace import dumps, write_lines
 
 #: Where ``--save-regression`` writes and ``rmqsim gate`` reads, relative to the working

@@ -43,10 +43,9 @@ from conformance.consumer_run import (
     is_consumer_header,
     parse_run_lines,
     read_run_trace,
-    replay_run_trace,
     run_consumer_steps,
 )
-from conformance.run import RunResult, replay_trace
+from conformance.run import RunResult, replay_run_trace, replay_trace
 from conformance.shrink_budget import (
     DEFAULT_SHRINK_BUDGET,
     STOPPED_BY_OPERATIONS,

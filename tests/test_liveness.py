@@ -23,12 +23,12 @@ from click.testing import CliRunner
 
 from conformance import watchdog
 from conformance.cli import cli
-from conformance.consumer_run import parse_run_lines, replay_run_trace
+from conformance.consumer_run import parse_run_lines
 from conformance.mutants.catalogue import select
 from conformance.mutants.consumer import core_factory
 from conformance.mutants.kill import KILLED, kill_mutant
 from conformance.process_sut import process_factory
-from conformance.run import replay_trace, run_seed
+from conformance.run import replay_run_trace, replay_trace, run_seed
 from conformance.shrink import shrink_and_save
 from conformance.shrink_budget import DEFAULT_SHRINK_BUDGET
 from conformance.trace import write_lines
