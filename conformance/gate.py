@@ -4,10 +4,12 @@ JUnit XML for CI and a JSON summary. What the README's main-job command runs."""
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterable
-from concurrent.futures import Executor, Future
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -15,7 +17,7 @@ from typing import Any, TypeVar
 from conformance.adapter import Factory, resolve_impl
 from conformance.corpus import replay_corpus
 from conformance.crash_sweep import SweepResult, crash_sweep
-from conformance.pool import submit
+from conformance.pool import WorkerPool
 from conformance.report import render_failure
 from conformance.run import RunResult, run_seed
 from conformance.shrink_budget import OnRun, ShrinkBudget
@@ -152,7 +154,7 @@ def run_profiles(
     *,
     on_result: Callable[[RunResult], None] | None = None,
     on_shrink_run: OnRun | None = None,
-    pool: Executor | None = None,
+    pool: WorkerPool | None = None,
 ) -> GateResult:
     """Run ``plan`` (``GatePlan``), calling ``on_result`` with each finished run in
     (profile, seed) order and ``on_shrink_run`` as each shrink goes on. With a ``pool``
@@ -162,13 +164,13 @@ def run_profiles(
     for profile in plan.profiles:
         gate.summaries.setdefault(profile, ProfileSummary(profile))
     pairs = [(profile, seed) for profile in plan.profiles for seed in plan.seeds]
-    futures: list[Future[RunResult]] = []
+    pending: deque[Future[RunResult]] = deque()
     if pool is None:
-        results = (_run_one(profile, seed, plan) for profile, seed in pairs)
+        results: Iterator[RunResult] = (_run_one(p, s, plan) for p, s in pairs)
         shrinker = functools.partial(_shrink_here, plan=plan, on_run=on_shrink_run)
     else:
-        futures = [submit(pool, _run_one, profile, seed, plan) for profile, seed in pairs]
-        results = (future.result() for future in futures)
+        tasks = [functools.partial(pool.submit, _run_one, p, s, plan) for p, s in pairs]
+        results = _in_order(tasks, pending, window=2 * pool.jobs)
         shrinker = functools.partial(_shrink_in_pool, plan=plan, pool=pool)
     try:
         for result in results:
@@ -177,13 +179,27 @@ def run_profiles(
                 break
     except KeyboardInterrupt:
         # What other workers finished is reported too (in order, unshrunk).
-        for result in _finished_after(futures, len(gate.results)):
+        for result in _finished_after(list(pending), 0):
             _finish(gate, result, plan, shrinker, on_result, shrink=False)
         raise
     finally:
-        for future in futures:
+        for future in pending:
             future.cancel()
     return gate
+
+
+def _in_order(
+    tasks: Iterable[Callable[[], Future[T]]], pending: deque[Future[T]], *, window: int
+) -> Iterator[T]:
+    """The results of ``tasks`` in their order, with at most ``window`` of them submitted
+    ahead (``pending``): a shrink submitted meanwhile does not wait behind all the runs."""
+    queued = iter(tasks)
+    pending.extend(task() for task in itertools.islice(queued, window))
+    while pending:
+        result = pending[0].result()
+        pending.popleft()
+        pending.extend(task() for task in itertools.islice(queued, 1))
+        yield result
 
 
 def _shrink_here(result: RunResult, *, plan: GatePlan, on_run: OnRun | None) -> RunResult:
@@ -194,9 +210,8 @@ def _shrink_here(result: RunResult, *, plan: GatePlan, on_run: OnRun | None) -> 
     return result
 
 
-def _shrink_in_pool(result: RunResult, *, plan: GatePlan, pool: Executor) -> RunResult:
-    shrunk: RunResult = submit(pool, _shrink_one, result, plan).result()
-    return shrunk
+def _shrink_in_pool(result: RunResult, *, plan: GatePlan, pool: WorkerPool) -> RunResult:
+    return pool.submit(_shrink_one, result, plan).result()
 
 
 def _finish(
@@ -232,7 +247,7 @@ def run_sweeps(
     steps: int,
     on_sweep: Callable[[SweepResult], None] | None = None,
     crash_mode: str = "inprocess",
-    pool: Executor | None = None,
+    pool: WorkerPool | None = None,
 ) -> list[SweepResult]:
     """The crash sweep of ``seed`` of every profile (crashes of ``crash_mode``); failing
     cases saved under ``out``. With a ``pool``, the sweeps are its tasks (reported in
@@ -242,7 +257,7 @@ def run_sweeps(
     if pool is None:
         done: Iterable[SweepResult] = (_sweep_one(*a) for a in args)
     else:
-        futures = [submit(pool, _sweep_one, *a) for a in args]
+        futures = [pool.submit(_sweep_one, *a) for a in args]
         done = (future.result() for future in futures)
     sweeps: list[SweepResult] = []
     try:

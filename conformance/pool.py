@@ -15,8 +15,9 @@ import multiprocessing
 import os
 import signal
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from conformance.watchdog import op_timeout, op_timeout_s
@@ -24,9 +25,9 @@ from conformance.watchdog import op_timeout, op_timeout_s
 __all__ = [
     "START_METHOD",
     "WORKER_STOP_S",
+    "WorkerPool",
     "default_jobs",
     "in_worker",
-    "submit",
     "worker_pool",
 ]
 
@@ -71,9 +72,16 @@ def in_worker(limit_s: float, func: Callable[..., T], *args: Any) -> T:
             signal.signal(signum, handler)
 
 
-def submit(pool: Executor, func: Callable[..., T], *args: Any) -> Any:
-    """``pool.submit`` of ``func(*args)`` through ``in_worker`` with the bound in force."""
-    return pool.submit(in_worker, op_timeout_s(), func, *args)
+@dataclass(frozen=True, slots=True)
+class WorkerPool:
+    """The pool's executor and its number of workers."""
+
+    executor: ProcessPoolExecutor
+    jobs: int
+
+    def submit(self, func: Callable[..., T], *args: Any) -> Future[T]:
+        """``func(*args)`` as a task, through ``in_worker`` with the bound in force."""
+        return self.executor.submit(in_worker, op_timeout_s(), func, *args)
 
 
 def _stop(pool: ProcessPoolExecutor, before: set[int]) -> None:
@@ -92,7 +100,7 @@ def _stop(pool: ProcessPoolExecutor, before: set[int]) -> None:
 
 
 @contextmanager
-def worker_pool(jobs: int) -> Iterator[ProcessPoolExecutor | None]:
+def worker_pool(jobs: int) -> Iterator[WorkerPool | None]:
     """``jobs`` worker processes (None for one job: the command runs everything itself).
     Interrupted (``KeyboardInterrupt``), the pool is stopped before the block's exception
     goes on; no worker outlives the block."""
@@ -104,7 +112,7 @@ def worker_pool(jobs: int) -> Iterator[ProcessPoolExecutor | None]:
     before = {p.pid for p in multiprocessing.active_children() if p.pid is not None}
     pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_ignore_interrupts)
     try:
-        yield pool
+        yield WorkerPool(pool, jobs)
     except BaseException:
         _stop(pool, before)
         raise
