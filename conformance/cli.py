@@ -197,8 +197,8 @@ def run_command(
     from conformance.run import run_seed
     from conformance.shrink import shrink_and_save
     from conformance.trace import write_lines
+    from scenarios.catalog import get_profile
     from scenarios.consumer_profiles import CONSUMER_PROFILES
-    from scenarios.profiles import get_profile
 
     if (seeds is None) == (seed is None):
         raise UsageError("give exactly one of --seeds A:B or --seed S")

@@ -202,7 +202,7 @@ def parse_profiles(text: str | None, default: tuple[str, ...]) -> tuple[str, ...
     """``--profiles``: comma-separated profile names, each checked (``UnknownProfileError``
     names the unknown one). Not given: ``default``. Given but naming none (``""``, ``","``)
     or naming one twice is a usage error, not "all profiles" or a doubled run."""
-    from scenarios.profiles import get_profile
+    from scenarios.catalog import get_profile
 
     if text is None:
         return default

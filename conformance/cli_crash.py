@@ -114,7 +114,7 @@ def crash_sweep_command(
     from conformance.crash_sweep import DEFAULT_SWEEP_STEPS, crash_sweep
     from conformance.gate import save_failure
     from conformance.report import render_failure, replay_command
-    from scenarios.profiles import get_profile
+    from scenarios.catalog import get_profile
 
     get_profile(profile_name)
     impl = impl or DEFAULT_IMPL
@@ -164,7 +164,7 @@ def _storage_sweep(
     import json
 
     from conformance.power_loss import DEFAULT_POWER_STEPS, parse_case, power_loss_sweep
-    from scenarios.profiles import get_profile
+    from scenarios.catalog import get_profile
 
     get_profile(profile_name)
     try:

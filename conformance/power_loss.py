@@ -48,9 +48,10 @@ from conformance.simdisk import FAULT_MODES, PointRecord, PowerCut, SimDisk
 from impl.commitlog.fs import FileSystem
 from model import ReferenceMQ
 from model.api import Clock, MessageQueue, MQConfig, State
+from scenarios.catalog import queue_profile
 from scenarios.consumer_profiles import CONSUMER_PROFILES
 from scenarios.ops import Outcome, Step
-from scenarios.profiles import ProfileError, get_profile, resolve
+from scenarios.profiles import ProfileError, resolve
 from scenarios.simulation import Simulation
 
 __all__ = [
@@ -158,7 +159,7 @@ def record_scenario(profile_name: str, seed: int, steps: int) -> tuple[MQConfig,
     if profile_name in CONSUMER_PROFILES:
         raise ProfileError(f"crash-sweep --storage runs queue profiles; {profile_name!r} is a "
                            "consumer profile")
-    profile = resolve(get_profile(profile_name), seed)
+    profile = resolve(queue_profile(profile_name), seed)
     config = MQConfig(**profile.config)
     clock = SimClock()
     model = ReferenceMQ(config=config, clock=clock)

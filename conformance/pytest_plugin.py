@@ -70,7 +70,8 @@ def _profiles(config: pytest.Config, kwargs: dict[str, Any]) -> list[str]:
     """Profiles from ``--rmqsim-profile`` (each may be a comma list), else the marker's,
     else the gate's; each checked now so that a typo is a usage error, not a failure."""
     from conformance.gate import GATE_PROFILES
-    from scenarios.profiles import ProfileError, get_profile
+    from scenarios.catalog import get_profile
+    from scenarios.profiles import ProfileError
 
     given = config.getoption("--rmqsim-profile")
     if given:

@@ -39,8 +39,9 @@ from conformance.scratch import scratch_root
 from conformance.statediff import state_digest
 from conformance.trace import Trace, TraceFormatError
 from model.api import InvalidArgumentError, MQConfig
+from scenarios.catalog import queue_profile
 from scenarios.consumer_profiles import CONSUMER_PROFILES
-from scenarios.profiles import get_profile, resolve
+from scenarios.profiles import resolve
 from scenarios.simulation import Simulation
 
 __all__ = [
@@ -160,7 +161,7 @@ def run_seed(
         if crash_mode != "inprocess":
             raise BadImplError("--crash-mode process applies to queue profiles only")
         return run_consumer_seed(profile_name, seed, impl=impl, steps=steps, workdir=workdir)
-    profile = resolve(get_profile(profile_name), seed)
+    profile = resolve(queue_profile(profile_name), seed)
     spec: str | Factory = impl
     impl, factory = resolve_impl(impl)
     if is_consumer_factory(factory):

@@ -179,7 +179,7 @@ def bench_command(
     seed_count: int, profile: str, steps: int, rows: int, skip_sweep: bool, skip_report: bool
 ) -> None:
     """Sweep throughput on local[1] vs local[2]; report time on N rows, Spark vs pyarrow."""
-    from scenarios.profiles import get_profile
+    from scenarios.catalog import get_profile
 
     get_profile(profile)
     if not skip_report:

@@ -39,9 +39,10 @@ from reports.schema import (
     STATUS_ERROR,
     TRACES_DIR,
 )
+from scenarios.catalog import queue_profile
 from scenarios.consumer_profiles import CONSUMER_PROFILES
 from scenarios.ops import OP_KINDS
-from scenarios.profiles import get_profile, resolve
+from scenarios.profiles import resolve
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +113,7 @@ def profile_columns(profile_name: str, seed: int) -> dict[str, Any]:
             "kinds_off": [],
             "consumer_config": json.dumps(knobs, sort_keys=True, separators=(",", ":")),
         }
-    resolved = resolve(get_profile(profile_name), seed)
+    resolved = resolve(queue_profile(profile_name), seed)
     return {
         "layer": LAYER_QUEUE,
         **{name: resolved.config[name] for name in CONFIG_COLUMNS},

@@ -4,11 +4,13 @@ This is a leaf package: it imports nothing of ``model``, ``impl``, ``conformance
 ``reports`` and speaks plain data (``ops``), which the runner adapts to a queue.
 
 * ``ops`` - the operation vocabulary, ``Outcome``, ``Step`` and their strict JSON codec;
-* ``profiles`` - workload recipes (``PROFILES``, ``get_profile``, ``resolve``);
+* ``profiles`` - workload recipes (``PROFILES``, ``resolve``);
+* ``catalog`` - every profile by name, queue or consumer (``get_profile``, ``queue_profile``);
 * ``simulation`` - ``Simulation(profile, seed, steps).run(execute)``;
 * ``actors``/``world``/``names`` - the simulated clients, their beliefs and name pools.
 """
 
+from scenarios.catalog import get_profile, queue_profile
 from scenarios.ops import (
     ERROR_KINDS,
     OP_KINDS,
@@ -49,7 +51,6 @@ from scenarios.profiles import (
     Profile,
     ProfileError,
     UnknownProfileError,
-    get_profile,
     resolve,
 )
 from scenarios.simulation import Simulation
@@ -92,6 +93,7 @@ __all__ = [
     "outcome_from_json",
     "outcome_to_json",
     "properties_of",
+    "queue_profile",
     "resolve",
     "step_from_json",
     "step_to_json",

@@ -15,8 +15,9 @@ import sys
 import time
 from collections import Counter
 
+from scenarios.catalog import queue_profile
 from scenarios.ops import OP_KINDS, Outcome, Step, step_to_json
-from scenarios.profiles import PROFILES, ProfileError, get_profile
+from scenarios.profiles import PROFILES, ProfileError
 from scenarios.simulation import Simulation
 
 _OK = Outcome()
@@ -34,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--profile-json", action="store_true", help="print the resolved profile")
     args = parser.parse_args(argv)
     try:
-        simulation = Simulation(get_profile(args.profile), args.seed, args.steps)
+        simulation = Simulation(queue_profile(args.profile), args.seed, args.steps)
     except (ProfileError, ValueError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -53,10 +53,12 @@ __all__ = [
     "ROLE_KINDS",
     "SEEK_TARGETS",
     "SINGLETON_ROLES",
+    "SWARM_BULK_BATCH_SIZE",
+    "SWARM_BULK_SHARE",
+    "SWARM_POLL_SIZES",
     "Profile",
     "ProfileError",
     "UnknownProfileError",
-    "get_profile",
     "resolve",
 ]
 
@@ -556,24 +558,16 @@ PROFILES: dict[str, Profile] = {
 }
 
 
-def get_profile(name: str) -> Profile:
-    """The profile called ``name`` (a queue profile, or a consumer profile of
-    ``consumer_profiles``); ``UnknownProfileError`` lists the known names."""
-    from scenarios.consumer_profiles import CONSUMER_PROFILES  # it imports this module
-
-    try:
-        return PROFILES[name]
-    except (KeyError, TypeError):
-        pass
-    try:
-        return CONSUMER_PROFILES[name]  # type: ignore[return-value]
-    except (KeyError, TypeError):
-        known = ", ".join([*PROFILES, *CONSUMER_PROFILES])
-        raise UnknownProfileError(f"unknown profile {name!r}; known profiles: {known}") from None
-
-
 # --------------------------------------------------------------------------- swarm
 
+#: The poll sizes a swarm seed draws from: small ones let backlogs build up, and polls of
+#: thousands over them catch a queue that returns less than it should (a capped poll).
+SWARM_POLL_SIZES: tuple[int, ...] = (0, 1, 2, 3, 5, 10, 50, 1000, 5000, 1 << 20)
+#: The share of swarm seeds that produce in bulk (batches of up to
+#: ``SWARM_BULK_BATCH_SIZE`` messages), so that backlogs of thousands build up for those
+#: polls to read.
+SWARM_BULK_SHARE = 0.25
+SWARM_BULK_BATCH_SIZE = 200
 #: Kinds swarm never switches off: without them no queue state is built at all.
 SWARM_CORE_KINDS: tuple[str, ...] = ("create_topic", "create_group", "produce", "consume")
 
@@ -619,6 +613,7 @@ def resolve(profile: Profile, seed: int) -> Profile:
         think[role] = (low, low + rng.randint(0, 8))
     batch_low = rng.randint(0, 2)
     churny = rng.random() < 0.3
+    bulk = rng.random() < SWARM_BULK_SHARE
     targets = {target: rng.randint(0, 4) for target in SEEK_TARGETS}
     targets["seen"] += 1
     return dataclasses.replace(
@@ -634,11 +629,11 @@ def resolve(profile: Profile, seed: int) -> Profile:
         group_names=_CHURN_GROUPS if churny else profile.group_names,
         invalid_fraction=rng.choice((0.0, 0.01, 0.05)),
         missing_fraction=rng.choice((0.0, 0.02, 0.1)),
-        batch_size=(batch_low, batch_low + rng.randint(0, 10)),
+        batch_size=(batch_low, SWARM_BULK_BATCH_SIZE if bulk else batch_low + rng.randint(0, 10)),
         payload_size_bytes=(0, rng.choice((0, 8, 64, 512, 4096))),
         empty_payload_fraction=rng.choice((0.0, 0.05, 0.3)),
         properties_per_message=(0, rng.randint(0, 3)),
-        poll_sizes=tuple(sorted(rng.sample((0, 1, 2, 3, 5, 10, 50, 1 << 20), rng.randint(1, 5)))),
+        poll_sizes=tuple(sorted(rng.sample(SWARM_POLL_SIZES, rng.randint(1, 5)))),
         seek_targets=targets,
         clock_jumps_s=rng.choice(((1, 10), (1, 5, 30, 300), (1, 60, 3600, 86400), (1, 10, -5))),
         arm_crash_max_hit=rng.randint(1, 10),

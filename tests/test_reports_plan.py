@@ -152,7 +152,8 @@ def test_a_conforming_row_carries_counts_and_no_trace(tmp_path: Path) -> None:
     assert record["trace_path"] is None and not (tmp_path / "traces").exists()
     assert record["steps"] == 50 == sum(record["op_counts"].values())
     # Swarm draws a config per seed: the row carries the drawn one.
-    from scenarios.profiles import get_profile, resolve
+    from scenarios.catalog import get_profile
+    from scenarios.profiles import resolve
 
     drawn = resolve(get_profile("swarm"), 3)
     assert record["page_size_bytes"] == drawn.config["page_size_bytes"]

@@ -13,6 +13,8 @@ import pytest
 from hypothesis import given, settings
 
 from scenarios import ops as ops_module
+from scenarios.catalog import get_profile, queue_profile
+from scenarios.consumer_profiles import CONSUMER_PROFILES
 from scenarios.ops import (
     OP_KINDS,
     OP_TYPES,
@@ -44,7 +46,6 @@ from scenarios.profiles import (
     Profile,
     ProfileError,
     UnknownProfileError,
-    get_profile,
     resolve,
 )
 from scenarios.strategies import ops, outcomes, steps
@@ -311,6 +312,17 @@ def test_get_profile_unknown_lists_known_names() -> None:
     assert isinstance(info.value, ValueError)
     for name in PROFILES:
         assert name in str(info.value)
+
+
+def test_the_catalog_finds_both_kinds_and_queue_profile_only_queue_ones() -> None:
+    """``get_profile`` knows both tables; ``queue_profile`` refuses a consumer profile by
+    name (a queue simulation cannot run one) and an unknown name as get_profile does."""
+    assert get_profile("consumer") is CONSUMER_PROFILES["consumer"]
+    assert queue_profile("smoke") is PROFILES["smoke"]
+    with pytest.raises(ProfileError, match="'consumer' is a consumer profile"):
+        queue_profile("consumer")
+    with pytest.raises(UnknownProfileError, match="consumer-orderly"):
+        queue_profile("smok")
 
 
 @pytest.mark.parametrize("name", sorted(PROFILES))

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from scenarios.catalog import get_profile
 from scenarios.names import NAME_MAX_BYTES, is_valid_name
 from scenarios.ops import (
     OP_KINDS,
@@ -35,7 +36,7 @@ from scenarios.ops import (
     Step,
     step_to_json,
 )
-from scenarios.profiles import PROFILES, ROLE_BOOTSTRAP_KINDS, ROLE_KINDS, get_profile, resolve
+from scenarios.profiles import PROFILES, ROLE_BOOTSTRAP_KINDS, ROLE_KINDS, resolve
 from scenarios.simulation import Simulation
 
 ROOT = Path(__file__).resolve().parent.parent
