@@ -20,6 +20,7 @@ import json
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -364,11 +365,7 @@ def run_consumer_seed(
     """Run consumer profile ``profile_name`` with ``seed`` in lockstep; the result."""
     profile = CONSUMER_PROFILES[profile_name]
     return _run(
-        profile,
-        seed,
-        impl,
-        steps,
-        workdir,
+        _RunSpec(profile, seed, impl, steps, workdir),
         lambda execute: ConsumerSimulation(profile, seed, steps).run(execute),
     )
 
@@ -393,9 +390,8 @@ def run_consumer_steps(
             execute(step)
 
     extra = {k: header[k] for k in ("shrunk_from_steps",) if k in header}
-    return _run(
-        profile, header["seed"], impl, None, None, drive, extra_header=extra, final_check=False
-    )
+    spec = _RunSpec(profile, header["seed"], impl, extra_header=extra, final_check=False)
+    return _run(spec, drive)
 
 
 class _PastTheBatch(Exception):
@@ -406,18 +402,24 @@ class _PastTheBatch(Exception):
         self.index = index
 
 
-def _run(
-    profile: ConsumerProfile,
-    seed: int,
-    impl: str | Factory,
-    steps: int | None,
-    workdir: Path | None,
-    drive: Drive,
-    *,
-    extra_header: Mapping[str, Any] | None = None,
-    final_check: bool = True,
-    positions_in_batch: bool = False,
-) -> RunResult:
+@dataclass(frozen=True, slots=True)
+class _RunSpec:
+    """One consumer run: its profile and seed, what it runs on, and which checks it makes
+    (see ``_run``)."""
+
+    profile: ConsumerProfile
+    seed: int
+    impl: str | Factory
+    #: The step budget the run was given (None: the profile's), as its header records it.
+    steps: int | None = None
+    workdir: Path | None = None
+    #: Fields added to the trace header (a shrunk trace's ``shrunk_from_steps``).
+    extra_header: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    final_check: bool = True
+    positions_in_batch: bool = False
+
+
+def _run(spec: _RunSpec, drive: Drive) -> RunResult:
     """Execute what ``drive`` emits on both sides, checking the SUT's histories (at the
     end too, unless ``final_check`` is off: the trace's header then says so, so that
     replaying it skips that check too).
@@ -431,41 +433,71 @@ def _run(
     shrunk ones included, has every position within its batch. With
     ``positions_in_batch`` (replaying a recorded trace, whose positions were written so)
     such a position is bad input instead: ``_PastTheBatch``, before the step runs."""
-    name, queue_factory, consumer_factory = _factories(impl)
-    header = profile_header(profile, seed, name, steps)
-    header.update(extra_header or {})
-    if not final_check:
+    name, queue_factory, consumer_factory = _factories(spec.impl)
+    header = profile_header(spec.profile, spec.seed, name, spec.steps)
+    header.update(spec.extra_header)
+    if not spec.final_check:
         header["final_check"] = False
     started = time.perf_counter()
-    clock = _Clock()
-    config = MQConfig(**profile.config)
-    model_queue = ReferenceMQ(config=config, clock=clock)
-    stores: dict[str, dict[str, int]] = {c.group: {} for c in profile.clients}
-    lines = [dumps(header)]
-    divergence: Divergence | None = None
-    last: Step[ConsumerOp] | None = None
+    run = _ConsumerLockstep(spec, header)
     with (
-        tempfile.TemporaryDirectory(prefix="rmqsim-consumer-", dir=scratch_root(workdir)) as tmp,
+        tempfile.TemporaryDirectory(
+            prefix="rmqsim-consumer-", dir=scratch_root(spec.workdir)
+        ) as tmp,
         CallBound() as bound,  # every call into the SUT side: a hang is a finding
     ):
-        root = Path(tmp)
+        run.open(Path(tmp), bound, queue_factory, consumer_factory)
+        divergence = run.drive(drive)
+    return run.result(name, divergence, started)
+
+
+class _ConsumerLockstep:
+    """One consumer run in progress: both sides, the SUT's histories, the trace lines."""
+
+    def __init__(self, spec: _RunSpec, header: dict[str, Any]) -> None:
+        self.spec = spec
+        self.clock = _Clock()
+        self.config = MQConfig(**spec.profile.config)
+        self.model_queue = ReferenceMQ(config=self.config, clock=self.clock)
+        self.stores: dict[str, dict[str, int]] = {c.group: {} for c in spec.profile.clients}
+        self.lines = [dumps(header)]
+        self.index = 0
+        self.last: Step[ConsumerOp] | None = None
+        self.stats = Stats()
+        self.histories = _Histories(spec.profile)
+        #: Set when the queue cannot be created in a fresh directory: the SUT's failure,
+        #: reported at the first step (as the queue layer's lockstep does).
+        self.open_failure: str | None = None
+        self.open_anomaly = "unrecoverable"
+        self.sut: _Side | None = None
+        self.bound = CallBound()
+
+    def open(
+        self,
+        root: Path,
+        bound: CallBound,
+        queue_factory: Factory,
+        consumer_factory: Callable[..., Any],
+    ) -> None:
+        """Open the SUT side in ``root`` (its failure is the run's, at the first step),
+        then the model's."""
+        self.bound = bound
+        profile = self.spec.profile
         # One offset store directory per group (a group name may not be a file name).
         slot = {c.group: index for index, c in enumerate(profile.clients)}
 
         def open_queue() -> MessageQueue:
-            queue = queue_factory(path=root / "queue", config=config, clock=clock, faults=None)
+            queue = queue_factory(
+                path=root / "queue", config=self.config, clock=self.clock, faults=None
+            )
             return checked_queue(queue, queue_factory)
 
-        #: Set when the queue cannot be created in a fresh directory: the SUT's failure,
-        #: reported at the first step (as the queue layer's lockstep does).
-        open_failure: str | None = None
-        open_anomaly = "unrecoverable"
         try:
-            sut: _Side | None = bound.call(
+            self.sut = bound.call(
                 "open",
                 _Side,
                 profile,
-                clock,
+                self.clock,
                 open_queue,
                 lambda q: q.crash(),
                 lambda **kw: consumer_factory(path=root / f"offsets-{slot[kw['group']]}", **kw),
@@ -473,107 +505,117 @@ def _run(
         except BadImplError:
             raise
         except OperationHang as hang:
-            open_failure, open_anomaly = f"opening a fresh directory: {hang.detail}", "hang"
-            sut = None
+            self.open_failure = f"opening a fresh directory: {hang.detail}"
+            self.open_anomaly = "hang"
         except Exception as exc:
-            open_failure = f"opening a fresh directory raised {type(exc).__name__}: {exc}"
-            sut = None
-        model = _Side(
+            self.open_failure = f"opening a fresh directory raised {type(exc).__name__}: {exc}"
+        self.model = _Side(
             profile,
-            clock,
-            lambda: model_queue,
+            self.clock,
+            lambda: self.model_queue,
             lambda q: None,  # the model's queue is perfectly durable: a crash changes nothing
-            lambda **kw: PushConsumerModel(store=stores[kw["group"]], **kw),
+            lambda **kw: PushConsumerModel(store=self.stores[kw["group"]], **kw),
         )
-        histories = _Histories(profile)
-        stats = Stats()
-        index = 0
 
-        def execute(step: Step[ConsumerOp]) -> Outcome:
-            nonlocal index, last
-            index += 1
-            last = step
-            clock.now = step.time_s
-            op: ConsumerOp = step.op
-            if type(op) is Complete:
-                step = _within_batch(index, step, op, model.batches, positions_in_batch)
-                op = step.op
-            _count(stats, op)
-            if sut is None:
-                assert open_failure is not None
-                _, want = _outcome(lambda: model.apply(op))
-                lines.append(_step_line(index, step, want))
-                raise Divergence(open_anomaly, index, step, want, None, [], open_failure)
-            try:
-                raw, got = _outcome(lambda: bound.call(op.kind, sut.apply, op))
-            except OperationHang as hang:
-                _, want = _outcome(lambda: model.apply(op))
-                lines.append(_step_line(index, step, want))
-                raise Divergence("hang", index, step, want, None, [], hang.detail) from None
+    def execute(self, step: Step[ConsumerOp]) -> Outcome:
+        """Run ``step`` on both sides; the model's outcome, or ``Divergence``."""
+        self.index += 1
+        index = self.index
+        self.last = step
+        self.clock.now = step.time_s
+        op: ConsumerOp = step.op
+        if type(op) is Complete:
+            step = _within_batch(
+                index, step, op, self.model.batches, self.spec.positions_in_batch
+            )
+            op = step.op
+        _count(self.stats, op)
+        model, sut, lines = self.model, self.sut, self.lines
+        if sut is None:
+            assert self.open_failure is not None
             _, want = _outcome(lambda: model.apply(op))
-            try:
-                if got.error is None:
-                    histories.observe(op, raw, sut.refused if type(op) is Complete else ())
-            except ConsumerViolation as found:
-                lines.append(_step_line(index, step, want, got))
-                raise Divergence(found.anomaly, index, step, want, got, [], found.detail) from None
-            if got != want:
-                lines.append(_step_line(index, step, want, got))
-                raise Divergence(
-                    "consumer-mismatch",
-                    index,
-                    step,
-                    want,
-                    got,
-                    [],
-                    "the consumer under test and the model returned different values",
-                )
             lines.append(_step_line(index, step, want))
-            return want
-
+            raise Divergence(self.open_anomaly, index, step, want, None, [], self.open_failure)
         try:
-            drive(execute)
+            raw, got = _outcome(lambda: self.bound.call(op.kind, sut.apply, op))
+        except OperationHang as hang:
+            _, want = _outcome(lambda: model.apply(op))
+            lines.append(_step_line(index, step, want))
+            raise Divergence("hang", index, step, want, None, [], hang.detail) from None
+        _, want = _outcome(lambda: model.apply(op))
+        try:
+            if got.error is None:
+                self.histories.observe(op, raw, sut.refused if type(op) is Complete else ())
+        except ConsumerViolation as found:
+            lines.append(_step_line(index, step, want, got))
+            raise Divergence(found.anomaly, index, step, want, got, [], found.detail) from None
+        if got != want:
+            lines.append(_step_line(index, step, want, got))
+            raise Divergence(
+                "consumer-mismatch",
+                index,
+                step,
+                want,
+                got,
+                [],
+                "the consumer under test and the model returned different values",
+            )
+        lines.append(_step_line(index, step, want))
+        return want
+
+    def drive(self, drive: Drive) -> Divergence | None:
+        """Run what ``drive`` emits, then the final check (if on); the divergence found.
+        Both sides are released in the end."""
+        divergence: Divergence | None = None
+        try:
+            drive(self.execute)
             try:
-                if final_check:
-                    histories.finish()
+                if self.spec.final_check:
+                    self.histories.finish()
             except ConsumerViolation as found:
-                assert last is not None
+                assert self.last is not None
                 # No outcomes: what marks a failure of the final check (see
                 # ``failed_at_final_check``); a failing step always has both.
-                divergence = Divergence(found.anomaly, index, last, None, None, [], found.detail)
+                divergence = Divergence(
+                    found.anomaly, self.index, self.last, None, None, [], found.detail
+                )
         except Divergence as found:
             divergence = found
         finally:
-            if sut is not None:
+            if self.sut is not None:
                 with contextlib.suppress(OperationHang):  # the run's result is known
-                    bound.call("crash()", sut.close)
-            model.close()
-    final = None if divergence else state_digest(model_queue.snapshot())
-    status = "divergence" if divergence else "ok"
-    anomaly = divergence.anomaly if divergence else None
-    end = {
-        "type": "end",
-        "steps": index,
-        "status": status,
-        "anomaly": anomaly,
-        "state_digest": final,
-    }
-    lines.append(dumps(end))
-    return RunResult(
-        profile=profile.name,
-        seed=seed,
-        impl=name,
-        status=status,
-        steps=index,
-        anomaly=anomaly,
-        divergence=divergence,
-        trace=lines,
-        state_digest=final,
-        stats=stats,
-        wall_s=time.perf_counter() - started,
-        sim_time_s=last.time_s if last else 0,
-        step_budget=steps,
-    )
+                    self.bound.call("crash()", self.sut.close)
+            self.model.close()
+        return divergence
+
+    def result(self, name: str, divergence: Divergence | None, started: float) -> RunResult:
+        """The run's result, its trace ended."""
+        final = None if divergence else state_digest(self.model_queue.snapshot())
+        status = "divergence" if divergence else "ok"
+        anomaly = divergence.anomaly if divergence else None
+        end = {
+            "type": "end",
+            "steps": self.index,
+            "status": status,
+            "anomaly": anomaly,
+            "state_digest": final,
+        }
+        self.lines.append(dumps(end))
+        return RunResult(
+            profile=self.spec.profile.name,
+            seed=self.spec.seed,
+            impl=name,
+            status=status,
+            steps=self.index,
+            anomaly=anomaly,
+            divergence=divergence,
+            trace=self.lines,
+            state_digest=final,
+            stats=self.stats,
+            wall_s=time.perf_counter() - started,
+            sim_time_s=self.last.time_s if self.last else 0,
+            step_budget=self.spec.steps,
+        )
 
 
 def _within_batch(
@@ -791,14 +833,15 @@ def replay_consumer(trace: Trace, impl: str | Factory | None) -> RunResult:
 
     try:
         result = _run(
-            profile,
-            header["seed"],
-            spec,
-            steps if type(steps) is int else None,
-            None,
+            _RunSpec(
+                profile,
+                header["seed"],
+                spec,
+                steps if type(steps) is int else None,
+                final_check=final_check,
+                positions_in_batch=True,
+            ),
             lambda execute: execute_recorded(trace, _consumer_steps(execute)),
-            final_check=final_check,
-            positions_in_batch=True,
         )
     except _PastTheBatch as bad:
         raise TraceFormatError(trace.path, trace.steps[bad.index - 1].line, str(bad)) from None
