@@ -191,35 +191,13 @@ def run_command(
     """Run a profile over seeds in lockstep against the model; report divergences.
 
     A failing run is shrunk (within --shrink-ops-budget) to ``<trace>.shrunk.jsonl``."""
-    from conformance.adapter import DEFAULT_IMPL, is_consumer_factory, load_factory
     from conformance.gate import save_failure
     from conformance.report import render_failure
     from conformance.run import run_seed
     from conformance.shrink import shrink_and_save
     from conformance.trace import write_lines
-    from scenarios.catalog import get_profile
-    from scenarios.consumer_profiles import CONSUMER_PROFILES
 
-    if (seeds is None) == (seed is None):
-        raise UsageError("give exactly one of --seeds A:B or --seed S")
-    if trace_file is not None and seed is None:
-        raise UsageError("--trace needs --seed (one run, one trace)")
-    get_profile(profile_name)
-    impl = impl or DEFAULT_IMPL
-    if is_consumer_factory(load_factory(impl)) and profile_name not in CONSUMER_PROFILES:
-        click.echo(
-            f"rmqsim: note: --impl {impl} is a push consumer factory: queue profile "
-            f"{profile_name} checks rmqsim's own queue (consumer profiles check yours)",
-            err=True,
-        )
-    if seeds is not None:
-        seed_range = seeds
-    else:
-        assert seed is not None  # exactly one of the two was given (checked above)
-        seed_range = range(seed, seed + 1)
-    writable_dir(out)
-    if trace_file is not None:
-        writable_dir(trace_file.parent, f"--trace {trace_file}: directory")
+    seed_range, impl = _checked_run_options(profile_name, seeds, seed, impl, trace_file, out)
     failures = 0
     total_steps = 0
     with progress(len(seed_range), f"run {profile_name}") as bar:
@@ -252,6 +230,44 @@ def run_command(
         f"{total_steps} operations, {failures} divergence(s)"
     )
     sys.exit(EXIT_DIVERGENCE if failures else EXIT_OK)
+
+
+def _checked_run_options(
+    profile_name: str,
+    seeds: range | None,
+    seed: int | None,
+    impl: str | None,
+    trace_file: Path | None,
+    out: Path,
+) -> tuple[range, str]:
+    """``run``'s options checked (a ``UsageError`` or bad input otherwise): the seeds to
+    run and the implementation (noting on stderr when a push consumer factory is given
+    for a queue profile)."""
+    from conformance.adapter import DEFAULT_IMPL, is_consumer_factory, load_factory
+    from scenarios.catalog import get_profile
+    from scenarios.consumer_profiles import CONSUMER_PROFILES
+
+    if (seeds is None) == (seed is None):
+        raise UsageError("give exactly one of --seeds A:B or --seed S")
+    if trace_file is not None and seed is None:
+        raise UsageError("--trace needs --seed (one run, one trace)")
+    get_profile(profile_name)
+    impl = impl or DEFAULT_IMPL
+    if is_consumer_factory(load_factory(impl)) and profile_name not in CONSUMER_PROFILES:
+        click.echo(
+            f"rmqsim: note: --impl {impl} is a push consumer factory: queue profile "
+            f"{profile_name} checks rmqsim's own queue (consumer profiles check yours)",
+            err=True,
+        )
+    if seeds is not None:
+        seed_range = seeds
+    else:
+        assert seed is not None  # exactly one of the two was given (checked above)
+        seed_range = range(seed, seed + 1)
+    writable_dir(out)
+    if trace_file is not None:
+        writable_dir(trace_file.parent, f"--trace {trace_file}: directory")
+    return seed_range, impl
 
 
 @cli.command("replay")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -25,6 +26,11 @@ from conformance.cli_common import (
     writable_dir,
 )
 from conformance.shrink_budget import ShrinkBudget
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from conformance.mutants.kill import KillMatrix
 
 #: Width of the matrix when the output is not a terminal.
 _LOG_WIDTH = 160
@@ -51,11 +57,10 @@ def mutants_command(
 ) -> None:
     """Run the gate against every seeded bug and print the kill matrix."""
     from rich.console import Console
-    from rich.table import Table
 
     from conformance.gate import DEFAULT_GATE_SEEDS
     from conformance.mutants.catalogue import UnknownMutantError, select
-    from conformance.mutants.kill import KILLED, run_matrix, write_outputs
+    from conformance.mutants.kill import run_matrix, write_outputs
 
     try:
         mutants = select(only.split(",") if only is not None else None)
@@ -73,6 +78,30 @@ def mutants_command(
             on_kill=lambda _kill: bar.advance(bar.task_ids[0]),
         )
     data, junit = write_outputs(matrix, out)
+    table = _kill_table(matrix, seed_range)
+    console = Console()
+    if not console.is_terminal:  # a log or a pipe: do not squeeze the matrix to 80 columns
+        console = Console(width=_LOG_WIDTH)
+    console.print(table)
+    summary = matrix.summary()
+    click.echo(
+        f"rmqsim mutants: {'PASS' if matrix.ok else 'FAIL'}: {summary['killed']} of "
+        f"{summary['run']} killed ({summary['mutants'] - summary['run']} not run); "
+        f"time to kill median {summary['median_seconds_to_kill']} s, "
+        f"max {summary['max_seconds_to_kill']} s; longest shrunk reproducer "
+        f"{summary['max_shrunk_steps'] if summary['max_shrunk_steps'] is not None else '-'} "
+        f"operations; baseline {summary['baseline']}; "
+        f"{data}, {junit}"
+    )
+    sys.exit(EXIT_OK if matrix.ok else EXIT_DIVERGENCE)
+
+
+def _kill_table(matrix: KillMatrix, seed_range: range) -> Table:
+    """The kill matrix as a table: a row per mutant, its killing check and reproducer."""
+    from rich.table import Table
+
+    from conformance.mutants.kill import KILLED
+
     table = Table(title=f"rmqsim mutants: seeds {seed_range.start}:{seed_range.stop}")
     columns = (
         "mutant",
@@ -100,18 +129,4 @@ def mutants_command(
             f"{kill.seconds:.2f}",
             "-" if kill.shrunk_steps is None else str(kill.shrunk_steps),
         )
-    console = Console()
-    if not console.is_terminal:  # a log or a pipe: do not squeeze the matrix to 80 columns
-        console = Console(width=_LOG_WIDTH)
-    console.print(table)
-    summary = matrix.summary()
-    click.echo(
-        f"rmqsim mutants: {'PASS' if matrix.ok else 'FAIL'}: {summary['killed']} of "
-        f"{summary['run']} killed ({summary['mutants'] - summary['run']} not run); "
-        f"time to kill median {summary['median_seconds_to_kill']} s, "
-        f"max {summary['max_seconds_to_kill']} s; longest shrunk reproducer "
-        f"{summary['max_shrunk_steps'] if summary['max_shrunk_steps'] is not None else '-'} "
-        f"operations; baseline {summary['baseline']}; "
-        f"{data}, {junit}"
-    )
-    sys.exit(EXIT_OK if matrix.ok else EXIT_DIVERGENCE)
+    return table
