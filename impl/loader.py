@@ -153,31 +153,39 @@ def read_database(store: Store, *, with_messages: bool) -> DiskState:
         raise _corrupt(f"groups or pages of incarnations {orphans[:5]} that no topic has")
 
     if with_messages:
-        for topic in topics.values():
-            topic.messages = []
-        message_keys = store.message_keys
-        owner_incarnation = -1
-        owner_messages: list[ConsumerMessage] = []
-        for key, value in store.scan_messages():
-            incarnation, message = _message_record(message_keys, key, value)
-            if incarnation != owner_incarnation:  # keys run in incarnation order
-                owner = by_incarnation.get(incarnation)
-                if owner is None or owner.messages is None:
-                    raise _corrupt(
-                        f"message {message.msg_id} of incarnation {incarnation} has no topic"
-                    )
-                owner_incarnation, owner_messages = incarnation, owner.messages
-            owner_messages.append(message)
-        for topic in topics.values():
-            assert topic.messages is not None
-            ids = [message.msg_id for message in topic.messages]
-            expected = list(range(topic.record.trim_id + 1, topic.last_id + 1))
-            if ids != expected:
-                raise _corrupt(
-                    f"topic {topic.name!r} stores ids {ids[:3]}..{ids[-3:]}, expected "
-                    f"({topic.record.trim_id}, {topic.last_id}]"
-                )
+        _read_messages(store, topics, by_incarnation)
     return DiskState(next_incarnation, topics)
+
+
+def _read_messages(
+    store: Store, topics: dict[str, DiskTopic], by_incarnation: dict[int, DiskTopic]
+) -> None:
+    """Fill in every topic's messages from ``store``, checked: each belongs to a topic,
+    and each topic holds exactly the ids after its trim id up to its last id."""
+    for topic in topics.values():
+        topic.messages = []
+    message_keys = store.message_keys
+    owner_incarnation = -1
+    owner_messages: list[ConsumerMessage] = []
+    for key, value in store.scan_messages():
+        incarnation, message = _message_record(message_keys, key, value)
+        if incarnation != owner_incarnation:  # keys run in incarnation order
+            owner = by_incarnation.get(incarnation)
+            if owner is None or owner.messages is None:
+                raise _corrupt(
+                    f"message {message.msg_id} of incarnation {incarnation} has no topic"
+                )
+            owner_incarnation, owner_messages = incarnation, owner.messages
+        owner_messages.append(message)
+    for topic in topics.values():
+        assert topic.messages is not None
+        ids = [message.msg_id for message in topic.messages]
+        expected = list(range(topic.record.trim_id + 1, topic.last_id + 1))
+        if ids != expected:
+            raise _corrupt(
+                f"topic {topic.name!r} stores ids {ids[:3]}..{ids[-3:]}, expected "
+                f"({topic.record.trim_id}, {topic.last_id}]"
+            )
 
 
 def read_topic(
