@@ -31,6 +31,7 @@ Cost: case ``i`` replays ``i`` steps, so a sweep is quadratic in its steps; the 
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -79,6 +80,10 @@ class SweepResult:
     cases: list[CrashCase] = field(default_factory=list)
     failures: list[tuple[CrashCase, RunResult]] = field(default_factory=list)
     resolutions: Counter[str] = field(default_factory=Counter)
+    #: Per case, in case order: a digest of what its replay recorded after the header
+    #: (every outcome, the crash's resolution, a divergence): equal digests mean the
+    #: queue recovered to the same state and went on the same way (see ``case_digest``).
+    case_digests: list[str] = field(default_factory=list)
     wall_s: float = 0.0
 
     @property
@@ -128,6 +133,13 @@ def case_trace(header: dict[str, Any], steps: list[Step], case: CrashCase) -> Tr
     )
 
 
+def case_digest(outcome: RunResult) -> str:
+    """The digest of a case's replay without its header (which names the crash mode):
+    what the in-process crash and a real kill of the same case must agree on."""
+    text = "".join(line + "\n" for line in outcome.trace_lines[1:])
+    return f"{outcome.status}:{outcome.anomaly}:" + hashlib.sha256(text.encode()).hexdigest()
+
+
 def case_file_name(result: SweepResult, case: CrashCase, anomaly: str | None) -> str:
     point = "".join(c if c.isalnum() or c in "._-" else "_" for c in case.point)
     return (
@@ -169,6 +181,7 @@ def crash_sweep(
     result.cases = crash_cases(base.fault_log, recorded)
     for done, case in enumerate(result.cases, start=1):
         outcome = replay_trace(case_trace(header, recorded, case), impl=impl)
+        result.case_digests.append(case_digest(outcome))
         if outcome.ok:
             crashed = [r for r in parse_lines(outcome.trace_lines).steps if r.crash]
             result.resolutions.update(str(r.crash.get("resolved")) for r in crashed if r.crash)

@@ -140,8 +140,9 @@ INVALID_NAMES: tuple[str, ...] = ("", "t/1", "t\0", OVER_LIMIT_NAMES[1])
 NEVER_ISSUED_IDS: tuple[int, ...] = (-1, 0, 10_000, 2**63 - 1, -(2**63))
 #: Clock jumps in seconds: small, around the retention times of FUZZ_CONFIGS, backward.
 CLOCK_JUMPS_S: tuple[int, ...] = (1, 6, 11, 60, 3600, -3)
-#: ``n`` of a consume: small, larger than any topic here, zero, invalid.
-CONSUME_SIZES: tuple[int, ...] = (1, 2, 3, 100, 0, -1)
+#: ``n`` of a consume: small, larger than any topic here, thousands (more than any cap a
+#: queue might put on one poll), zero, invalid.
+CONSUME_SIZES: tuple[int, ...] = (1, 2, 3, 100, 5000, 0, -1)
 
 #: Payload sizes in bytes: empty, small, and around the page sizes of FUZZ_CONFIGS.
 PAYLOAD_SIZES: tuple[int, ...] = (0, 1, 5, 16, 17, 33, 40)

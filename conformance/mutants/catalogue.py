@@ -19,6 +19,7 @@ MUTANT_MODULES: tuple[str, ...] = (
     "conformance.mutants.consumer",
     "conformance.mutants.liveness",
     "conformance.mutants.names",
+    "conformance.mutants.blind",
 )
 
 
