@@ -10,7 +10,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from conformance.adapter import (
     DEFAULT_IMPL,
@@ -44,10 +44,14 @@ from scenarios.consumer_profiles import CONSUMER_PROFILES
 from scenarios.profiles import resolve
 from scenarios.simulation import Simulation
 
+if TYPE_CHECKING:  # typing's from Python 3.12
+    from typing_extensions import Unpack
+
 __all__ = [
     "CRASH_FIELDS",
     "VERSIONED_PACKAGES",
     "CrashFlip",
+    "RunOptions",
     "RunResult",
     "TraceRender",
     "check_final_state",
@@ -138,25 +142,39 @@ def _lockstep_run(
         return lockstep_result(lockstep, header, divergence, started)
 
 
-def run_seed(
-    profile_name: str,
-    seed: int,
-    *,
-    impl: str | Factory = DEFAULT_IMPL,
-    steps: int | None = None,
-    check_every: int = 1,
-    workdir: Path | None = None,
-    log_faults: bool = False,
-    crash_rate: float = 0.0,
-    crash_mode: str = "inprocess",
-) -> RunResult:
-    """Run one scenario in lockstep against ``impl`` (``MOD:FACTORY`` or a factory) and
-    return its result (with every crash point passed, if ``log_faults``). ``crash_rate``:
-    probability of arming a crash before each state-changing operation. ``crash_mode``
-    ``process``: the SUT runs in a child process, SIGKILLed at crashes
-    (``conformance.process_sut``). A consumer profile
-    runs in ``consumer_run``; a push consumer factory on a queue profile checks our queue
-    (``--impl`` names either layer)."""
+class RunOptions(TypedDict, total=False):
+    """``run_seed``'s keyword arguments, each optional (its default in brackets)."""
+
+    #: ``MOD:FACTORY`` or a factory [``DEFAULT_IMPL``].
+    impl: str | Factory
+    #: The step budget [None: the profile's].
+    steps: int | None
+    #: Compare the whole state at least every this many state changes [1].
+    check_every: int
+    #: Where the scratch directory goes [None: ``scratch.scratch_root``'s choice].
+    workdir: Path | None
+    #: Record every crash point the SUT passes [False].
+    log_faults: bool
+    #: The probability of arming a crash before each state-changing operation [0.0].
+    crash_rate: float
+    #: ``inprocess``, or ``process``: the SUT in a child process, SIGKILLed at crashes
+    #: (``conformance.process_sut``) [``inprocess``].
+    crash_mode: str
+
+
+def run_seed(profile_name: str, seed: int, **options: Unpack[RunOptions]) -> RunResult:
+    """Run one scenario in lockstep against ``options["impl"]`` and return its result (with
+    every crash point passed, if ``log_faults``); ``RunOptions`` says what each option
+    does. A consumer profile runs in ``consumer_run``; a push consumer factory on a queue
+    profile checks our queue (``--impl`` names either layer)."""
+    unknown = sorted(set(options) - RunOptions.__optional_keys__)
+    if unknown:
+        raise TypeError(f"run_seed() got an unexpected keyword argument {unknown[0]!r}")
+    impl = options.get("impl", DEFAULT_IMPL)
+    steps = options.get("steps")
+    workdir = options.get("workdir")
+    crash_rate = options.get("crash_rate", 0.0)
+    crash_mode = options.get("crash_mode", "inprocess")
     if profile_name in CONSUMER_PROFILES:
         if crash_mode != "inprocess":
             raise BadImplError("--crash-mode process applies to queue profiles only")
@@ -179,10 +197,10 @@ def run_seed(
         factory,
         MQConfig(**profile.config),
         header,
-        check_every,
+        options.get("check_every", 1),
         body,
         workdir,
-        log_faults=log_faults,
+        log_faults=options.get("log_faults", False),
     )
 
 
