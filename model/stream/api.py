@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeGuard, runtime_checkable
 
 from model.api import InvalidArgumentError, MessageQueue, MQError, validate_name
 
@@ -270,14 +270,14 @@ RepackFunc = Callable[
 # --------------------------------------------------------------------------- validation
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _check_int(where: str, value: object, high: int) -> None:
     if not _is_int(value):
         raise InvalidPackError(f"{where} must be an int, got {type(value).__name__}")
-    if not 0 <= value <= high:  # type: ignore[operator]
+    if not 0 <= value <= high:
         raise InvalidPackError(f"{where} must be in [0, {high}], got {value}")
 
 
