@@ -384,7 +384,11 @@ def gate_command(
     plan = GatePlan(names, seeds or DEFAULT_GATE_SEEDS, impl, writable_dir(out), steps, shrink,
                     crash_rate)  # fmt: skip
     gate = GateResult(impl=impl, seeds=plan.seeds)  # what has finished, as it finishes
-    with _outputs_when_interrupted(gate, out), worker_pool(jobs or default_jobs()) as pool:
+    with (
+        _outputs_when_interrupted(gate, out),
+        _worker_ended(),
+        worker_pool(jobs or default_jobs()) as pool,
+    ):
         _gate_profiles(gate, plan, runner, pool)
         # The crash sweep replays queue scenarios; consumer runs crash their own way (client
         # and process crashes drawn by the scenario) and are not swept.
@@ -396,6 +400,23 @@ def gate_command(
     junit, summary = write_outputs(gate, out)
     _print_gate_tables(gate)
     _gate_verdict(gate, junit, summary)
+
+
+@contextmanager
+def _worker_ended() -> Iterator[None]:
+    """A worker that ended in the middle of a task is the liveness bound's last resort
+    (a call that did not give way: its message is above), which ends the gate's own
+    process with ``--jobs 1``: a finding, exit 1, not an internal error."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        yield
+    except BrokenProcessPool:
+        fail(
+            "a worker process ended in the middle of a run (the liveness bound's last "
+            "resort: see its message above); --jobs 1 ends the gate there",
+            EXIT_DIVERGENCE,
+        )
 
 
 def _gate_profiles(gate: Any, plan: Any, runner: Any, pool: Any) -> None:

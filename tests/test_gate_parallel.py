@@ -101,6 +101,21 @@ def test_the_liveness_bound_holds_inside_the_workers(tmp_path: Path) -> None:
     assert "did not return within 1 s" in (tmp_path / "out" / "junit.xml").read_text()
 
 
+def test_a_worker_ended_by_the_last_resort_is_a_finding(tmp_path: Path) -> None:
+    """A call that does not give way ends its worker, as it ends the process with one job:
+    exit 1 with the watchdog's message, not an internal error."""
+    done = _gate(
+        tmp_path,
+        *("--impl", "tests.hang_impls:swallows_interrupts", "--op-timeout-s", "0.5"),
+        *("--profiles", "smoke", "--seeds", "0:2", "--jobs", "2", "--no-shrink"),
+        "--no-crash-sweep",
+    )
+    assert done.returncode == 1, done.stderr
+    assert "create_topic did not return within 0.5 s and did not give way" in done.stderr
+    assert done.stderr.splitlines()[-1].startswith("rmqsim: error: a worker process ended")
+    assert "internal error" not in done.stderr
+
+
 def _descendants(pid: int) -> set[int]:
     """Every process below ``pid`` (from /proc)."""
     parents: dict[int, int] = {}
