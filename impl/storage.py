@@ -837,8 +837,14 @@ class Store:
             frozen = _freeze(self.path)
         except FileNotFoundError:
             pass  # the directory is gone (removed under the open queue): nothing to keep
-        except BaseException:
+        except OSError as exc:  # e.g. a file system without hard links
             self._drop()  # RocksDB's close may flush: no longer a crash, but released
+            raise StorageError(
+                f"cannot crash the database at {self.path} as a killed process would: "
+                f"freezing its files failed ({exc.strerror})"
+            ) from exc
+        except BaseException:
+            self._drop()
             raise
         with contextlib.suppress(Exception):
             db.cancel_all_background(True)

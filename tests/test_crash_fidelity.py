@@ -16,6 +16,7 @@ from conformance.shrink import shrink_and_save
 from conformance.shrink_budget import DEFAULT_SHRINK_BUDGET
 from conformance.trace import write_lines
 from impl import RocksMQ
+from impl.errors import StorageError
 from impl.storage import CRASH_HOLD_DIR_NAME
 from model.api import ProducerMessage
 from scenarios.ops import Delivered, Outcome
@@ -131,3 +132,19 @@ def test_a_capped_poll_is_a_short_poll_and_shrinks_far_below_its_budget(tmp_path
     assert stats is not None and stats.stopped_by is None  # searched to its end
     assert stats.operations < DEFAULT_SHRINK_BUDGET.max_operations // 10
     assert shrunk.steps <= 10
+
+
+def test_a_crash_that_cannot_freeze_the_files_says_so_and_releases(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mq = RocksMQ.open(tmp_path)
+    mq.create_topic("t")
+
+    def no_links(*_args: object) -> None:
+        raise OSError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    with pytest.raises(StorageError, match=r"as a killed process would.*not permitted"):
+        mq.crash()
+    monkeypatch.undo()
+    RocksMQ.open(tmp_path).close()  # released: the lock is free
