@@ -187,7 +187,7 @@ def test_matrix_needs_the_baseline_to_pass(tmp_path: Path) -> None:
     """A harness that fails everything would kill every mutant: the matrix fails when the
     unmodified implementation fails (here: a mutant posing as the baseline)."""
     (mutant,) = select(["ids-restart"])
-    matrix = run_matrix([mutant], range(0, 1), out=tmp_path, steps=100, shrink=None)
+    matrix = run_matrix([mutant], range(0, 1), out=tmp_path, steps=300, shrink=None)
     assert matrix.ok and matrix.baseline_ok
     assert matrix.baseline is not None
     matrix.baseline.results[0].status = "divergence"
@@ -210,7 +210,7 @@ def test_cli_mutants_writes_the_matrix_and_refuses_unknown_names(tmp_path: Path)
         cli,
         [
             *("mutants", "--only", "ids-restart,empty-payload-none", "--seeds", "0:1"),
-            *("--steps", "100", "--shrink-ops-budget", "20000", "--out", str(out)),
+            *("--steps", "300", "--shrink-ops-budget", "20000", "--out", str(out)),
         ],
     )
     assert result.exit_code == 0, result.output
