@@ -36,6 +36,7 @@ from typing import ClassVar
 from impl import codec, keys
 from impl.errors import CorruptDatabaseError
 from impl.faults import FaultHook, write_points
+from impl.lifecycle import CLOSED, CRASHED, FAILED, SERVING, check_serving
 from impl.loader import DiskState, DiskTopic, read_database, read_topic
 from impl.retention import pages_to_delete
 from impl.storage import Plan, Store
@@ -69,10 +70,6 @@ _TIMESTAMP_MAX = 2**63 - 1
 #: How long ``close`` waits for the background retention thread to finish a pass.
 _RETENTION_JOIN_TIMEOUT_S = 30.0
 
-_SERVING = "serving"
-_CLOSED = "closed"
-_FAILED = "failed"
-_CRASHED = "crashed"
 
 
 def _system_clock() -> int:
@@ -170,7 +167,7 @@ class RocksMQ:
         self._config = config
         self._clock = clock
         self._faults = faults
-        self._state = _SERVING
+        self._state = SERVING
         self._table_lock = threading.Lock()
         self._next_incarnation = disk.next_incarnation
         self._topics: dict[str, _Topic] = {}
@@ -269,20 +266,20 @@ class RocksMQ:
 
     def close(self) -> None:
         """Stop serving, flush and release the database. Closing twice is fine."""
-        if self._state in (_CLOSED, _CRASHED):
+        if self._state in (CLOSED, CRASHED):
             return
         self._stop_retention_thread(join=True)
         with self._all_topics_locked():
-            if self._state in (_CLOSED, _CRASHED):
+            if self._state in (CLOSED, CRASHED):
                 return
-            self._state = _CLOSED
+            self._state = CLOSED
             self._fault("close.before_flush")
             self._store.close()
             self._fault("close.after_flush")
 
     def crash(self) -> None:
         """Stop as a killed process would: release every handle, write nothing more."""
-        self._state = _CRASHED
+        self._state = CRASHED
         self._stop_retention_thread(join=False)
         self._store.crash()
 
@@ -544,7 +541,7 @@ class RocksMQ:
             except NotServingError:
                 return
             except Exception:  # keep serving; the next pass retries
-                if self._state != _SERVING:
+                if self._state != SERVING:
                     return
                 _log.exception("background retention pass failed on %s", self.path)
                 continue
@@ -611,13 +608,7 @@ class RocksMQ:
     # ----------------------------------------------------------------------- internals
 
     def _check_serving(self) -> None:
-        if self._state != _SERVING:
-            reason = {
-                _CLOSED: "the queue is closed",
-                _CRASHED: "the queue crashed (crash() was called)",
-                _FAILED: "the queue failed at a crash point; crash() and reopen it",
-            }[self._state]
-            raise NotServingError(reason)
+        check_serving(self._state)
 
     def _locked(self, name: str) -> _Held:
         """``with self._locked(name) as cached``: hold the lock of live topic ``name``;
@@ -628,7 +619,7 @@ class RocksMQ:
             if cached is None:
                 raise TopicNotFoundError(f"topic {name!r} does not exist")
             cached.lock.acquire()
-            if self._state == _SERVING and cached.alive:
+            if self._state == SERVING and cached.alive:
                 return _Held(cached)
             cached.lock.release()
             self._check_serving()
@@ -651,8 +642,8 @@ class RocksMQ:
         try:
             self._faults(point)
         except BaseException:
-            if self._state == _SERVING:
-                self._state = _FAILED
+            if self._state == SERVING:
+                self._state = FAILED
             raise
 
     def _write(self, operation: str, plan: Plan) -> None:

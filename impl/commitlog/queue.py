@@ -35,6 +35,7 @@ from impl.commitlog.recovery import Geometry, OpenStore, open_store, write_check
 from impl.commitlog.state import TopicMeta, apply_event, apply_message
 from impl.errors import CorruptDatabaseError, StorageError
 from impl.faults import FaultHook, write_points
+from impl.lifecycle import CLOSED, CRASHED, FAILED, SERVING, check_serving
 from impl.retention import pages_to_delete
 from model.api import (
     Clock,
@@ -60,7 +61,6 @@ FLUSH_MODES = ("sync", "async")
 #: The OS page, the unit of RocketMQ's ``flushCommitLogLeastPages``.
 PAGE_SIZE_BYTES = 4096
 _DEFAULT_CONFIG = MQConfig()
-_SERVING, _CLOSED, _FAILED, _CRASHED = "serving", "closed", "failed", "crashed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +99,7 @@ class CommitLogMQ:
         self._clock = clock
         self._faults = faults
         self._policy = policy
-        self._state = _SERVING
+        self._state = SERVING
         self._lock = threading.RLock()
         self._last_flush_s: int | None = None
         self._stop = threading.Event()
@@ -144,9 +144,9 @@ class CommitLogMQ:
         """Stop serving, sync everything, remove the abort marker. Twice is fine."""
         self._stop_flusher(join=True)
         with self._lock:
-            if self._state in (_CLOSED, _CRASHED):
+            if self._state in (CLOSED, CRASHED):
                 return
-            self._state = _CLOSED
+            self._state = CLOSED
             self._fault("close.before_flush")
             self._sync_all()
             store = self._store
@@ -158,9 +158,9 @@ class CommitLogMQ:
     def crash(self) -> None:
         """Stop as a killed process would: close every handle, sync and write nothing."""
         self._stop_flusher(join=False)
-        if self._state == _CRASHED:
+        if self._state == CRASHED:
             return
-        self._state = _CRASHED
+        self._state = CRASHED
         self._store.release()
 
     def flush(self) -> None:
@@ -357,13 +357,7 @@ class CommitLogMQ:
     # ----------------------------------------------------------------------- internals
 
     def _check_serving(self) -> None:
-        if self._state != _SERVING:
-            reason = {
-                _CLOSED: "the queue is closed",
-                _CRASHED: "the queue crashed (crash() was called)",
-                _FAILED: "the queue failed at a crash point; crash() and reopen it",
-            }[self._state]
-            raise NotServingError(reason)
+        check_serving(self._state)
 
     def _topic(self, name: str) -> TopicMeta:
         self._check_serving()
@@ -392,8 +386,8 @@ class CommitLogMQ:
         try:
             self._faults(point)
         except BaseException:
-            if self._state == _SERVING:
-                self._state = _FAILED
+            if self._state == SERVING:
+                self._state = FAILED
             raise
 
     def _with_acks(self, cached: TopicMeta, groups: dict[str, int], event: dict[str, Any]
@@ -447,7 +441,7 @@ class CommitLogMQ:
     def _io_failed(self, operation: str, exc: OSError) -> NoReturn:
         """A failed write or sync is never swallowed (RocketMQ #2706, #9713): the queue
         stops serving, since what is on disk is unknown; reopening recovers."""
-        self._state = _FAILED
+        self._state = FAILED
         raise StorageError(
             f"{operation} on {self.path} failed ({exc}); the queue stopped serving: "
             "crash() or close() it and reopen the store to recover"
