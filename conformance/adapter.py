@@ -18,6 +18,7 @@ makes that second open fail, reported as the anomaly ``unrecoverable``.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import os
 import sys
@@ -25,13 +26,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeGuard
 
-from model.api import Clock, MessageQueue, MQConfig
+from rmqsim.model.api import Clock, MessageQueue, MQConfig
 
 if TYPE_CHECKING:
-    from model import ReferenceMQ
+    from rmqsim.model import ReferenceMQ
 
-DEFAULT_IMPL = "conformance.adapter:rocksmq_factory"
-MODEL_IMPL = "conformance.adapter:model_factory"
+DEFAULT_IMPL = "rmqsim.conformance.adapter:rocksmq_factory"
+MODEL_IMPL = "rmqsim.conformance.adapter:model_factory"
 
 FaultHook = Callable[[str], None]
 #: What a queue factory is called with; and a push consumer factory (docs/CONSUMER.md),
@@ -75,7 +76,7 @@ def checked_queue(queue: object, factory: Factory) -> MessageQueue:
     raise BadImplError(
         f"the factory {name} returned a {type(queue).__name__}, which has no "
         f"{', '.join(method + '()' for method in missing)}: a queue needs every method of "
-        "model.api.MessageQueue, and crash()"
+        "rmqsim.model.api.MessageQueue, and crash()"
     )
 
 
@@ -91,7 +92,7 @@ def rocksmq_factory(
     *, path: Path, config: MQConfig, clock: Clock, faults: FaultHook | None
 ) -> MessageQueue:
     """Our implementation: RocksMQ on RocksDB."""
-    from impl import RocksMQ
+    from rmqsim.impl import RocksMQ
 
     return RocksMQ.open(path, config=config, clock=clock, faults=faults)
 
@@ -140,7 +141,7 @@ def make_model_factory(model_cls: type[ReferenceMQ] | None = None) -> Factory:
     """A factory serving ``model_cls`` (default ``ReferenceMQ``) through the adapter: the
     way small, deliberately wrong implementations are written for the harness's tests.
     A subclass may call ``self.faults(point)`` to offer crash points."""
-    from model import ReferenceMQ
+    from rmqsim.model import ReferenceMQ
 
     cls = model_cls or ReferenceMQ
 
@@ -164,11 +165,16 @@ def resolve_impl(impl: str | Factory) -> tuple[str, Factory]:
     return name, impl
 
 
+#: rmqsim's packages as they were named before they lived under ``rmqsim``: an ``--impl``
+#: (or a trace's recorded implementation) spelled ``conformance.adapter:rocksmq_factory``
+#: still means ``rmqsim.conformance.adapter:rocksmq_factory``, when that module exists.
+LEGACY_PACKAGES = frozenset({"model", "impl", "scenarios", "conformance", "reports"})
+
 #: Named built-in queues: ``--impl commitlog`` is the commit-log backend (sync flush).
 BUILTIN_IMPLS: dict[str, str] = {
     "rocksmq": DEFAULT_IMPL,
-    "commitlog": "impl.commitlog:open_queue",
-    "commitlog-async": "impl.commitlog:open_queue_async",
+    "commitlog": "rmqsim.impl.commitlog:open_queue",
+    "commitlog-async": "rmqsim.impl.commitlog:open_queue_async",
 }
 
 
@@ -218,6 +224,9 @@ def _import_module(module_name: str) -> Any:
     be found. The current directory goes *last* on the path, so it can never hide an
     installed package, and only when the plain import did not find the module.
     """
+    legacy = f"rmqsim.{module_name}"
+    if module_name.partition(".")[0] in LEGACY_PACKAGES and _module_exists(legacy):
+        return importlib.import_module(legacy)
     try:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
@@ -227,6 +236,14 @@ def _import_module(module_name: str) -> Any:
             raise
         sys.path.append(cwd)
         return importlib.import_module(module_name)
+
+
+def _module_exists(module_name: str) -> bool:
+    """Whether ``module_name`` can be imported (its parent packages are imported to know)."""
+    try:
+        return importlib.util.find_spec(module_name) is not None
+    except ModuleNotFoundError:
+        return False
 
 
 def queue_factory(impl: str | Factory, needed_by: str) -> tuple[str, Factory]:

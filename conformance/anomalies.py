@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from conformance.statediff import Difference
-from scenarios.ops import Outcome
+from rmqsim.conformance.statediff import Difference
+from rmqsim.scenarios.ops import Outcome
 
 #: Every anomaly name, with what it means. Order is severity: the first that applies wins.
 ANOMALIES: dict[str, str] = {

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from model.api import ConsumerMessage, MessageQueue, MQError, ProducerMessage
-from scenarios import ops
-from scenarios.ops import Delivered, Outcome
+from rmqsim.model.api import ConsumerMessage, MessageQueue, MQError, ProducerMessage
+from rmqsim.scenarios import ops
+from rmqsim.scenarios.ops import Delivered, Outcome
 
 #: Kinds handled by the runner itself rather than by a queue call.
 RUNNER_KINDS = frozenset({"advance_clock", "crash_reopen", "close_reopen", "arm_crash"})

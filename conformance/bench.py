@@ -26,8 +26,8 @@ from pathlib import Path
 
 import click
 
-from conformance.cli_common import friendly_errors
-from conformance.scratch import scratch_root
+from rmqsim.conformance.cli_common import friendly_errors
+from rmqsim.conformance.scratch import scratch_root
 
 __all__ = [
     "MEASUREMENTS",
@@ -111,8 +111,8 @@ def _raw_produce(path: Path, payloads: list[bytes]) -> float:
 
 
 def _impl_produce(path: Path, payloads: list[bytes]) -> float:
-    from impl import RocksMQ
-    from model.api import MQConfig, ProducerMessage
+    from rmqsim.impl import RocksMQ
+    from rmqsim.model.api import MQConfig, ProducerMessage
 
     batches = [
         [ProducerMessage(p) for p in payloads[offset : offset + BATCH_MESSAGES]]
@@ -193,7 +193,7 @@ def measure_consume(workdir: Path, messages: int, repeats: int) -> Measurement:
 
 
 def _impl_consume_fresh_group(path: Path, messages: int, run: int) -> float:
-    from impl import RocksMQ
+    from rmqsim.impl import RocksMQ
 
     mq = RocksMQ.open(str(path))
     try:
@@ -295,7 +295,7 @@ def _print_lockstep(seeds: int, check_every: int) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from conformance.bench_lockstep import (
+    from rmqsim.conformance.bench_lockstep import (
         TARGET_LOCKSTEP_OPS_PER_S,
         TARGET_SLOWDOWN_VS_SUT,
         measure_lockstep,

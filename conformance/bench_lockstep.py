@@ -10,15 +10,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from conformance.adapter import DEFAULT_IMPL, resolve_impl
-from conformance.apply import RUNNER_KINDS, apply_op
-from conformance.lockstep import SimClock
-from conformance.run import run_seed
-from conformance.scratch import scratch_root
-from conformance.trace import parse_lines
-from model import ReferenceMQ
-from model.api import MQConfig
-from scenarios.ops import Step
+from rmqsim.conformance.adapter import DEFAULT_IMPL, resolve_impl
+from rmqsim.conformance.apply import RUNNER_KINDS, apply_op
+from rmqsim.conformance.lockstep import SimClock
+from rmqsim.conformance.run import run_seed
+from rmqsim.conformance.scratch import scratch_root
+from rmqsim.conformance.trace import parse_lines
+from rmqsim.model import ReferenceMQ
+from rmqsim.model.api import MQConfig
+from rmqsim.scenarios.ops import Step
 
 #: Issue 4's targets: lockstep ops/s on smoke, and lockstep / SUT-alone time.
 TARGET_LOCKSTEP_OPS_PER_S = 10_000

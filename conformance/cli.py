@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from conformance.cli_common import (
+from rmqsim.conformance.cli_common import (
     EXIT_DIVERGENCE,
     EXIT_OK,
     SEED_LIMIT,
@@ -45,18 +45,18 @@ from conformance.cli_common import (
     steps_option,
     writable_dir,
 )
-from conformance.shrink_budget import ShrinkBudget
+from rmqsim.conformance.shrink_budget import ShrinkBudget
 
 #: Commands of conformance/ loaded only when invoked (``name -> "module:attribute"``); a
 #: command whose module is not installed is not listed. Other packages (``reports``) and
 #: users add commands through the ``rmqsim.commands`` entry point group instead, so that
 #: conformance never imports the layers built on it.
 LAZY_COMMANDS: dict[str, str] = {
-    "bench": "conformance.bench:bench",
-    "crash-sweep": "conformance.cli_crash:crash_sweep_command",
-    "shrink": "conformance.cli_crash:shrink_command",
-    "fuzz": "conformance.cli_fuzz:fuzz_command",
-    "mutants": "conformance.cli_mutants:mutants_command",
+    "bench": "rmqsim.conformance.bench:bench",
+    "crash-sweep": "rmqsim.conformance.cli_crash:crash_sweep_command",
+    "shrink": "rmqsim.conformance.cli_crash:shrink_command",
+    "fuzz": "rmqsim.conformance.cli_fuzz:fuzz_command",
+    "mutants": "rmqsim.conformance.cli_mutants:mutants_command",
 }
 ENTRY_POINT_GROUP = "rmqsim.commands"
 #: Other ways to run the gate's seeds (``rmqsim gate --spark``), each a function like
@@ -191,11 +191,11 @@ def run_command(
     """Run a profile over seeds in lockstep against the model; report divergences.
 
     A failing run is shrunk (within --shrink-ops-budget) to ``<trace>.shrunk.jsonl``."""
-    from conformance.gate import save_failure
-    from conformance.report import render_failure
-    from conformance.run import run_seed
-    from conformance.shrink import shrink_and_save
-    from conformance.trace import write_lines
+    from rmqsim.conformance.gate import save_failure
+    from rmqsim.conformance.report import render_failure
+    from rmqsim.conformance.run import run_seed
+    from rmqsim.conformance.shrink import shrink_and_save
+    from rmqsim.conformance.trace import write_lines
 
     seed_range, impl = _checked_run_options(profile_name, seeds, seed, impl, trace_file, out)
     failures = 0
@@ -243,9 +243,9 @@ def _checked_run_options(
     """``run``'s options checked (a ``UsageError`` or bad input otherwise): the seeds to
     run and the implementation (noting on stderr when a push consumer factory is given
     for a queue profile)."""
-    from conformance.adapter import DEFAULT_IMPL, is_consumer_factory, load_factory
-    from scenarios.catalog import get_profile
-    from scenarios.consumer_profiles import CONSUMER_PROFILES
+    from rmqsim.conformance.adapter import DEFAULT_IMPL, is_consumer_factory, load_factory
+    from rmqsim.scenarios.catalog import get_profile
+    from rmqsim.scenarios.consumer_profiles import CONSUMER_PROFILES
 
     if (seeds is None) == (seed is None):
         raise UsageError("give exactly one of --seeds A:B or --seed S")
@@ -278,9 +278,9 @@ def _checked_run_options(
 def replay_command(trace_file: Path, impl: str | None) -> None:
     """Re-execute a trace on the model and the SUT; check every recorded outcome (up to a
     crash that resolved the other legal way than recorded: then the run says so)."""
-    from conformance.consumer_run import read_run_trace
-    from conformance.report import render_failure
-    from conformance.run import replay_run_trace
+    from rmqsim.conformance.consumer_run import read_run_trace
+    from rmqsim.conformance.report import render_failure
+    from rmqsim.conformance.run import replay_run_trace
 
     result = replay_run_trace(read_run_trace(trace_file), impl=impl)
     if result.ok:
@@ -360,9 +360,9 @@ def gate_command(
 ) -> None:
     """The CI gate: every standard profile over the seeds, then a crash sweep of the first
     seed of each; JUnit XML and a JSON summary."""
-    from conformance.adapter import DEFAULT_IMPL, load_factory
-    from conformance.corpus import DEFAULT_CORPUS
-    from conformance.gate import (
+    from rmqsim.conformance.adapter import DEFAULT_IMPL, load_factory
+    from rmqsim.conformance.corpus import DEFAULT_CORPUS
+    from rmqsim.conformance.gate import (
         DEFAULT_GATE_SEEDS,
         GATE_CONSUMER_PROFILES,
         GATE_PROFILES,
@@ -371,7 +371,7 @@ def gate_command(
         run_corpus,
         write_outputs,
     )
-    from conformance.pool import default_jobs, worker_pool
+    from rmqsim.conformance.pool import default_jobs, worker_pool
 
     impl = impl or DEFAULT_IMPL
     load_factory(impl)
@@ -422,8 +422,8 @@ def _worker_ended() -> Iterator[None]:
 def _gate_profiles(gate: Any, plan: Any, runner: Any, pool: Any) -> None:
     """The gate's profile runs (``runner``: a gate runner; None: ours, in ``pool`` when
     there is one), each added to ``gate`` as it is reported, under one progress bar."""
-    from conformance.gate import run_profiles
-    from conformance.run import RunResult
+    from rmqsim.conformance.gate import run_profiles
+    from rmqsim.conformance.run import RunResult
 
     with progress(len(plan.profiles) * len(plan.seeds), "gate") as bar:
         shrink_bar = ShrinkBar(bar, plan.shrink) if plan.shrink is not None else None
@@ -446,8 +446,8 @@ def _gate_sweeps(
     gate: Any, plan: Any, swept: list[str], steps: int | None, crash_mode: str, pool: Any
 ) -> None:
     """The crash sweep of the first seed of each of ``swept``, added to ``gate``."""
-    from conformance.crash_sweep import DEFAULT_SWEEP_STEPS, SweepResult
-    from conformance.gate import run_sweeps
+    from rmqsim.conformance.crash_sweep import DEFAULT_SWEEP_STEPS, SweepResult
+    from rmqsim.conformance.gate import run_sweeps
 
     with progress(len(swept), "crash sweep") as bar:
 
@@ -469,7 +469,7 @@ def _gate_sweeps(
 
 def _gate_verdict(gate: Any, junit: Path, summary: Path) -> None:
     """The first failures' reports, the one-line verdict and the exit code."""
-    from conformance.report import render_failure
+    from rmqsim.conformance.report import render_failure
 
     for failure in (gate.failures + gate.sweep_failures)[:5]:
         click.echo(render_failure(failure), err=True)
@@ -521,7 +521,7 @@ def _outputs_when_interrupted(gate: Any, out: Path) -> Iterator[None]:
     """Within the block, SIGINT or SIGTERM (``KeyboardInterrupt``, ``Terminated``) first
     writes ``gate``'s JUnit XML and JSON summary of what has finished, marked interrupted,
     then goes on (the command exits 130 or 143)."""
-    from conformance.gate import write_outputs
+    from rmqsim.conformance.gate import write_outputs
 
     try:
         yield

@@ -20,7 +20,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from conformance.shrink_budget import DEFAULT_SHRINK_OPERATIONS, ShrinkBudget, ShrinkStats
+from rmqsim.conformance.shrink_budget import DEFAULT_SHRINK_OPERATIONS, ShrinkBudget, ShrinkStats
 
 EXIT_OK = 0
 EXIT_DIVERGENCE = 1
@@ -113,11 +113,11 @@ def friendly_errors(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from conformance.adapter import BadImplError
-        from conformance.lockstep import InjectedCrash
-        from conformance.scratch import ScratchDirError, scratch_root
-        from conformance.trace import TraceFormatError
-        from scenarios.profiles import ProfileError
+        from rmqsim.conformance.adapter import BadImplError
+        from rmqsim.conformance.lockstep import InjectedCrash
+        from rmqsim.conformance.scratch import ScratchDirError, scratch_root
+        from rmqsim.conformance.trace import TraceFormatError
+        from rmqsim.scenarios.profiles import ProfileError
 
         bad_input = (UsageError, BadImplError, TraceFormatError, ProfileError, ScratchDirError)
         try:
@@ -190,7 +190,7 @@ class FiniteFloatRange(click.FloatRange):
 def writable_dir(path: Path, option: str = "--out") -> Path:
     """Create ``path`` if needed and check it is writable, or raise UsageError naming
     ``option``."""
-    from conformance.scratch import unwritable_dir
+    from rmqsim.conformance.scratch import unwritable_dir
 
     problem = unwritable_dir(path)
     if problem is not None:
@@ -202,7 +202,7 @@ def parse_profiles(text: str | None, default: tuple[str, ...]) -> tuple[str, ...
     """``--profiles``: comma-separated profile names, each checked (``UnknownProfileError``
     names the unknown one). Not given: ``default``. Given but naming none (``""``, ``","``)
     or naming one twice is a usage error, not "all profiles" or a doubled run."""
-    from scenarios.catalog import get_profile
+    from rmqsim.scenarios.catalog import get_profile
 
     if text is None:
         return default
@@ -356,7 +356,7 @@ def op_timeout_option(func: F) -> F:
     """``--op-timeout-s S``: the liveness bound (``conformance.watchdog``) in force while
     the command runs; a call into the implementation that does not return within it is
     the anomaly ``hang``. Handed to no command argument: it is applied around the command."""
-    from conformance.watchdog import DEFAULT_OP_TIMEOUT_S, SHRINK_OP_TIMEOUT_S, op_timeout
+    from rmqsim.conformance.watchdog import DEFAULT_OP_TIMEOUT_S, SHRINK_OP_TIMEOUT_S, op_timeout
 
     @functools.wraps(func)
     def wrapper(*args: Any, op_timeout_s: float, **kwargs: Any) -> Any:
@@ -378,7 +378,7 @@ def op_timeout_option(func: F) -> F:
 
 def _writable_regression_dir(ctx: Any, param: Any, value: Path | None) -> Path | None:
     """Check ``--save-regression``'s directory before the run, not after its failure."""
-    from conformance.scratch import unwritable_dir
+    from rmqsim.conformance.scratch import unwritable_dir
 
     problem = None if value is None else unwritable_dir(value)
     if problem is not None:
@@ -404,9 +404,9 @@ def save_regressions(results: list[Any], directory: Path | None) -> None:
     """Save failing results into the corpus when ``--save-regression`` was given."""
     if directory is None:
         return
-    from conformance.adapter import DEFAULT_IMPL
-    from conformance.corpus import save_regression
-    from conformance.report import replay_command
+    from rmqsim.conformance.adapter import DEFAULT_IMPL
+    from rmqsim.conformance.corpus import save_regression
+    from rmqsim.conformance.report import replay_command
 
     for result in results:
         if not result.ok:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from conformance.cli_common import (
+from rmqsim.conformance.cli_common import (
     EXIT_DIVERGENCE,
     EXIT_OK,
     SEED_LIMIT,
@@ -22,7 +22,7 @@ from conformance.cli_common import (
     time_budget_option,
     writable_dir,
 )
-from conformance.shrink_budget import ShrinkBudget
+from rmqsim.conformance.shrink_budget import ShrinkBudget
 
 
 @click.command("shrink")
@@ -40,7 +40,7 @@ def shrink_command(
     The shrunk trace fails with the same anomaly on the same implementation (the one in
     the trace's header unless --impl is given); replay it with ``rmqsim replay``.
     """
-    from conformance.shrink import NotFailingError, shrink_file
+    from rmqsim.conformance.shrink import NotFailingError, shrink_file
 
     budget = ShrinkBudget(ops_budget, time_budget_s)
     try:
@@ -110,11 +110,11 @@ def crash_sweep_command(
             raise UsageError("--storage cuts the power of a simulated disk; "
                              "it does not take --crash-mode process")
         _storage_sweep(profile_name, seed, impl, steps, out, storage, case_spec)
-    from conformance.adapter import DEFAULT_IMPL, load_factory
-    from conformance.crash_sweep import DEFAULT_SWEEP_STEPS, crash_sweep
-    from conformance.gate import save_failure
-    from conformance.report import render_failure, replay_command
-    from scenarios.catalog import get_profile
+    from rmqsim.conformance.adapter import DEFAULT_IMPL, load_factory
+    from rmqsim.conformance.crash_sweep import DEFAULT_SWEEP_STEPS, crash_sweep
+    from rmqsim.conformance.gate import save_failure
+    from rmqsim.conformance.report import render_failure, replay_command
+    from rmqsim.scenarios.catalog import get_profile
 
     get_profile(profile_name)
     impl = impl or DEFAULT_IMPL
@@ -163,8 +163,8 @@ def _storage_sweep(
     repro line (and its cut's decisions saved as JSON under ``out``); exit 0 or 1."""
     import json
 
-    from conformance.power_loss import DEFAULT_POWER_STEPS, parse_case, power_loss_sweep
-    from scenarios.catalog import get_profile
+    from rmqsim.conformance.power_loss import DEFAULT_POWER_STEPS, parse_case, power_loss_sweep
+    from rmqsim.scenarios.catalog import get_profile
 
     get_profile(profile_name)
     try:

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from conformance.cli_common import (
+from rmqsim.conformance.cli_common import (
     EXIT_DIVERGENCE,
     EXIT_OK,
     friendly_errors,
@@ -38,8 +38,8 @@ class _SettingsProfile(click.Choice):
         try:
             return super().convert(value, param, ctx)
         except click.BadParameter:
-            from scenarios.consumer_profiles import CONSUMER_PROFILES
-            from scenarios.profiles import PROFILES
+            from rmqsim.scenarios.consumer_profiles import CONSUMER_PROFILES
+            from rmqsim.scenarios.profiles import PROFILES
 
             if value in PROFILES or value in CONSUMER_PROFILES:
                 self.fail(
@@ -94,10 +94,10 @@ def fuzz_command(
 ) -> None:
     """Fuzz the implementation with a hypothesis state machine in lockstep with the model;
     a failure is shrunk to a short program and written as a replayable trace."""
-    from conformance.adapter import DEFAULT_IMPL, load_factory
-    from conformance.gate import save_failure
-    from conformance.report import render_failure
-    from conformance.stateful import fuzz, render_program
+    from rmqsim.conformance.adapter import DEFAULT_IMPL, load_factory
+    from rmqsim.conformance.gate import save_failure
+    from rmqsim.conformance.report import render_failure
+    from rmqsim.conformance.stateful import fuzz, render_program
 
     impl = impl or DEFAULT_IMPL
     load_factory(impl)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from conformance.cli_common import (
+from rmqsim.conformance.cli_common import (
     EXIT_DIVERGENCE,
     EXIT_OK,
     SEEDS,
@@ -25,12 +25,12 @@ from conformance.cli_common import (
     steps_option,
     writable_dir,
 )
-from conformance.shrink_budget import ShrinkBudget
+from rmqsim.conformance.shrink_budget import ShrinkBudget
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from conformance.mutants.kill import KillMatrix
+    from rmqsim.conformance.mutants.kill import KillMatrix
 
 #: Width of the matrix when the output is not a terminal.
 _LOG_WIDTH = 160
@@ -58,9 +58,9 @@ def mutants_command(
     """Run the gate against every seeded bug and print the kill matrix."""
     from rich.console import Console
 
-    from conformance.gate import DEFAULT_GATE_SEEDS
-    from conformance.mutants.catalogue import UnknownMutantError, select
-    from conformance.mutants.kill import run_matrix, write_outputs
+    from rmqsim.conformance.gate import DEFAULT_GATE_SEEDS
+    from rmqsim.conformance.mutants.catalogue import UnknownMutantError, select
+    from rmqsim.conformance.mutants.kill import run_matrix, write_outputs
 
     try:
         mutants = select(only.split(",") if only is not None else None)
@@ -100,7 +100,7 @@ def _kill_table(matrix: KillMatrix, seed_range: range) -> Table:
     """The kill matrix as a table: a row per mutant, its killing check and reproducer."""
     from rich.table import Table
 
-    from conformance.mutants.kill import KILLED
+    from rmqsim.conformance.mutants.kill import KILLED
 
     table = Table(title=f"rmqsim mutants: seeds {seed_range.start}:{seed_range.stop}")
     columns = (

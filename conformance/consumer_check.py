@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
-from model.api import Completion, ConsumeResult, Delivered, Delivery, retry_topic
+from rmqsim.model.api import Completion, ConsumeResult, Delivered, Delivery, retry_topic
 
 __all__ = ["CONSUMER_ANOMALIES", "ConsumerViolation", "GroupHistory"]
 

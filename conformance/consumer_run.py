@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from conformance.adapter import (
+from rmqsim.conformance.adapter import (
     DEFAULT_IMPL,
     BadImplError,
     Factory,
@@ -32,21 +32,21 @@ from conformance.adapter import (
     is_consumer_factory,
     resolve_impl,
 )
-from conformance.apply import error_outcome
-from conformance.consumer_check import ConsumerViolation, GroupHistory
-from conformance.lockstep import Divergence, Stats
-from conformance.run_result import (
+from rmqsim.conformance.apply import error_outcome
+from rmqsim.conformance.consumer_check import ConsumerViolation, GroupHistory
+from rmqsim.conformance.lockstep import Divergence, Stats
+from rmqsim.conformance.run_result import (
     RunResult,
     check_final_state,
     execute_recorded,
     profile_header,
 )
-from conformance.scratch import scratch_root
-from conformance.statediff import state_digest
-from conformance.trace import Trace, TraceFormatError, dumps, parse_lines, read_trace
-from conformance.watchdog import CallBound, OperationHang
-from model import ReferenceMQ
-from model.api import (
+from rmqsim.conformance.scratch import scratch_root
+from rmqsim.conformance.statediff import state_digest
+from rmqsim.conformance.trace import Trace, TraceFormatError, dumps, parse_lines, read_trace
+from rmqsim.conformance.watchdog import CallBound, OperationHang
+from rmqsim.model import ReferenceMQ
+from rmqsim.model.api import (
     RESULTS_BY_MODE,
     Completion,
     ConsumeMode,
@@ -59,8 +59,8 @@ from model.api import (
     NotServingError,
     ProducerMessage,
 )
-from model.consumer import PushConsumerModel
-from scenarios.consumer_ops import (
+from rmqsim.model.consumer import PushConsumerModel
+from rmqsim.scenarios.consumer_ops import (
     CONSUMER_OP_TYPES,
     Complete,
     ConsumerOp,
@@ -77,10 +77,10 @@ from scenarios.consumer_ops import (
     consumer_outcome_from_json,
     plain_to_json,
 )
-from scenarios.consumer_profiles import CONSUMER_PROFILES, ClientSpec, ConsumerProfile
-from scenarios.consumer_sim import ConsumerSimulation
-from scenarios.ops import Outcome, Step
-from scenarios.profiles import ProfileError
+from rmqsim.scenarios.consumer_profiles import CONSUMER_PROFILES, ClientSpec, ConsumerProfile
+from rmqsim.scenarios.consumer_sim import ConsumerSimulation
+from rmqsim.scenarios.ops import Outcome, Step
+from rmqsim.scenarios.profiles import ProfileError
 
 __all__ = [
     "DEFAULT_CONSUMER_IMPL",
@@ -98,7 +98,7 @@ __all__ = [
     "trace_decoders",
 ]
 
-DEFAULT_CONSUMER_IMPL = "conformance.consumer_run:impl_consumer_factory"
+DEFAULT_CONSUMER_IMPL = "rmqsim.conformance.consumer_run:impl_consumer_factory"
 
 
 def impl_consumer_factory(
@@ -112,7 +112,7 @@ def impl_consumer_factory(
     send_hook: Any,
 ) -> Any:
     """Our push consumer: ``impl.consumer.ConsumerCore``."""
-    from impl.consumer import ConsumerCore
+    from rmqsim.impl.consumer import ConsumerCore
 
     return ConsumerCore.open(
         queue=queue,

@@ -18,14 +18,14 @@ import json
 import shlex
 from pathlib import Path
 
-from conformance.adapter import DEFAULT_IMPL, Factory
-from conformance.consumer_run import (
+from rmqsim.conformance.adapter import DEFAULT_IMPL, Factory
+from rmqsim.conformance.consumer_run import (
     failed_at_final_check,
     is_consumer_header,
     read_run_trace,
 )
-from conformance.run import RunResult, replay_run_trace
-from conformance.trace import dumps, write_lines
+from rmqsim.conformance.run import RunResult, replay_run_trace
+from rmqsim.conformance.trace import dumps, write_lines
 
 #: Where ``--save-regression`` writes and ``rmqsim gate`` reads, relative to the working
 #: directory (the root of the repository whose implementation is gated).

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import random
 
-from conformance.apply import RUNNER_KINDS
-from conformance.lockstep import Lockstep
-from scenarios.ops import STATE_CHANGING, ArmCrash, Outcome, Step
-from scenarios.simulation import Execute
+from rmqsim.conformance.apply import RUNNER_KINDS
+from rmqsim.conformance.lockstep import Lockstep
+from rmqsim.scenarios.ops import STATE_CHANGING, ArmCrash, Outcome, Step
+from rmqsim.scenarios.simulation import Execute
 
 #: The actor name of the arms the crash rate adds.
 CRASH_RATE_ACTOR = "crash-rate"

@@ -39,13 +39,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance.adapter import Factory, queue_factory
-from conformance.lockstep import PointPass
-from conformance.run import RunResult, replay_trace, run_seed
-from conformance.trace import Trace, TraceStep, parse_lines, write_lines
-from scenarios.consumer_profiles import CONSUMER_PROFILES
-from scenarios.ops import ArmCrash, CrashReopen, Step
-from scenarios.profiles import ProfileError
+from rmqsim.conformance.adapter import Factory, queue_factory
+from rmqsim.conformance.lockstep import PointPass
+from rmqsim.conformance.run import RunResult, replay_trace, run_seed
+from rmqsim.conformance.trace import Trace, TraceStep, parse_lines, write_lines
+from rmqsim.scenarios.consumer_profiles import CONSUMER_PROFILES
+from rmqsim.scenarios.ops import ArmCrash, CrashReopen, Step
+from rmqsim.scenarios.profiles import ProfileError
 
 #: Steps of the scenario a sweep crashes in, by default (cases grow about linearly with
 #: it and each case replays its prefix, so the cost grows quadratically).

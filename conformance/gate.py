@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from conformance.adapter import Factory, resolve_impl
-from conformance.corpus import replay_corpus
-from conformance.crash_sweep import SweepResult, crash_sweep
-from conformance.pool import WorkerPool
-from conformance.report import render_failure
-from conformance.run import RunResult, run_seed
-from conformance.shrink_budget import OnRun, ShrinkBudget
-from conformance.trace import write_lines
+from rmqsim.conformance.adapter import Factory, resolve_impl
+from rmqsim.conformance.corpus import replay_corpus
+from rmqsim.conformance.crash_sweep import SweepResult, crash_sweep
+from rmqsim.conformance.pool import WorkerPool
+from rmqsim.conformance.report import render_failure
+from rmqsim.conformance.run import RunResult, run_seed
+from rmqsim.conformance.shrink_budget import OnRun, ShrinkBudget
+from rmqsim.conformance.trace import write_lines
 
 #: Profiles the gate runs, in this order (each seed of each).
 GATE_PROFILES = ("smoke", "crashy", "retention", "seek-storm", "churn", "digits", "swarm")
@@ -103,7 +103,7 @@ def save_failure(result: RunResult, out: Path, *, prefix: str = "") -> Path:
     """Write a failing run's trace under ``out`` (named ``prefix`` + ``trace_name``) and
     remember where. A shrunk trace left beside it by an earlier run is removed: it would
     pass for this run's reproducer."""
-    from conformance.shrink import shrunk_path  # it imports this module
+    from rmqsim.conformance.shrink import shrunk_path  # it imports this module
 
     path = out / (prefix + trace_name(result))
     write_lines(path, result.trace_lines)
@@ -142,7 +142,7 @@ def _run_one(profile: str, seed: int, plan: GatePlan) -> RunResult:
 
 def _shrink_one(result: RunResult, plan: GatePlan) -> RunResult:
     """Shrink a failing run whose trace is saved (the shrunk trace goes beside it)."""
-    from conformance.shrink import shrink_and_save
+    from rmqsim.conformance.shrink import shrink_and_save
 
     assert plan.shrink is not None
     shrink_and_save(result, impl=plan.impl, budget=plan.shrink)
@@ -203,7 +203,7 @@ def _in_order(
 
 
 def _shrink_here(result: RunResult, *, plan: GatePlan, on_run: OnRun | None) -> RunResult:
-    from conformance.shrink import shrink_and_save
+    from rmqsim.conformance.shrink import shrink_and_save
 
     assert plan.shrink is not None
     shrink_and_save(result, impl=plan.impl, budget=plan.shrink, on_run=on_run)

@@ -27,15 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance.adapter import BadImplError, Factory, checked_queue
-from conformance.anomalies import Before, classify_outcome, classify_state
-from conformance.apply import RUNNER_KINDS, apply_op, error_outcome
-from conformance.statediff import Difference, diff_states
-from conformance.watchdog import CallBound, OperationHang
-from model import ReferenceMQ
-from model.api import MessageQueue, MQConfig, State
-from scenarios.consumer_ops import ConsumerOp
-from scenarios.ops import STATE_CHANGING, ArmCrash, GetLatest, Op, Outcome, Step
+from rmqsim.conformance.adapter import BadImplError, Factory, checked_queue
+from rmqsim.conformance.anomalies import Before, classify_outcome, classify_state
+from rmqsim.conformance.apply import RUNNER_KINDS, apply_op, error_outcome
+from rmqsim.conformance.statediff import Difference, diff_states
+from rmqsim.conformance.watchdog import CallBound, OperationHang
+from rmqsim.model import ReferenceMQ
+from rmqsim.model.api import MessageQueue, MQConfig, State
+from rmqsim.scenarios.consumer_ops import ConsumerOp
+from rmqsim.scenarios.ops import STATE_CHANGING, ArmCrash, GetLatest, Op, Outcome, Step
 
 #: Compare the whole state at least this often (state-changing operations) by default.
 DEFAULT_FULL_CHECK_EVERY = 64

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from conformance.watchdog import op_timeout, op_timeout_s
+from rmqsim.conformance.watchdog import op_timeout, op_timeout_s
 
 __all__ = [
     "START_METHOD",
@@ -34,7 +34,12 @@ __all__ = [
 #: How the workers are started (see the module's docstring).
 START_METHOD = "forkserver"
 #: Modules the fork server imports once, so that a worker starts without importing them.
-PRELOAD = ("conformance.gate", "conformance.shrink", "conformance.crash_sweep", "impl")
+PRELOAD = (
+    "rmqsim.conformance.gate",
+    "rmqsim.conformance.shrink",
+    "rmqsim.conformance.crash_sweep",
+    "rmqsim.impl",
+)
 #: How long a stopped worker may take to unwind its run (remove its directory) before it
 #: is killed.
 WORKER_STOP_S = 10.0

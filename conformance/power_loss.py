@@ -41,18 +41,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from conformance.adapter import BadImplError, FaultHook, load_factory
-from conformance.apply import RUNNER_KINDS, apply_op
-from conformance.lockstep import SimClock
-from conformance.simdisk import FAULT_MODES, PointRecord, PowerCut, SimDisk
-from impl.commitlog.fs import FileSystem
-from model import ReferenceMQ
-from model.api import Clock, MessageQueue, MQConfig, State
-from scenarios.catalog import queue_profile
-from scenarios.consumer_profiles import CONSUMER_PROFILES
-from scenarios.ops import Outcome, Step
-from scenarios.profiles import ProfileError, resolve
-from scenarios.simulation import Simulation
+from rmqsim.conformance.adapter import BadImplError, FaultHook, load_factory
+from rmqsim.conformance.apply import RUNNER_KINDS, apply_op
+from rmqsim.conformance.lockstep import SimClock
+from rmqsim.conformance.simdisk import FAULT_MODES, PointRecord, PowerCut, SimDisk
+from rmqsim.impl.commitlog.fs import FileSystem
+from rmqsim.model import ReferenceMQ
+from rmqsim.model.api import Clock, MessageQueue, MQConfig, State
+from rmqsim.scenarios.catalog import queue_profile
+from rmqsim.scenarios.consumer_profiles import CONSUMER_PROFILES
+from rmqsim.scenarios.ops import Outcome, Step
+from rmqsim.scenarios.profiles import ProfileError, resolve
+from rmqsim.scenarios.simulation import Simulation
 
 __all__ = [
     "DEFAULT_POWER_STEPS",
@@ -70,8 +70,8 @@ __all__ = [
 #: What a backend promises after a power cut (module docstring).
 PROMISES = ("sync", "async")
 #: The default factory of each promise.
-DEFAULT_STORAGE_IMPLS = {"sync": "impl.commitlog:open_queue",
-                         "async": "impl.commitlog:open_queue_async"}
+DEFAULT_STORAGE_IMPLS = {"sync": "rmqsim.impl.commitlog:open_queue",
+                         "async": "rmqsim.impl.commitlog:open_queue_async"}
 #: Scenario steps a storage sweep runs by default (cases: points x modes, each replaying).
 DEFAULT_POWER_STEPS = 20
 #: The store's directory on the simulated disk (it exists, durably, before the first open).
@@ -393,7 +393,7 @@ def power_loss_sweep(
 @contextlib.contextmanager
 def _quiet_recovery() -> Iterator[None]:
     """Recovery's warnings (what it dropped) are what every case provokes: not shown."""
-    logger = logging.getLogger("impl.commitlog")
+    logger = logging.getLogger("rmqsim.impl.commitlog")
     level = logger.level
     logger.setLevel(logging.ERROR)
     try:

@@ -35,9 +35,9 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from conformance.adapter import BadImplError, Factory, FaultHook, load_factory
-from conformance.watchdog import OperationHang, op_timeout_s
-from model.api import (
+from rmqsim.conformance.adapter import BadImplError, Factory, FaultHook, load_factory
+from rmqsim.conformance.watchdog import OperationHang, op_timeout_s
+from rmqsim.model.api import (
     Clock,
     ConsumerMessage,
     MessageQueue,

@@ -69,9 +69,9 @@ def _marker_kwargs(definition: Any) -> dict[str, Any]:
 def _profiles(config: pytest.Config, kwargs: dict[str, Any]) -> list[str]:
     """Profiles from ``--rmqsim-profile`` (each may be a comma list), else the marker's,
     else the gate's; each checked now so that a typo is a usage error, not a failure."""
-    from conformance.gate import GATE_PROFILES
-    from scenarios.catalog import get_profile
-    from scenarios.profiles import ProfileError
+    from rmqsim.conformance.gate import GATE_PROFILES
+    from rmqsim.scenarios.catalog import get_profile
+    from rmqsim.scenarios.profiles import ProfileError
 
     given = config.getoption("--rmqsim-profile")
     if given:
@@ -91,7 +91,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """One test item per profile (and one for the corpus) for a test using the fixture."""
     if FIXTURE not in metafunc.fixturenames:
         return
-    from conformance.corpus import DEFAULT_CORPUS, corpus_files
+    from rmqsim.conformance.corpus import DEFAULT_CORPUS, corpus_files
 
     names = _profiles(metafunc.config, _marker_kwargs(metafunc.definition))
     if corpus_files(metafunc.config.rootpath / DEFAULT_CORPUS):
@@ -112,8 +112,8 @@ class GateCheck:
 
     def run(self) -> Any:
         """Run it and return the ``conformance.gate.GateResult``."""
-        from conformance.adapter import resolve_impl
-        from conformance.gate import GatePlan, GateResult, run_corpus, run_profiles
+        from rmqsim.conformance.adapter import resolve_impl
+        from rmqsim.conformance.gate import GatePlan, GateResult, run_corpus, run_profiles
 
         if self.profile == CORPUS_ITEM:
             assert self.corpus is not None
@@ -124,8 +124,8 @@ class GateCheck:
 
     def check(self) -> Any:
         """Run it; fail the test with rmqsim's report when anything diverges."""
-        from conformance.adapter import BadImplError
-        from conformance.report import render_failure
+        from rmqsim.conformance.adapter import BadImplError
+        from rmqsim.conformance.report import render_failure
 
         try:
             gate = self.run()
@@ -147,10 +147,10 @@ class GateCheck:
 @pytest.fixture
 def rmqsim_gate(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The gate for this item's profile; call ``.check()`` (or ``.run()`` to inspect)."""
-    from conformance.adapter import DEFAULT_IMPL
-    from conformance.cli_common import SEEDS
-    from conformance.corpus import DEFAULT_CORPUS
-    from conformance.gate import DEFAULT_GATE_SEEDS
+    from rmqsim.conformance.adapter import DEFAULT_IMPL
+    from rmqsim.conformance.cli_common import SEEDS
+    from rmqsim.conformance.corpus import DEFAULT_CORPUS
+    from rmqsim.conformance.gate import DEFAULT_GATE_SEEDS
 
     config = request.config
     kwargs = _marker_kwargs(request.node)

@@ -8,12 +8,12 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
-from conformance.anomalies import ANOMALIES
-from conformance.consumer_check import CONSUMER_ANOMALIES
-from conformance.consumer_run import parse_run_lines
-from conformance.run import RunResult, git_commit, versions
-from conformance.statediff import clip
-from scenarios.ops import Outcome
+from rmqsim.conformance.anomalies import ANOMALIES
+from rmqsim.conformance.consumer_check import CONSUMER_ANOMALIES
+from rmqsim.conformance.consumer_run import parse_run_lines
+from rmqsim.conformance.run import RunResult, git_commit, versions
+from rmqsim.conformance.statediff import clip
+from rmqsim.scenarios.ops import Outcome
 
 #: Longest rendering of one value in a report line.
 MAX_VALUE_CHARS = 300

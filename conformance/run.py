@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from conformance.adapter import (
+from rmqsim.conformance.adapter import (
     DEFAULT_IMPL,
     BadImplError,
     Factory,
@@ -20,10 +20,10 @@ from conformance.adapter import (
     queue_factory,
     resolve_impl,
 )
-from conformance.consumer_run import is_consumer_header, replay_consumer, run_consumer_seed
-from conformance.crash_rate import check_rate, with_crash_rate
-from conformance.lockstep import CRASHED, Divergence, Lockstep
-from conformance.run_result import (
+from rmqsim.conformance.consumer_run import is_consumer_header, replay_consumer, run_consumer_seed
+from rmqsim.conformance.crash_rate import check_rate, with_crash_rate
+from rmqsim.conformance.lockstep import CRASHED, Divergence, Lockstep
+from rmqsim.conformance.run_result import (
     VERSIONED_PACKAGES,
     CrashFlip,
     RunResult,
@@ -35,14 +35,14 @@ from conformance.run_result import (
     trace_header,
     versions,
 )
-from conformance.scratch import scratch_root
-from conformance.statediff import state_digest
-from conformance.trace import Trace, TraceFormatError
-from model.api import InvalidArgumentError, MQConfig
-from scenarios.catalog import queue_profile
-from scenarios.consumer_profiles import CONSUMER_PROFILES
-from scenarios.profiles import resolve
-from scenarios.simulation import Simulation
+from rmqsim.conformance.scratch import scratch_root
+from rmqsim.conformance.statediff import state_digest
+from rmqsim.conformance.trace import Trace, TraceFormatError
+from rmqsim.model.api import InvalidArgumentError, MQConfig
+from rmqsim.scenarios.catalog import queue_profile
+from rmqsim.scenarios.consumer_profiles import CONSUMER_PROFILES
+from rmqsim.scenarios.profiles import resolve
+from rmqsim.scenarios.simulation import Simulation
 
 if TYPE_CHECKING:  # typing's from Python 3.12
     from typing_extensions import Unpack
@@ -301,7 +301,7 @@ def _with_crash_mode(
     """The factory for ``mode`` (``inprocess`` or ``process``: ``spec`` must then be
     ``MOD:FACTORY``), noted in ``header`` only when not the default, so that in-process
     traces stay as they were."""
-    from conformance.process_sut import check_crash_mode, process_factory
+    from rmqsim.conformance.process_sut import check_crash_mode, process_factory
 
     if check_crash_mode(mode) == "inprocess":
         return factory

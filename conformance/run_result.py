@@ -19,14 +19,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from conformance.adapter import DEFAULT_IMPL
-from conformance.lockstep import CRASHED, Divergence, PointPass, Stats, StepRecord
-from conformance.shrink_budget import ShrinkStats
-from conformance.trace import FORMAT, FORMAT_VERSION, Trace, TraceFormatError, dumps
-from model.api import MQConfig
-from scenarios.consumer_profiles import ConsumerProfile
-from scenarios.ops import Outcome, Step, op_to_json, outcome_to_json
-from scenarios.profiles import Profile
+from rmqsim.conformance.adapter import DEFAULT_IMPL
+from rmqsim.conformance.lockstep import CRASHED, Divergence, PointPass, Stats, StepRecord
+from rmqsim.conformance.shrink_budget import ShrinkStats
+from rmqsim.conformance.trace import FORMAT, FORMAT_VERSION, Trace, TraceFormatError, dumps
+from rmqsim.model.api import MQConfig
+from rmqsim.scenarios.consumer_profiles import ConsumerProfile
+from rmqsim.scenarios.ops import Outcome, Step, op_to_json, outcome_to_json
+from rmqsim.scenarios.profiles import Profile
 
 __all__ = [
     "VERSIONED_PACKAGES",

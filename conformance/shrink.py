@@ -38,15 +38,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from conformance.adapter import Factory
-from conformance.consumer_run import (
+from rmqsim.conformance.adapter import Factory
+from rmqsim.conformance.consumer_run import (
     is_consumer_header,
     parse_run_lines,
     read_run_trace,
     run_consumer_steps,
 )
-from conformance.run import RunResult, replay_run_trace, replay_trace
-from conformance.shrink_budget import (
+from rmqsim.conformance.run import RunResult, replay_run_trace, replay_trace
+from rmqsim.conformance.shrink_budget import (
     DEFAULT_SHRINK_BUDGET,
     STOPPED_BY_OPERATIONS,
     STOPPED_BY_TIME,
@@ -54,10 +54,10 @@ from conformance.shrink_budget import (
     ShrinkBudget,
     ShrinkStats,
 )
-from conformance.shrink_consumer import AnyStep, drop_batches
-from conformance.trace import Trace, TraceFormatError, TraceStep
-from conformance.watchdog import op_timeout, shrink_op_timeout_s
-from scenarios.consumer_ops import (
+from rmqsim.conformance.shrink_consumer import AnyStep, drop_batches
+from rmqsim.conformance.trace import Trace, TraceFormatError, TraceStep
+from rmqsim.conformance.watchdog import op_timeout, shrink_op_timeout_s
+from rmqsim.scenarios.consumer_ops import (
     Complete,
     ConsumerOp,
     CrashClient,
@@ -68,7 +68,7 @@ from scenarios.consumer_ops import (
     Pull,
     StartClient,
 )
-from scenarios.ops import ArmCrash, Consume, Message, Op, Produce, Step
+from rmqsim.scenarios.ops import ArmCrash, Consume, Message, Op, Produce, Step
 
 #: Suffix of a shrunk trace written beside the original.
 SHRUNK_SUFFIX = ".shrunk.jsonl"
@@ -354,7 +354,7 @@ def shrink_and_save(
 ) -> RunResult | None:
     """Shrink a failing run whose trace was saved (``result.trace_path``) and write the
     shrunk trace beside it; remember it on ``result.shrunk``. None if it did not recur."""
-    from conformance.trace import write_lines
+    from rmqsim.conformance.trace import write_lines
 
     assert result.trace_path is not None, "save the failing trace first"
     shrunk = shrink_result(result, impl=impl, budget=budget, on_run=on_run)

@@ -16,8 +16,8 @@ import json
 from dataclasses import replace
 from typing import Any, Protocol
 
-from conformance.run import RunResult
-from scenarios.consumer_ops import (
+from rmqsim.conformance.run import RunResult
+from rmqsim.scenarios.consumer_ops import (
     Complete,
     ConsumerOp,
     CrashClient,
@@ -25,7 +25,7 @@ from scenarios.consumer_ops import (
     Deliver,
     StartClient,
 )
-from scenarios.ops import Op, Step
+from rmqsim.scenarios.ops import Op, Step
 
 __all__ = ["AnyStep", "client_epochs", "drop_batches", "without_batch"]
 

@@ -44,7 +44,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from impl.commitlog.fs import LockedError
+from rmqsim.impl.commitlog.fs import LockedError
 
 __all__ = [
     "DATA_FAULT_MODES",

@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from model.api import ConsumerMessage, Page, State, TopicState
+from rmqsim.model.api import ConsumerMessage, Page, State, TopicState
 
 #: At most this many differences are listed per category; the rest are counted.
 MAX_LISTED = 8

@@ -49,16 +49,16 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from conformance.adapter import DEFAULT_IMPL, Factory, queue_factory
-from conformance.lockstep import Divergence, Lockstep
-from conformance.report import render_op, render_outcome
-from conformance.run import RunResult, lockstep_result, trace_header
-from conformance.scratch import scratch_root
-from conformance.trace import parse_lines
-from conformance.watchdog import op_timeout, shrink_op_timeout_s
-from model.api import MQConfig
-from scenarios import ops
-from scenarios.names import (
+from rmqsim.conformance.adapter import DEFAULT_IMPL, Factory, queue_factory
+from rmqsim.conformance.lockstep import Divergence, Lockstep
+from rmqsim.conformance.report import render_op, render_outcome
+from rmqsim.conformance.run import RunResult, lockstep_result, trace_header
+from rmqsim.conformance.scratch import scratch_root
+from rmqsim.conformance.trace import parse_lines
+from rmqsim.conformance.watchdog import op_timeout, shrink_op_timeout_s
+from rmqsim.model.api import MQConfig
+from rmqsim.scenarios import ops
+from rmqsim.scenarios.names import (
     AT_LIMIT_NAMES,
     CASE_PAIRS,
     DEFAULT_GROUP_NAMES,
@@ -68,7 +68,7 @@ from scenarios.names import (
     PROPERTY_KEYS,
     PROPERTY_VALUES,
 )
-from scenarios.ops import Message, Op, Outcome, Step
+from rmqsim.scenarios.ops import Message, Op, Outcome, Step
 
 #: The trace header's ``profile`` for traces written by the fuzzer.
 FUZZ_PROFILE_NAME = "fuzz"

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scenarios.ops import Op, OpDecodeError, Outcome, op_from_json, outcome_from_json
+from rmqsim.scenarios.ops import Op, OpDecodeError, Outcome, op_from_json, outcome_from_json
 
 FORMAT = "rmqsim-trace"
 FORMAT_VERSION = 1

@@ -53,7 +53,7 @@ then written a new MANIFEST and LOG, and kept every record. All derive from
 ``StorageError``, an ``MQError``.
 """
 
-from impl.errors import (
+from rmqsim.impl.errors import (
     CorruptDatabaseError,
     DatabaseLockedError,
     ForeignDatabaseError,
@@ -61,8 +61,8 @@ from impl.errors import (
     NotADatabaseError,
     StorageError,
 )
-from impl.faults import FAULT_POINTS, FaultHook
-from impl.rocksmq import RocksMQ
+from rmqsim.impl.faults import FAULT_POINTS, FaultHook
+from rmqsim.impl.rocksmq import RocksMQ
 
 __all__ = [
     "FAULT_POINTS",

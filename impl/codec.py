@@ -34,8 +34,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import NoReturn
 
-from impl.errors import CorruptDatabaseError
-from model.api import ConsumerMessage, Page
+from rmqsim.impl.errors import CorruptDatabaseError
+from rmqsim.model.api import ConsumerMessage, Page
 
 __all__ = [
     "FORMAT_MAGIC",

@@ -12,7 +12,7 @@ happened and what to do, and keeps RocksDB's text at the end (and as ``__cause__
 
 from __future__ import annotations
 
-from model.api import MQError
+from rmqsim.model.api import MQError
 
 __all__ = [
     "CorruptDatabaseError",

@@ -45,7 +45,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from impl.errors import CorruptDatabaseError, StorageError
+from rmqsim.impl.errors import CorruptDatabaseError, StorageError
 
 __all__ = [
     "RECORD_FILE_NAME",

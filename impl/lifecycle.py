@@ -4,7 +4,7 @@ operation (SPEC "Errors"), with a reason that says which of the three ended it."
 
 from __future__ import annotations
 
-from model.api import NotServingError
+from rmqsim.model.api import NotServingError
 
 __all__ = ["CLOSED", "CRASHED", "FAILED", "SERVING", "check_serving"]
 

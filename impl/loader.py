@@ -11,10 +11,10 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from impl import codec, keys
-from impl.errors import CorruptDatabaseError
-from impl.storage import Store
-from model.api import ConsumerMessage, Page, TopicState
+from rmqsim.impl import codec, keys
+from rmqsim.impl.errors import CorruptDatabaseError
+from rmqsim.impl.storage import Store
+from rmqsim.model.api import ConsumerMessage, Page, TopicState
 
 __all__ = ["DiskState", "DiskTopic", "read_database", "read_topic"]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from model.api import Page
+from rmqsim.model.api import Page
 
 __all__ = ["pages_to_delete"]
 

@@ -33,14 +33,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
-from impl import codec, keys
-from impl.errors import CorruptDatabaseError
-from impl.faults import FaultHook, write_points
-from impl.lifecycle import CLOSED, CRASHED, FAILED, SERVING, check_serving
-from impl.loader import DiskState, DiskTopic, read_database, read_topic
-from impl.retention import pages_to_delete
-from impl.storage import Plan, Store
-from model.api import (
+from rmqsim.impl import codec, keys
+from rmqsim.impl.errors import CorruptDatabaseError
+from rmqsim.impl.faults import FaultHook, write_points
+from rmqsim.impl.lifecycle import CLOSED, CRASHED, FAILED, SERVING, check_serving
+from rmqsim.impl.loader import DiskState, DiskTopic, read_database, read_topic
+from rmqsim.impl.retention import pages_to_delete
+from rmqsim.impl.storage import Plan, Store
+from rmqsim.model.api import (
     Clock,
     ConsumerMessage,
     GroupExistsError,

@@ -103,8 +103,8 @@ from rocksdict import (
     WriteOptions,
 )
 
-from impl import codec, integrity, keys
-from impl.errors import (
+from rmqsim.impl import codec, integrity, keys
+from rmqsim.impl.errors import (
     CorruptDatabaseError,
     DatabaseLockedError,
     ForeignDatabaseError,

@@ -3,6 +3,6 @@
 ``model.api`` is the contract every implementation imports; ``ReferenceMQ`` is the oracle.
 """
 
-from model.reference import ReferenceMQ
+from rmqsim.model.reference import ReferenceMQ
 
 __all__ = ["ReferenceMQ"]

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from model.api import (
+from rmqsim.model.api import (
     Clock,
     ConsumerMessage,
     GroupExistsError,
@@ -39,7 +39,7 @@ from model.api import (
     validate_msg_id,
     validate_name,
 )
-from model.log import TrimLog
+from rmqsim.model.log import TrimLog
 
 __all__ = ["ReferenceMQ"]
 

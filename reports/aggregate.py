@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
-from reports.schema import (
+from rmqsim.reports.schema import (
     ALL_OP_KINDS,
     CONFIG_COLUMNS,
     LAYER_CONSUMER,
@@ -42,8 +42,8 @@ from reports.schema import (
     check_columns,
     spark_schema,
 )
-from reports.sweep import check_manifest, data_files, read_manifest
-from scenarios.ops import OP_KINDS
+from rmqsim.reports.sweep import check_manifest, data_files, read_manifest
+from rmqsim.scenarios.ops import OP_KINDS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -547,11 +547,11 @@ def _wall_percentiles(first: DataFrame) -> dict[str, Any]:
 def _known_fault_points(implementations: list[str]) -> list[str]:
     """Crash points the implementations are known to have: ours lists them in
     ``impl.FAULT_POINTS``; another implementation's are only known by being passed."""
-    from conformance.adapter import DEFAULT_IMPL
+    from rmqsim.conformance.adapter import DEFAULT_IMPL
 
     if DEFAULT_IMPL not in implementations:
         return []
-    from impl import FAULT_POINTS
+    from rmqsim.impl import FAULT_POINTS
 
     return list(FAULT_POINTS)
 

@@ -20,9 +20,9 @@ from typing import Any
 
 import click
 
-from conformance.adapter import DEFAULT_IMPL
-from conformance.cli_common import friendly_errors
-from conformance.scratch import scratch_root
+from rmqsim.conformance.adapter import DEFAULT_IMPL
+from rmqsim.conformance.cli_common import friendly_errors
+from rmqsim.conformance.scratch import scratch_root
 
 #: Masters the sweep benchmark compares.
 SWEEP_MASTERS = ("local[1]", "local[2]")
@@ -30,8 +30,8 @@ SWEEP_MASTERS = ("local[1]", "local[2]")
 
 def sweep_throughput(master: str, profile: str, seeds: range, steps: int) -> float:
     """Runs per second of a sweep of ``seeds`` on ``master`` (session start excluded)."""
-    from reports.spark import spark_session
-    from reports.sweep import SweepSpec, run_sweep
+    from rmqsim.reports.spark import spark_session
+    from rmqsim.reports.sweep import SweepSpec, run_sweep
 
     warm = SweepSpec((profile,), range(0, 4), DEFAULT_IMPL, steps, sample=0)
     timed = SweepSpec((profile,), seeds, DEFAULT_IMPL, steps, sample=0)
@@ -51,7 +51,7 @@ def arrow_summary(sweep_dir: Path) -> dict[str, Any]:
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
-    from reports.schema import ALL_OP_KINDS, CONFIG_COLUMNS, RUNS_DIR
+    from rmqsim.reports.schema import ALL_OP_KINDS, CONFIG_COLUMNS, RUNS_DIR
 
     dataset = ds.dataset(sweep_dir / RUNS_DIR, format="parquet", partitioning="hive")
     needed = [
@@ -126,7 +126,7 @@ def _quantiles() -> Any:
 def report_times(rows: int) -> dict[str, Any]:
     """Seconds for ``rmqsim report`` (subprocess, Spark start included) and for pyarrow
     over ``rows`` synthetic rows, and both totals."""
-    from reports.synthetic import write_synthetic
+    from rmqsim.reports.synthetic import write_synthetic
 
     with tempfile.TemporaryDirectory(prefix="rmqsim-bench-rows-", dir=scratch_root()) as tmp:
         sweep_dir = Path(tmp)
@@ -135,7 +135,7 @@ def report_times(rows: int) -> dict[str, Any]:
         generated_s = time.perf_counter() - started
         started = time.perf_counter()
         done = subprocess.run(
-            [sys.executable, "-c", "from conformance.cli import main; main()", "report",
+            [sys.executable, "-c", "from rmqsim.conformance.cli import main; main()", "report",
              str(sweep_dir)],
             capture_output=True,
             text=True,
@@ -179,7 +179,7 @@ def bench_command(
     seed_count: int, profile: str, steps: int, rows: int, skip_sweep: bool, skip_report: bool
 ) -> None:
     """Sweep throughput on local[1] vs local[2]; report time on N rows, Spark vs pyarrow."""
-    from scenarios.catalog import get_profile
+    from rmqsim.scenarios.catalog import get_profile
 
     get_profile(profile)
     if not skip_report:

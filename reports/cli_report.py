@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from conformance.cli_common import EXIT_DIVERGENCE, EXIT_OK, UsageError, friendly_errors
-from reports.cli_sweep import master_option
+from rmqsim.conformance.cli_common import EXIT_DIVERGENCE, EXIT_OK, UsageError, friendly_errors
+from rmqsim.reports.cli_sweep import master_option
 
 #: File names under the sweep directory.
 HTML_NAME = "report.html"
@@ -23,7 +23,7 @@ def writable_target(path: Path, option: str, given: bool) -> Path:
     sweep directory for the defaults) costs a fraction of a second, not a Spark job. A
     missing parent directory is created, as ``--out`` is by the other commands.
     """
-    from conformance.scratch import unwritable_dir
+    from rmqsim.conformance.scratch import unwritable_dir
 
     where = f"{option} {path}" if given else f"{path} (the default of {option})"
     if path.is_dir():
@@ -63,9 +63,9 @@ def report_command(
     mismatches, 2 on bad input: SWEEP_DIR missing, not a directory, of another schema
     version or with a damaged Parquet file, or an output that cannot be written.
     """
-    from reports.aggregate import SweepDirError, check_sweep_dir, summarize, write_json
-    from reports.page import write_html
-    from reports.spark import spark_session
+    from rmqsim.reports.aggregate import SweepDirError, check_sweep_dir, summarize, write_json
+    from rmqsim.reports.page import write_html
+    from rmqsim.reports.spark import spark_session
 
     try:
         check_sweep_dir(sweep_dir)

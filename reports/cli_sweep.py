@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from conformance.cli_common import (
+from rmqsim.conformance.cli_common import (
     EXIT_DIVERGENCE,
     EXIT_INTERNAL,
     EXIT_OK,
@@ -22,9 +22,9 @@ from conformance.cli_common import (
     steps_option,
     writable_dir,
 )
-from conformance.shrink_budget import ShrinkBudget
-from reports.spark import DEFAULT_MASTER
-from reports.sweep import DEFAULT_DETERMINISM_SAMPLE
+from rmqsim.conformance.shrink_budget import ShrinkBudget
+from rmqsim.reports.spark import DEFAULT_MASTER
+from rmqsim.reports.sweep import DEFAULT_DETERMINISM_SAMPLE
 
 master_option = click.option(
     "--master",
@@ -77,10 +77,10 @@ def sweep_command(
     Exit 0 when every run conforms, 1 on divergences or a determinism mismatch, 2 on bad
     usage, 3 when rmqsim itself failed on some run.
     """
-    from conformance.adapter import DEFAULT_IMPL, load_factory
-    from conformance.gate import GATE_CONSUMER_PROFILES, GATE_PROFILES
-    from reports.spark import check_master, spark_session
-    from reports.sweep import SweepSpec, check_appendable, run_sweep
+    from rmqsim.conformance.adapter import DEFAULT_IMPL, load_factory
+    from rmqsim.conformance.gate import GATE_CONSUMER_PROFILES, GATE_PROFILES
+    from rmqsim.reports.spark import check_master, spark_session
+    from rmqsim.reports.sweep import SweepSpec, check_appendable, run_sweep
 
     # The gate's profiles, as `rmqsim gate` runs them: the queue's, then the consumer's.
     names = parse_profiles(profiles, GATE_PROFILES + GATE_CONSUMER_PROFILES)

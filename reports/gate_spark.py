@@ -12,13 +12,13 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable
 
-from conformance.adapter import resolve_impl
-from conformance.gate import GatePlan, GateResult, ProfileSummary
-from conformance.run import RunResult
-from conformance.shrink_budget import OnRun
-from reports.schema import STATUS_ERROR
-from reports.spark import DEFAULT_MASTER, spark_session
-from reports.sweep import SweepSpec, run_sweep
+from rmqsim.conformance.adapter import resolve_impl
+from rmqsim.conformance.gate import GatePlan, GateResult, ProfileSummary
+from rmqsim.conformance.run import RunResult
+from rmqsim.conformance.shrink_budget import OnRun
+from rmqsim.reports.schema import STATUS_ERROR
+from rmqsim.reports.spark import DEFAULT_MASTER, spark_session
+from rmqsim.reports.sweep import SweepSpec, run_sweep
 
 
 class SparkGateError(RuntimeError):

@@ -13,8 +13,8 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from reports import plots
-from reports.aggregate import MAX_SIGNATURES
+from rmqsim.reports import plots
+from rmqsim.reports.aggregate import MAX_SIGNATURES
 
 
 def _environment() -> Environment:

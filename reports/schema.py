@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from scenarios.consumer_ops import CONSUMER_OP_TYPES
-from scenarios.ops import OP_KINDS
+from rmqsim.scenarios.consumer_ops import CONSUMER_OP_TYPES
+from rmqsim.scenarios.ops import OP_KINDS
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from importlib import resources
 from typing import TYPE_CHECKING
 
-from conformance.cli_common import UsageError
+from rmqsim.conformance.cli_common import UsageError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -171,7 +171,7 @@ def workers_scratch(master: str) -> Iterator[None]:
     if not is_local(master):
         yield
         return
-    from conformance.scratch import WORKDIR_ENV, scratch_root
+    from rmqsim.conformance.scratch import WORKDIR_ENV, scratch_root
 
     before = os.environ.get(WORKDIR_ENV)
     with tempfile.TemporaryDirectory(

@@ -22,11 +22,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from conformance.adapter import Factory, resolve_impl
-from conformance.cli_common import UsageError
-from conformance.run import RunResult
-from conformance.shrink_budget import DEFAULT_SHRINK_BUDGET, ShrinkBudget
-from reports.schema import (
+from rmqsim.conformance.adapter import Factory, resolve_impl
+from rmqsim.conformance.cli_common import UsageError
+from rmqsim.conformance.run import RunResult
+from rmqsim.conformance.shrink_budget import DEFAULT_SHRINK_BUDGET, ShrinkBudget
+from rmqsim.reports.schema import (
     MANIFEST,
     RUNS_DIR,
     SCHEMA_VERSION,
@@ -35,7 +35,7 @@ from reports.schema import (
     SchemaMismatchError,
     spark_schema,
 )
-from reports.tasks import TaskSpec, WorkItem, code_version, run_chunk
+from rmqsim.reports.tasks import TaskSpec, WorkItem, code_version, run_chunk
 
 if TYPE_CHECKING:
     from pyspark import SparkContext

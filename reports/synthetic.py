@@ -15,9 +15,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from conformance.gate import GATE_PROFILES
-from impl import FAULT_POINTS
-from reports.schema import (
+from rmqsim.conformance.gate import GATE_PROFILES
+from rmqsim.impl import FAULT_POINTS
+from rmqsim.reports.schema import (
     ALL_OP_KINDS,
     ARROW_SCHEMA,
     LAYER_QUEUE,
@@ -25,7 +25,7 @@ from reports.schema import (
     RUNS_DIR,
     SCHEMA_VERSION,
 )
-from scenarios.ops import OP_KINDS
+from rmqsim.scenarios.ops import OP_KINDS
 
 #: Rows written per Parquet file (and generated at once: bounds the memory used).
 ROWS_PER_FILE = 1_000_000
@@ -134,7 +134,7 @@ def _batch(rng: np.random.Generator, profile: str, first_seed: int, n: int) -> p
         "sweep_id": pa.repeat(pa.scalar("synthetic"), n),
         "layer": pa.repeat(pa.scalar(LAYER_QUEUE), n),
         "seed": pa.array(seeds),
-        "implementation": pa.repeat(pa.scalar("conformance.adapter:rocksmq_factory"), n),
+        "implementation": pa.repeat(pa.scalar("rmqsim.conformance.adapter:rocksmq_factory"), n),
         "code_version": pa.repeat(pa.scalar("0" * 40), n),
         "determinism_repeat": pa.array(repeat),
         "status": pa.array(np.where(failing, "divergence", "ok")),

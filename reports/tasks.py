@@ -19,16 +19,16 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from conformance.adapter import Factory
-from conformance.cli_common import signals_raise
-from conformance.gate import save_failure
-from conformance.run import RunResult, git_commit, run_seed
-from conformance.scratch import scratch_root
-from conformance.shrink import shrink_and_save
-from conformance.shrink_budget import DEFAULT_SHRINK_BUDGET, ShrinkBudget
-from conformance.statediff import clip
-from model.api import MQConfig
-from reports.schema import (
+from rmqsim.conformance.adapter import Factory
+from rmqsim.conformance.cli_common import signals_raise
+from rmqsim.conformance.gate import save_failure
+from rmqsim.conformance.run import RunResult, git_commit, run_seed
+from rmqsim.conformance.scratch import scratch_root
+from rmqsim.conformance.shrink import shrink_and_save
+from rmqsim.conformance.shrink_budget import DEFAULT_SHRINK_BUDGET, ShrinkBudget
+from rmqsim.conformance.statediff import clip
+from rmqsim.model.api import MQConfig
+from rmqsim.reports.schema import (
     ALL_OP_KINDS,
     COLUMNS,
     CONFIG_COLUMNS,
@@ -39,10 +39,10 @@ from reports.schema import (
     STATUS_ERROR,
     TRACES_DIR,
 )
-from scenarios.catalog import queue_profile
-from scenarios.consumer_profiles import CONSUMER_PROFILES
-from scenarios.ops import OP_KINDS
-from scenarios.profiles import resolve
+from rmqsim.scenarios.catalog import queue_profile
+from rmqsim.scenarios.consumer_profiles import CONSUMER_PROFILES
+from rmqsim.scenarios.ops import OP_KINDS
+from rmqsim.scenarios.profiles import resolve
 
 
 @dataclass(frozen=True, slots=True)

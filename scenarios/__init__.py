@@ -10,8 +10,8 @@ This is a leaf package: it imports nothing of ``model``, ``impl``, ``conformance
 * ``actors``/``world``/``names`` - the simulated clients, their beliefs and name pools.
 """
 
-from scenarios.catalog import get_profile, queue_profile
-from scenarios.ops import (
+from rmqsim.scenarios.catalog import get_profile, queue_profile
+from rmqsim.scenarios.ops import (
     ERROR_KINDS,
     OP_KINDS,
     OP_TYPES,
@@ -46,14 +46,14 @@ from scenarios.ops import (
     step_from_json,
     step_to_json,
 )
-from scenarios.profiles import (
+from rmqsim.scenarios.profiles import (
     PROFILES,
     Profile,
     ProfileError,
     UnknownProfileError,
     resolve,
 )
-from scenarios.simulation import Simulation
+from rmqsim.scenarios.simulation import Simulation
 
 __all__ = [
     "ERROR_KINDS",

@@ -1,4 +1,4 @@
-"""Look at a simulation without a queue: ``python -m scenarios [--profile P] [--seed S] ...``.
+"""Look at a simulation without a queue: ``python -m rmqsim.scenarios [--profile P] ...``.
 
 With a trivial executor (every operation "succeeds" with no value) this prints the steps as
 JSON lines (``--jsonl``), a count per kind (default), or the scenario side's own throughput
@@ -15,17 +15,17 @@ import sys
 import time
 from collections import Counter
 
-from scenarios.catalog import queue_profile
-from scenarios.ops import OP_KINDS, Outcome, Step, step_to_json
-from scenarios.profiles import PROFILES, ProfileError
-from scenarios.simulation import Simulation
+from rmqsim.scenarios.catalog import queue_profile
+from rmqsim.scenarios.ops import OP_KINDS, Outcome, Step, step_to_json
+from rmqsim.scenarios.profiles import PROFILES, ProfileError
+from rmqsim.scenarios.simulation import Simulation
 
 _OK = Outcome()
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code (0 ok, 2 bad usage)."""
-    parser = argparse.ArgumentParser(prog="python -m scenarios", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m rmqsim.scenarios", description=__doc__)
     parser.add_argument("--profile", default="smoke", help=f"one of: {', '.join(PROFILES)}")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=None, help="default: the profile's budget")

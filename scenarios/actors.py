@@ -17,8 +17,8 @@ import random
 from collections.abc import Callable
 from typing import ClassVar
 
-from scenarios.names import MISSING_NAME, PROPERTY_KEYS, PROPERTY_VALUES
-from scenarios.ops import (
+from rmqsim.scenarios.names import MISSING_NAME, PROPERTY_KEYS, PROPERTY_VALUES
+from rmqsim.scenarios.ops import (
     AdvanceClock,
     ArmCrash,
     CloseReopen,
@@ -37,8 +37,8 @@ from scenarios.ops import (
     Seek,
     SeekToLatest,
 )
-from scenarios.profiles import ROLE_KINDS, SEEK_TARGETS, SINGLETON_ROLES, Profile
-from scenarios.world import World
+from rmqsim.scenarios.profiles import ROLE_KINDS, SEEK_TARGETS, SINGLETON_ROLES, Profile
+from rmqsim.scenarios.world import World
 
 __all__ = ["ACTOR_TYPES", "BOUNDARY_IDS", "EXTREME_IDS", "Actor", "Context", "build_actors"]
 

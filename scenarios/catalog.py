@@ -4,8 +4,8 @@ other; this module knows both."""
 
 from __future__ import annotations
 
-from scenarios.consumer_profiles import CONSUMER_PROFILES, ConsumerProfile
-from scenarios.profiles import PROFILES, Profile, ProfileError, UnknownProfileError
+from rmqsim.scenarios.consumer_profiles import CONSUMER_PROFILES, ConsumerProfile
+from rmqsim.scenarios.profiles import PROFILES, Profile, ProfileError, UnknownProfileError
 
 __all__ = ["get_profile", "queue_profile"]
 

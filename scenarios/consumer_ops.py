@@ -15,7 +15,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from scenarios.ops import OpDecodeError, Outcome, RunRetention
+from rmqsim.scenarios.ops import OpDecodeError, Outcome, RunRetention
 
 __all__ = [
     "CONSUMER_OP_TYPES",

@@ -8,7 +8,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from scenarios.profiles import ProfileError
+from rmqsim.scenarios.profiles import ProfileError
 
 __all__ = ["CONSUMER_PROFILES", "ClientSpec", "ConsumerProfile"]
 

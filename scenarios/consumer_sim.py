@@ -18,7 +18,7 @@ from typing import Any
 import simpy
 from simpy.core import EmptySchedule
 
-from scenarios.consumer_ops import (
+from rmqsim.scenarios.consumer_ops import (
     Complete,
     ConsumerOp,
     CrashClient,
@@ -30,8 +30,8 @@ from scenarios.consumer_ops import (
     RunRetention,
     StartClient,
 )
-from scenarios.consumer_profiles import ClientSpec, ConsumerProfile
-from scenarios.ops import Outcome, Step
+from rmqsim.scenarios.consumer_profiles import ClientSpec, ConsumerProfile
+from rmqsim.scenarios.ops import Outcome, Step
 
 __all__ = ["ConsumerSimulation", "ConsumerWorld"]
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from scenarios.names import (
+from rmqsim.scenarios.names import (
     AT_LIMIT_NAMES,
     CASE_PAIRS,
     DEFAULT_GROUP_NAMES,
@@ -43,7 +43,7 @@ from scenarios.names import (
     OVER_LIMIT_NAMES,
     is_valid_name,
 )
-from scenarios.ops import OP_KINDS
+from rmqsim.scenarios.ops import OP_KINDS
 
 __all__ = [
     "CONFIG_KEYS",

@@ -23,10 +23,10 @@ from typing import Any
 import simpy
 from simpy.core import EmptySchedule
 
-from scenarios.actors import Actor, Context, build_actors
-from scenarios.ops import AdvanceClock, Op, Outcome, Step
-from scenarios.profiles import Profile, resolve
-from scenarios.world import World
+from rmqsim.scenarios.actors import Actor, Context, build_actors
+from rmqsim.scenarios.ops import AdvanceClock, Op, Outcome, Step
+from rmqsim.scenarios.profiles import Profile, resolve
+from rmqsim.scenarios.world import World
 
 __all__ = ["MAX_STEPS", "Execute", "Simulation"]
 

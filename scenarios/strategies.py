@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from scenarios.names import CASE_PAIRS, NORMALIZATION_PAIRS
-from scenarios.ops import (
+from rmqsim.scenarios.names import CASE_PAIRS, NORMALIZATION_PAIRS
+from rmqsim.scenarios.ops import (
     ERROR_KINDS,
     OP_KINDS,
     AdvanceClock,

@@ -12,7 +12,7 @@ iterates a set, so the actors' random choices over these sequences replay exactl
 
 from __future__ import annotations
 
-from scenarios.ops import (
+from rmqsim.scenarios.ops import (
     Consume,
     CreateGroup,
     CreateTopic,

@@ -14,20 +14,20 @@ from typing import Any
 
 import pytest
 
-from model.api import MessageQueue, MQConfig
+from rmqsim.model.api import MessageQueue, MQConfig
 
 try:  # the reference model: model.ReferenceMQ(config=..., clock=...)
-    from model import ReferenceMQ  # type: ignore[attr-defined]
+    from rmqsim.model import ReferenceMQ  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - only while the model is being written
     ReferenceMQ = None
 
 try:  # the real implementation: impl.RocksMQ.open(path, config=..., clock=..., faults=None)
-    from impl import RocksMQ  # type: ignore[attr-defined]
+    from rmqsim.impl import RocksMQ  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - only while the implementation is being written
     RocksMQ = None
 
 try:  # the commit-log backend: impl.commitlog.CommitLogMQ.open(path, ..., policy=...)
-    from impl.commitlog import CommitLogMQ, FlushPolicy
+    from rmqsim.impl.commitlog import CommitLogMQ, FlushPolicy
 except ImportError:  # pragma: no cover - only while the backend is being written
     CommitLogMQ = None
 
@@ -128,7 +128,7 @@ class QueueFactory:
         path, config, clock = self._origin[id(mq)]
         if crash:
             if not hasattr(mq, "crash"):
-                pytest.skip("impl.RocksMQ has no crash() yet")
+                pytest.skip("rmqsim.impl.RocksMQ has no crash() yet")
             mq.crash()  # type: ignore[attr-defined]
             self._crashed.add(id(mq))
         else:
@@ -160,11 +160,11 @@ BACKENDS = ("model", "impl", "commitlog-sync", "commitlog-async")
 
 def _backend_missing(kind: str) -> str | None:
     if kind == "model" and ReferenceMQ is None:
-        return "model.ReferenceMQ not available yet"
+        return "rmqsim.model.ReferenceMQ not available yet"
     if kind == "impl" and RocksMQ is None:
-        return "impl.RocksMQ not available yet"
+        return "rmqsim.impl.RocksMQ not available yet"
     if kind.startswith("commitlog") and CommitLogMQ is None:
-        return "impl.commitlog not available yet"
+        return "rmqsim.impl.commitlog not available yet"
     return None
 
 

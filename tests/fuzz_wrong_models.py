@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.adapter import make_model_factory
-from model import ReferenceMQ
-from model.api import ConsumerMessage
+from rmqsim.conformance.adapter import make_model_factory
+from rmqsim.model import ReferenceMQ
+from rmqsim.model.api import ConsumerMessage
 from tests.wrong_models import TwoStepProduce
 
 

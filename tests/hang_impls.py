@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conformance.mutants.base import factory_of
-from impl import RocksMQ
-from model.api import MessageQueue
+from rmqsim.conformance.mutants.base import factory_of
+from rmqsim.impl import RocksMQ
+from rmqsim.model.api import MessageQueue
 
 
 def open_never_returns(*, path: Path, **_kwargs: Any) -> MessageQueue:

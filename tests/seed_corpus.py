@@ -11,11 +11,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from conformance.adapter import DEFAULT_IMPL, make_model_factory
-from conformance.corpus import DEFAULT_CORPUS, save_regression
-from conformance.run import replay_trace
-from conformance.stateful import fuzz
-from conformance.trace import parse_lines
+from rmqsim.conformance.adapter import DEFAULT_IMPL, make_model_factory
+from rmqsim.conformance.corpus import DEFAULT_CORPUS, save_regression
+from rmqsim.conformance.run import replay_trace
+from rmqsim.conformance.stateful import fuzz
+from rmqsim.conformance.trace import parse_lines
 from tests import fuzz_wrong_models, wrong_models
 
 #: Budget per wrong model: examples and steps of the campaign, and the seeds tried.

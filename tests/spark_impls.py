@@ -3,7 +3,7 @@ Spark's Python workers import an implementation by name, like a user's would be.
 
 from __future__ import annotations
 
-from conformance.adapter import make_model_factory
+from rmqsim.conformance.adapter import make_model_factory
 from tests.wrong_models import FlippedPayload, LostWrite
 
 #: Loses the last message of every batch of two or more (``lost-write``).

@@ -13,20 +13,20 @@ from typing import Any, ClassVar
 import pytest
 from click.testing import CliRunner
 
-from conformance.adapter import (
+from rmqsim.conformance.adapter import (
     QUEUE_METHODS,
     BadImplError,
     make_model_factory,
     model_factory,
     rocksmq_factory,
 )
-from conformance.cli import cli
-from conformance.consumer_run import impl_consumer_factory
-from conformance.lockstep import InjectedCrash
-from conformance.run import run_seed
-from model import ReferenceMQ
-from model.api import State, validate_name
-from scenarios.names import is_valid_name
+from rmqsim.conformance.cli import cli
+from rmqsim.conformance.consumer_run import impl_consumer_factory
+from rmqsim.conformance.lockstep import InjectedCrash
+from rmqsim.conformance.run import run_seed
+from rmqsim.model import ReferenceMQ
+from rmqsim.model.api import State, validate_name
+from rmqsim.scenarios.names import is_valid_name
 
 
 class DiskOnFire(RuntimeError):

@@ -9,17 +9,17 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conformance.cli import cli
-from conformance.gate import CORPUS_SUITE, GATE_CONSUMER_PROFILES
-from conformance.trace import TraceFormatError, parse_lines, read_trace
+from rmqsim.conformance.cli import cli
+from rmqsim.conformance.gate import CORPUS_SUITE, GATE_CONSUMER_PROFILES
+from rmqsim.conformance.trace import TraceFormatError, parse_lines, read_trace
 
-MODEL = "conformance.adapter:model_factory"
+MODEL = "rmqsim.conformance.adapter:model_factory"
 WRONG = "tests.test_cli:lost_write_factory"
 
 
 def lost_write_factory(**kwargs):
     """A wrong implementation importable by --impl (see tests/wrong_models.py)."""
-    from conformance.adapter import make_model_factory
+    from rmqsim.conformance.adapter import make_model_factory
     from tests.wrong_models import LostWrite
 
     return make_model_factory(LostWrite)(**kwargs)
@@ -81,11 +81,12 @@ def test_run_divergence_exits_1_saves_trace_and_reports(tmp_path: Path) -> None:
         (["run", "--profile", "smoke", "--seeds", "5:2"], "A < B"),
         (["run", "--profile", "smoke", "--seed", "1", "--impl", "nomodule_xyz:f"], "cannot import"),
         (
-            ["run", "--profile", "smoke", "--seed", "1", "--impl", "conformance.adapter"],
+            ["run", "--profile", "smoke", "--seed", "1", "--impl", "rmqsim.conformance.adapter"],
             "module:factory",
         ),
         (
-            ["run", "--profile", "smoke", "--seed", "1", "--impl", "conformance.adapter:nothing"],
+            ["run", "--profile", "smoke", "--seed", "1", "--impl",
+             "rmqsim.conformance.adapter:nothing"],
             "no attribute",
         ),
         (["gate", "--profiles", "smoke,bogus", "--impl", MODEL], "bogus"),

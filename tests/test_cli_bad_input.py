@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conformance import scratch
-from conformance.adapter import BadImplError, load_factory
-from conformance.cli import cli
+from rmqsim.conformance import scratch
+from rmqsim.conformance.adapter import BadImplError, load_factory
+from rmqsim.conformance.cli import cli
 
-CONSUMER_IMPL = "conformance.consumer_run:impl_consumer_factory"
+CONSUMER_IMPL = "rmqsim.conformance.consumer_run:impl_consumer_factory"
 ADAPTER = '''
-from conformance.adapter import rocksmq_factory
+from rmqsim.conformance.adapter import rocksmq_factory
 
 
 def open_queue(*, path, config, clock, faults):
@@ -103,7 +103,7 @@ def test_replaying_a_queue_trace_with_a_consumer_factory_exits_2(tmp_path: Path)
 def test_an_unusable_impl_in_a_trace_header_is_named_as_the_headers(tmp_path: Path) -> None:
     trace = _queue_trace(tmp_path, impl="nomod:nofactory")
     _bad_input(invoke("replay", str(trace)), f"{trace}: the implementation its header names")
-    ours = "conformance.adapter:rocksmq_factory"
+    ours = "rmqsim.conformance.adapter:rocksmq_factory"
     assert invoke("replay", str(trace), "--impl", ours).exit_code == 0
 
 
@@ -155,7 +155,7 @@ def test_an_unwritable_regression_dir_exits_2_before_running(tmp_path: Path) -> 
     blocker.write_text("")
     result = invoke(
         "run", "--profile", "smoke", "--seed", "0", "--out", str(tmp_path / "out"),
-        "--impl", "conformance.mutants.milvus:decimal_keys", "--no-shrink",
+        "--impl", "rmqsim.conformance.mutants.milvus:decimal_keys", "--no-shrink",
         "--save-regression", str(blocker / "corpus"),
     )  # fmt: skip
     _bad_input(result, "--save-regression", "not a writable directory")
@@ -171,7 +171,7 @@ def test_seeds_beyond_64_bits_exit_2(seeds: str) -> None:
 
 
 def test_a_consumer_trace_with_a_bad_client_config_names_its_header(tmp_path: Path) -> None:
-    from conformance.run import run_seed
+    from rmqsim.conformance.run import run_seed
 
     lines = run_seed("consumer", 0, steps=10).trace_lines
     header = json.loads(lines[0])
@@ -187,7 +187,7 @@ def test_a_consumer_trace_with_a_bad_client_config_names_its_header(tmp_path: Pa
 def test_a_failing_replay_says_so_on_stdout(tmp_path: Path) -> None:
     """stderr has the report; stdout, what a script reads, gets one line too."""
     out = tmp_path / "out"
-    mutant = "conformance.mutants.crash:hwm_not_persisted"
+    mutant = "rmqsim.conformance.mutants.crash:hwm_not_persisted"
     invoke(
         "run", "--profile", "smoke", "--seed", "4", "--steps", "500", "--impl", mutant,
         "--no-shrink", "--out", str(out),
@@ -201,7 +201,7 @@ def test_a_failing_replay_says_so_on_stdout(tmp_path: Path) -> None:
 def test_a_new_failing_trace_removes_a_stale_shrunk_one_beside_it(tmp_path: Path) -> None:
     out = tmp_path / "out"
     args = ("run", "--profile", "smoke", "--seed", "4", "--steps", "500", "--out", str(out))
-    mutant = ("--impl", "conformance.mutants.crash:hwm_not_persisted")
+    mutant = ("--impl", "rmqsim.conformance.mutants.crash:hwm_not_persisted")
     assert invoke(*args, *mutant).exit_code == 1
     (shrunk,) = out.glob("*.shrunk.jsonl")
     assert invoke(*args, *mutant, "--no-shrink").exit_code == 1

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from conformance.adapter import model_factory
-from conformance.lockstep import Lockstep
-from conformance.run import replay_trace, run_seed
-from conformance.trace import parse_lines
-from model.api import InvalidArgumentError, MQConfig
-from scenarios import ops
-from scenarios.ops import Step
+from rmqsim.conformance.adapter import model_factory
+from rmqsim.conformance.lockstep import Lockstep
+from rmqsim.conformance.run import replay_trace, run_seed
+from rmqsim.conformance.trace import parse_lines
+from rmqsim.model.api import InvalidArgumentError, MQConfig
+from rmqsim.scenarios import ops
+from rmqsim.scenarios.ops import Step
 
 
 class _Wrapped:

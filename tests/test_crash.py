@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conformance.adapter import DEFAULT_IMPL
-from conformance.cli import cli
-from conformance.crash_sweep import crash_cases, crash_sweep
-from conformance.mutants.crash import MUTANTS
-from conformance.run import replay_trace, run_seed
-from conformance.shrink import shrink_result
-from conformance.trace import parse_lines, read_trace
-from impl import RocksMQ
+from rmqsim.conformance.adapter import DEFAULT_IMPL
+from rmqsim.conformance.cli import cli
+from rmqsim.conformance.crash_sweep import crash_cases, crash_sweep
+from rmqsim.conformance.mutants.crash import MUTANTS
+from rmqsim.conformance.run import replay_trace, run_seed
+from rmqsim.conformance.shrink import shrink_result
+from rmqsim.conformance.trace import parse_lines, read_trace
+from rmqsim.impl import RocksMQ
 
 MUTANT_IMPL = {m.name: m.impl for m in MUTANTS}
 
@@ -53,7 +53,7 @@ def test_the_case_list_is_deterministic() -> None:
         base = run_seed("smoke", 3, steps=25, log_faults=True)
         steps = [s.op for s in parse_lines(base.trace_lines).steps]
         assert steps
-        from scenarios.ops import Step
+        from rmqsim.scenarios.ops import Step
 
         recorded = [Step(s.time_s, s.actor, s.op) for s in parse_lines(base.trace_lines).steps]
         return crash_cases(base.fault_log, recorded)

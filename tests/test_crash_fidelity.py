@@ -8,23 +8,23 @@ from pathlib import Path
 
 import pytest
 
-from conformance.anomalies import Before, classify_consume
-from conformance.crash_sweep import crash_sweep
-from conformance.mutants.blind import POLL_CAP, UnloggedPositions
-from conformance.run import run_seed
-from conformance.shrink import shrink_and_save
-from conformance.shrink_budget import DEFAULT_SHRINK_BUDGET
-from conformance.trace import write_lines
-from impl import RocksMQ
-from impl.errors import StorageError
-from impl.storage import CRASH_HOLD_DIR_NAME
-from model.api import ProducerMessage
-from scenarios.ops import Delivered, Outcome
-from scenarios.profiles import PROFILES
+from rmqsim.conformance.anomalies import Before, classify_consume
+from rmqsim.conformance.crash_sweep import crash_sweep
+from rmqsim.conformance.mutants.blind import POLL_CAP, UnloggedPositions
+from rmqsim.conformance.run import run_seed
+from rmqsim.conformance.shrink import shrink_and_save
+from rmqsim.conformance.shrink_budget import DEFAULT_SHRINK_BUDGET
+from rmqsim.conformance.trace import write_lines
+from rmqsim.impl import RocksMQ
+from rmqsim.impl.errors import StorageError
+from rmqsim.impl.storage import CRASH_HOLD_DIR_NAME
+from rmqsim.model.api import ProducerMessage
+from rmqsim.scenarios.ops import Delivered, Outcome
+from rmqsim.scenarios.profiles import PROFILES
 
-UNLOGGED = "conformance.mutants.blind:unlogged_positions"
-REAL = "conformance.adapter:rocksmq_factory"
-CAPPED = "conformance.mutants.blind:capped_poll"
+UNLOGGED = "rmqsim.conformance.mutants.blind:unlogged_positions"
+REAL = "rmqsim.conformance.adapter:rocksmq_factory"
+CAPPED = "rmqsim.conformance.mutants.blind:capped_poll"
 
 
 class _UnloggedProduce(RocksMQ):

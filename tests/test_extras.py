@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance.cli_common import SPARK_EXTRA_INSTALL, SPARK_EXTRA_MODULES
-from conformance.scratch import WORKDIR_ENV
+from rmqsim.conformance.cli_common import SPARK_EXTRA_INSTALL, SPARK_EXTRA_MODULES
+from rmqsim.conformance.scratch import WORKDIR_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Runs ``rmqsim`` with a meta path finder first that refuses the extra's modules.
@@ -37,7 +37,7 @@ for name in list(sys.modules):
     if name.partition(".")[0] in BLOCKED:
         del sys.modules[name]
 sys.argv[0] = "rmqsim"
-from conformance.cli import main
+from rmqsim.conformance.cli import main
 
 main()
 """

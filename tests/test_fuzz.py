@@ -13,12 +13,12 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import settings
 
-from conformance.adapter import DEFAULT_IMPL, make_model_factory, model_factory
-from conformance.cli import cli
-from conformance.cli_fuzz import PROFILE_NAMES
-from conformance.run import replay_trace
-from conformance.stateful import FUZZ_PROFILES, fuzz
-from conformance.trace import parse_lines, read_trace
+from rmqsim.conformance.adapter import DEFAULT_IMPL, make_model_factory, model_factory
+from rmqsim.conformance.cli import cli
+from rmqsim.conformance.cli_fuzz import PROFILE_NAMES
+from rmqsim.conformance.run import replay_trace
+from rmqsim.conformance.stateful import FUZZ_PROFILES, fuzz
+from rmqsim.conformance.trace import parse_lines, read_trace
 from tests.fuzz_wrong_models import SeekRedelivers
 from tests.wrong_models import AckOffByOne, TwoStepProduce
 
@@ -92,7 +92,7 @@ def test_the_default_fuzz_campaign_catches_a_queue_that_merges_two_names(
 ) -> None:
     """``rmqsim fuzz`` as it runs by default (profile ci, seed 0) finds a queue that takes
     two spellings of a name for one, and shrinks it to a program that names both."""
-    from conformance.mutants.catalogue import select
+    from rmqsim.conformance.mutants.catalogue import select
 
     (wrong,) = select([mutant])
     result = fuzz(wrong.impl, profile="ci")
@@ -131,7 +131,7 @@ def test_cli_exit_1_writes_a_trace_that_replay_reproduces(tmp_path: Path) -> Non
     assert "@reproduce_failure" in done.output
     [trace_file] = tmp_path.glob("fuzz-seed5-torn-operation.jsonl")
     assert invoke("replay", str(trace_file)).exit_code == 1  # the header names the wrong impl
-    clean = invoke("replay", str(trace_file), "--impl", "conformance.adapter:model_factory")
+    clean = invoke("replay", str(trace_file), "--impl", "rmqsim.conformance.adapter:model_factory")
     assert clean.exit_code == 0, clean.output
     [saved] = corpus.glob("torn-operation-*.jsonl")
     header = read_trace(saved).header
@@ -172,8 +172,8 @@ FUZZ_IN_A_PROCESS = """
 import importlib, json, sys
 for name in sys.argv[1:]:
     importlib.import_module(name)
-from conformance.adapter import make_model_factory
-from conformance.stateful import fuzz
+from rmqsim.conformance.adapter import make_model_factory
+from rmqsim.conformance.stateful import fuzz
 from tests.wrong_models import AckOffByOne
 r = fuzz(make_model_factory(AckOffByOne), profile="ci", examples=400, steps=30, seed=7)
 print(json.dumps([r.examples, r.steps, r.failure.trace_digest if r.failure else None]))
@@ -186,9 +186,9 @@ import importlib, json, sys
 for name in sys.argv[1:]:
     importlib.import_module(name)
 from hypothesis import Phase, seed, settings
-from conformance.adapter import make_model_factory
-from conformance.lockstep import Divergence
-from conformance.stateful import make_machine
+from rmqsim.conformance.adapter import make_model_factory
+from rmqsim.conformance.lockstep import Divergence
+from rmqsim.conformance.stateful import make_machine
 from tests.wrong_models import AckOffByOne
 machine = seed(7)(make_machine(make_model_factory(AckOffByOne)))
 TestQueue = machine.TestCase
@@ -231,15 +231,15 @@ def test_a_campaign_does_not_depend_on_what_the_process_imported(
 
     bare = campaign()
     assert bare[-1], "the wrong model was not found: the comparison would prove little"
-    assert bare == campaign("rmqsim_user_constants", "reports.aggregate")
+    assert bare == campaign("rmqsim_user_constants", "rmqsim.reports.aggregate")
 
 
 #: A project's own test module, as the README shows it: one state machine test case for a
 #: conforming queue and one for a wrong one.
 OWN_TEST_MODULE = """
 from hypothesis import Phase, seed, settings
-from conformance.adapter import make_model_factory
-from conformance.stateful import make_machine
+from rmqsim.conformance.adapter import make_model_factory
+from rmqsim.conformance.stateful import make_machine
 from tests.wrong_models import AckOffByOne
 
 TestOurQueue = seed(7)(make_machine()).TestCase

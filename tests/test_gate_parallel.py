@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from conformance.scratch import WORKDIR_ENV
+from rmqsim.conformance.scratch import WORKDIR_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 RMQSIM = str(Path(sys.executable).with_name("rmqsim"))
 #: A quick killer: fails smoke and digits runs with several anomalies (some shrunk).
-MUTANT = "conformance.mutants.milvus:decimal_keys"
-DEADLOCK = "conformance.mutants.liveness:last_group_deadlock"
+MUTANT = "rmqsim.conformance.mutants.milvus:decimal_keys"
+DEADLOCK = "rmqsim.conformance.mutants.liveness:last_group_deadlock"
 TIMEOUT_S = 300
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from rocksdict import Options, Rdict
 
-from impl import (
+from rmqsim.impl import (
     CorruptDatabaseError,
     DatabaseLockedError,
     ForeignDatabaseError,
@@ -21,7 +21,7 @@ from impl import (
     codec,
     keys,
 )
-from model.api import MQError, ProducerMessage
+from rmqsim.model.api import MQError, ProducerMessage
 
 
 def _fingerprint(path: Path) -> dict[str, str]:

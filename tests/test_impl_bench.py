@@ -7,8 +7,8 @@ import re
 
 from click.testing import CliRunner
 
-from conformance.bench import run_bench
-from conformance.cli import cli
+from rmqsim.conformance.bench import run_bench
+from rmqsim.conformance.cli import cli
 
 
 def test_bench_command_prints_ratios() -> None:
@@ -22,7 +22,7 @@ def test_bench_command_prints_ratios() -> None:
 
 
 def test_bench_lockstep_cadence_reaches_the_runs(monkeypatch) -> None:
-    import conformance.bench_lockstep as bench_lockstep
+    import rmqsim.conformance.bench_lockstep as bench_lockstep
 
     cadences: list[int] = []
     real_run_seed = bench_lockstep.run_seed

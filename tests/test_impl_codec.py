@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from impl import CorruptDatabaseError, codec, keys
-from impl.retention import pages_to_delete
-from model.api import ConsumerMessage, Page
+from rmqsim.impl import CorruptDatabaseError, codec, keys
+from rmqsim.impl.retention import pages_to_delete
+from rmqsim.model.api import ConsumerMessage, Page
 
 texts = st.text(max_size=50)
 properties = st.dictionaries(texts, texts, max_size=8)

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from impl_helpers.script import CONFIG, STEPS, ScriptClock
 
-from impl import FAULT_POINTS, RocksMQ
-from model.api import NotServingError, State
+from rmqsim.impl import FAULT_POINTS, RocksMQ
+from rmqsim.model.api import NotServingError, State
 
 EMPTY = State.build({}, {})
 OPEN_STEP = -1  # the step index of ``RocksMQ.open`` itself

@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 from rocksdict import Options, Rdict
 
-from impl import CorruptDatabaseError, RocksMQ
-from impl.integrity import RECORD_FILE_NAME
-from impl.storage import Store
-from model import ReferenceMQ
-from model.api import ProducerMessage
+from rmqsim.impl import CorruptDatabaseError, RocksMQ
+from rmqsim.impl.integrity import RECORD_FILE_NAME
+from rmqsim.impl.storage import Store
+from rmqsim.model import ReferenceMQ
+from rmqsim.model.api import ProducerMessage
 
 MESSAGES = 50
 PAYLOAD = b"p" * 100

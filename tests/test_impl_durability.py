@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from impl_helpers.script import CONFIG, STEPS, ScriptClock, pm
 
-from impl import RocksMQ
-from model.api import NotServingError
+from rmqsim.impl import RocksMQ
+from rmqsim.model.api import NotServingError
 
 
 def _run_script(mq: RocksMQ, clock: ScriptClock, upto: int) -> None:

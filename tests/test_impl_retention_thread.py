@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from impl import RocksMQ
-from model.api import InvalidArgumentError, MQConfig, ProducerMessage
+from rmqsim.impl import RocksMQ
+from rmqsim.model.api import InvalidArgumentError, MQConfig, ProducerMessage
 
 CONFIG = MQConfig(page_size_bytes=1, retention_time_s=10, retention_size_bytes=-1)
 

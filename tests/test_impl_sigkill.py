@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from impl_helpers.sigkill_child import BATCH_MESSAGES, CONFIG, payload_for, properties_for
 
-from impl import RocksMQ
-from model.api import ProducerMessage
+from rmqsim.impl import RocksMQ
+from rmqsim.model.api import ProducerMessage
 
 REPO = Path(__file__).resolve().parent.parent
 CHILD = Path(__file__).resolve().parent / "impl_helpers" / "sigkill_child.py"

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from impl_helpers.script import CONFIG, pm
 
-from impl import RocksMQ, keys, loader
-from impl.codec import FrozenProperties
-from impl.errors import CorruptDatabaseError
-from impl.storage import Plan
-from model.api import ConsumerMessage
+from rmqsim.impl import RocksMQ, keys, loader
+from rmqsim.impl.codec import FrozenProperties
+from rmqsim.impl.errors import CorruptDatabaseError
+from rmqsim.impl.storage import Plan
+from rmqsim.model.api import ConsumerMessage
 
 
 @pytest.fixture

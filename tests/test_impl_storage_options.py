@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from impl import storage
-from impl.storage import Store
+from rmqsim.impl import storage
+from rmqsim.impl.storage import Store
 
 
 def _recorded(path: Path, option: str) -> str:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from impl import keys
-from impl.storage import Plan, Store
+from rmqsim.impl import keys
+from rmqsim.impl.storage import Plan, Store
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ import threading
 import time
 from pathlib import Path
 
-from impl import RocksMQ
-from model.api import MQConfig, ProducerMessage
+from rmqsim.impl import RocksMQ
+from rmqsim.model.api import MQConfig, ProducerMessage
 
 PRODUCERS = 50
 CONSUMERS = 100

@@ -21,24 +21,24 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from conformance import watchdog
-from conformance.cli import cli
-from conformance.consumer_run import parse_run_lines
-from conformance.mutants.catalogue import select
-from conformance.mutants.consumer import core_factory
-from conformance.mutants.kill import KILLED, kill_mutant
-from conformance.process_sut import process_factory
-from conformance.run import replay_run_trace, replay_trace, run_seed
-from conformance.shrink import shrink_and_save
-from conformance.shrink_budget import DEFAULT_SHRINK_BUDGET
-from conformance.trace import write_lines
-from conformance.watchdog import CallBound, OperationHang, op_timeout
-from impl.consumer import ConsumerCore
-from model.api import MQConfig
+from rmqsim.conformance import watchdog
+from rmqsim.conformance.cli import cli
+from rmqsim.conformance.consumer_run import parse_run_lines
+from rmqsim.conformance.mutants.catalogue import select
+from rmqsim.conformance.mutants.consumer import core_factory
+from rmqsim.conformance.mutants.kill import KILLED, kill_mutant
+from rmqsim.conformance.process_sut import process_factory
+from rmqsim.conformance.run import replay_run_trace, replay_trace, run_seed
+from rmqsim.conformance.shrink import shrink_and_save
+from rmqsim.conformance.shrink_budget import DEFAULT_SHRINK_BUDGET
+from rmqsim.conformance.trace import write_lines
+from rmqsim.conformance.watchdog import CallBound, OperationHang, op_timeout
+from rmqsim.impl.consumer import ConsumerCore
+from rmqsim.model.api import MQConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 RMQSIM = str(Path(sys.executable).with_name("rmqsim"))
-DEADLOCK = "conformance.mutants.liveness:last_group_deadlock"
+DEADLOCK = "rmqsim.conformance.mutants.liveness:last_group_deadlock"
 #: smoke seed 0 destroys a topic's last group over an unacked page at this operation.
 HANG_STEP = 285
 #: Seconds a command of these tests may take before it counts as hung.
@@ -207,8 +207,8 @@ def test_a_call_holding_the_gil_ends_the_process_or_is_a_hang_in_process_mode(
     process (its floor lowered here from 30 s); ``--crash-mode process`` reports a hang."""
     script = textwrap.dedent(
         """
-        from conformance import watchdog
-        from conformance.run import run_seed
+        from rmqsim.conformance import watchdog
+        from rmqsim.conformance.run import run_seed
         watchdog.MIN_DEAD_MAN_S = 1.0
         with watchdog.op_timeout(0.5):
             run_seed("smoke", 0, impl="tests.hang_impls:holds_the_gil")
@@ -236,10 +236,10 @@ def test_a_hang_outside_the_main_thread_ends_the_process_with_a_message() -> Non
     script = textwrap.dedent(
         """
         import threading
-        from conformance import watchdog
-        from conformance.run import run_seed
+        from rmqsim.conformance import watchdog
+        from rmqsim.conformance.run import run_seed
         with watchdog.op_timeout(0.5):
-            impl = "conformance.mutants.liveness:last_group_deadlock"
+            impl = "rmqsim.conformance.mutants.liveness:last_group_deadlock"
             worker = threading.Thread(target=run_seed, args=("smoke", 0), kwargs={"impl": impl})
             worker.start()
             worker.join()
@@ -297,7 +297,7 @@ def test_a_child_forked_during_a_run_bounds_its_own_calls() -> None:
     script = textwrap.dedent(
         """
         import os, threading
-        from conformance.watchdog import CallBound, OperationHang
+        from rmqsim.conformance.watchdog import CallBound, OperationHang
         with CallBound(0.3):
             pid = os.fork()
             if pid == 0:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.adapter import make_model_factory, model_factory
-from conformance.run import replay_trace, run_seed
-from conformance.trace import parse_lines
+from rmqsim.conformance.adapter import make_model_factory, model_factory
+from rmqsim.conformance.run import replay_trace, run_seed
+from rmqsim.conformance.trace import parse_lines
 from tests.wrong_models import EXPECTED
 
 #: Seeds tried per profile before a wrong model counts as not caught.
@@ -71,10 +71,10 @@ def test_trace_replays_clean_and_detects_a_changed_outcome() -> None:
 def test_a_run_ending_on_arm_crash_closes_cleanly(tmp_path) -> None:
     """Regression (found by a 200-seed sweep): a crash armed by the last step must not fire
     when the run releases the SUT; it is disarmed first."""
-    from conformance.adapter import rocksmq_factory
-    from conformance.lockstep import Lockstep
-    from model.api import MQConfig
-    from scenarios.ops import ArmCrash, CreateTopic, Step
+    from rmqsim.conformance.adapter import rocksmq_factory
+    from rmqsim.conformance.lockstep import Lockstep
+    from rmqsim.model.api import MQConfig
+    from rmqsim.scenarios.ops import ArmCrash, CreateTopic, Step
 
     lockstep = Lockstep(rocksmq_factory, MQConfig(), tmp_path)
     lockstep.execute(Step(0, "t", CreateTopic("a")))
@@ -86,7 +86,7 @@ def test_a_run_ending_on_arm_crash_closes_cleanly(tmp_path) -> None:
 
 
 def test_gate_keeps_traces_of_failing_runs_only(tmp_path) -> None:
-    from conformance.gate import GatePlan, run_profiles
+    from rmqsim.conformance.gate import GatePlan, run_profiles
     from tests.wrong_models import LostWrite
 
     passing = run_profiles(GatePlan(("smoke",), range(2), model_factory, tmp_path))
@@ -99,11 +99,11 @@ def test_gate_keeps_traces_of_failing_runs_only(tmp_path) -> None:
 def test_model_peek_agrees_with_its_snapshot() -> None:
     """``ReferenceMQ.peek`` (what the runner reads before each operation to name an
     anomaly) says what a full snapshot says, through produce, retention and churn."""
-    from conformance.apply import RUNNER_KINDS, apply_op
-    from conformance.lockstep import SimClock
-    from model import ReferenceMQ
-    from model.api import MQConfig
-    from scenarios import Outcome, Simulation, get_profile
+    from rmqsim.conformance.apply import RUNNER_KINDS, apply_op
+    from rmqsim.conformance.lockstep import SimClock
+    from rmqsim.model import ReferenceMQ
+    from rmqsim.model.api import MQConfig
+    from rmqsim.scenarios import Outcome, Simulation, get_profile
 
     profile = get_profile("retention")
     clock = SimClock()
@@ -135,7 +135,7 @@ def test_a_runs_trace_is_rendered_on_first_use_and_pickles() -> None:
     passing gate run never asks); rendered late, pickled or not, the lines are the same."""
     import pickle
 
-    from conformance.run import TraceRender
+    from rmqsim.conformance.run import TraceRender
 
     first = run_seed("smoke", 5, impl=model_factory)
     second = run_seed("smoke", 5, impl=model_factory)
@@ -151,7 +151,7 @@ def test_a_run_releases_its_sut_with_crash_at_the_end(tmp_path) -> None:
     """The last thing a run does to the SUT is ``crash()`` (nothing is checked after the
     last step, and a close would only flush files that are deleted); clean closes happen
     at ``close_reopen`` steps, where they are checked."""
-    from conformance.adapter import rocksmq_factory
+    from rmqsim.conformance.adapter import rocksmq_factory
 
     calls: list[str] = []
 

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from conformance.adapter import DEFAULT_IMPL, load_factory
-from conformance.cli import cli
-from conformance.gate import DEFAULT_GATE_SEEDS
-from conformance.lockstep import Divergence, Lockstep
-from conformance.mutants import Mutant
-from conformance.mutants.catalogue import MUTANTS, UnknownMutantError, gather, select
-from conformance.mutants.kill import (
+from rmqsim.conformance.adapter import DEFAULT_IMPL, load_factory
+from rmqsim.conformance.cli import cli
+from rmqsim.conformance.gate import DEFAULT_GATE_SEEDS
+from rmqsim.conformance.lockstep import Divergence, Lockstep
+from rmqsim.conformance.mutants import Mutant
+from rmqsim.conformance.mutants.catalogue import MUTANTS, UnknownMutantError, gather, select
+from rmqsim.conformance.mutants.kill import (
     KILLED,
     LAYER_PROFILES,
     NOT_RUN,
@@ -25,12 +25,12 @@ from conformance.mutants.kill import (
     kill_mutant,
     run_matrix,
 )
-from conformance.shrink_budget import DEFAULT_SHRINK_BUDGET
-from impl import RocksMQ
-from impl.errors import CorruptDatabaseError
-from impl.storage import Store
-from model.api import MQConfig, ProducerMessage
-from scenarios.ops import (
+from rmqsim.conformance.shrink_budget import DEFAULT_SHRINK_BUDGET
+from rmqsim.impl import RocksMQ
+from rmqsim.impl.errors import CorruptDatabaseError
+from rmqsim.impl.storage import Store
+from rmqsim.model.api import MQConfig, ProducerMessage
+from rmqsim.scenarios.ops import (
     Consume,
     CrashReopen,
     CreateGroup,
@@ -75,7 +75,7 @@ def test_catalogue_is_sorted_unique_and_loadable() -> None:
 
 
 def test_gather_refuses_a_repeated_name() -> None:
-    module = "conformance.mutants.milvus"
+    module = "rmqsim.conformance.mutants.milvus"
     with pytest.raises(AssertionError, match="not unique"):
         gather((module, module))
 
@@ -283,9 +283,9 @@ def test_the_gate_and_fuzz_name_pools_hold_case_and_normalization_pairs() -> Non
     Unicode normalization: a queue that merges either pair cannot pass them unseen."""
     import unicodedata
 
-    from conformance.gate import DEFAULT_GATE_SEEDS
-    from conformance.stateful import GROUP_NAMES, TOPIC_NAMES
-    from scenarios.profiles import PROFILES, resolve
+    from rmqsim.conformance.gate import DEFAULT_GATE_SEEDS
+    from rmqsim.conformance.stateful import GROUP_NAMES, TOPIC_NAMES
+    from rmqsim.scenarios.profiles import PROFILES, resolve
 
     def merged_by(fold: Any, pool: tuple[str, ...]) -> bool:
         return len({fold(name) for name in pool}) < len(set(pool))
@@ -332,7 +332,7 @@ def test_a_report_tells_the_two_spellings_of_a_name_apart() -> None:
     """The NFD spelling of a name is shown escaped in operation lines (reports, fuzz
     programs), so the normalization mutant's report does not list two identical-looking
     operations with different outcomes."""
-    from conformance.report import render_op
+    from rmqsim.conformance.report import render_op
 
     nfc, nfd = "gr\u00fcppe", "gru\u0308ppe"
     shown = render_op(CreateGroup("t", nfd))

@@ -14,16 +14,16 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from conformance import process_sut
-from conformance.adapter import DEFAULT_IMPL, BadImplError, model_factory
-from conformance.cli import cli
-from conformance.crash_sweep import crash_sweep
-from conformance.lockstep import FaultInjector, InjectedCrash, SimClock
-from conformance.mutants.crash import MUTANTS
-from conformance.process_sut import ChildDiedError, process_factory
-from conformance.run import replay_trace, run_seed
-from conformance.trace import parse_lines
-from model.api import MQConfig, ProducerMessage
+from rmqsim.conformance import process_sut
+from rmqsim.conformance.adapter import DEFAULT_IMPL, BadImplError, model_factory
+from rmqsim.conformance.cli import cli
+from rmqsim.conformance.crash_sweep import crash_sweep
+from rmqsim.conformance.lockstep import FaultInjector, InjectedCrash, SimClock
+from rmqsim.conformance.mutants.crash import MUTANTS
+from rmqsim.conformance.process_sut import ChildDiedError, process_factory
+from rmqsim.conformance.run import replay_trace, run_seed
+from rmqsim.conformance.trace import parse_lines
+from rmqsim.model.api import MQConfig, ProducerMessage
 
 MUTANT_IMPL = {m.name: m.impl for m in MUTANTS}
 
@@ -127,7 +127,7 @@ def test_a_child_dying_on_its_own_is_reported_not_hung(
         textwrap.dedent(
             """
             import os
-            from conformance.adapter import rocksmq_factory
+            from rmqsim.conformance.adapter import rocksmq_factory
 
             def open_queue(**kwargs):
                 queue = rocksmq_factory(**kwargs)

@@ -15,12 +15,12 @@ from pathlib import Path
 #: The user's adapter module: a correct queue (a thin wrapper on rmqsim's RocksMQ) and a
 #: wrong one (the model delivering the last message of a poll twice).
 USER_ADAPTER = """
-from model import ReferenceMQ
-from conformance.adapter import make_model_factory
+from rmqsim.model import ReferenceMQ
+from rmqsim.conformance.adapter import make_model_factory
 
 
 def open_queue(*, path, config, clock, faults):
-    from impl import RocksMQ
+    from rmqsim.impl import RocksMQ
 
     return RocksMQ.open(path, config=config, clock=clock, faults=faults)
 
@@ -116,7 +116,7 @@ def test_the_plugin_is_inert_in_a_project_that_does_not_use_it(tmp_path: Path) -
         import sys
 
         def test_plain():
-            heavy = ("conformance.gate", "conformance.lockstep", "impl")
+            heavy = ("rmqsim.conformance.gate", "rmqsim.conformance.lockstep", "impl")
             assert [m for m in heavy if m in sys.modules] == []
         """,
     )

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from conformance.cli import cli
+from rmqsim.conformance.cli import cli
 
 WRONG = "tests.spark_impls:lost_write"  # smoke seed 0: lost-write at its third step
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conformance.cli import cli
+from rmqsim.conformance.cli import cli
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

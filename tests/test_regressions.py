@@ -9,14 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from conformance.adapter import DEFAULT_IMPL, make_model_factory, model_factory
-from conformance.consumer_run import read_run_trace
-from conformance.corpus import corpus_files, program_digest, replay_regression, save_regression
-from conformance.gate import GateResult, junit_xml, run_corpus, summary_json
-from conformance.report import render_failure
-from conformance.run import replay_trace, run_seed
-from conformance.trace import read_trace
-from model import ReferenceMQ
+from rmqsim.conformance.adapter import DEFAULT_IMPL, make_model_factory, model_factory
+from rmqsim.conformance.consumer_run import read_run_trace
+from rmqsim.conformance.corpus import (
+    corpus_files,
+    program_digest,
+    replay_regression,
+    save_regression,
+)
+from rmqsim.conformance.gate import GateResult, junit_xml, run_corpus, summary_json
+from rmqsim.conformance.report import render_failure
+from rmqsim.conformance.run import replay_trace, run_seed
+from rmqsim.conformance.trace import read_trace
+from rmqsim.model import ReferenceMQ
 from tests.wrong_models import LostWrite
 
 CORPUS = Path(__file__).resolve().parent.parent / "regressions"
@@ -86,7 +91,7 @@ def test_gate_replays_the_corpus_and_reports_it(tmp_path: Path) -> None:
 def test_run_save_regression_writes_the_failure_into_the_corpus(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from conformance.cli import cli
+    from rmqsim.conformance.cli import cli
 
     corpus = tmp_path / "corpus"
     done = CliRunner().invoke(
@@ -113,7 +118,7 @@ def test_a_failing_consumer_run_in_the_corpus_replays_clean_and_fails_where_foun
     """A consumer run that failed at a step stops there, without its drain: saved with
     the final check off, it replays clean on our consumer and fails on the one it was
     found on; and the gate reads it beside queue traces."""
-    from conformance.mutants.consumer import MUTANTS
+    from rmqsim.conformance.mutants.consumer import MUTANTS
 
     mutant = MUTANTS[0].impl
     failing = run_seed("consumer", 0, impl=mutant)

@@ -15,16 +15,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from conformance.adapter import DEFAULT_IMPL, model_factory
-from conformance.cli import cli
-from conformance.report import render_failure
-from conformance.run import replay_trace, run_seed, trace_header
-from conformance.trace import Trace, TraceStep, parse_lines, write_lines
+from rmqsim.conformance.adapter import DEFAULT_IMPL, model_factory
+from rmqsim.conformance.cli import cli
+from rmqsim.conformance.report import render_failure
+from rmqsim.conformance.run import replay_trace, run_seed, trace_header
+from rmqsim.conformance.trace import Trace, TraceStep, parse_lines, write_lines
 from tests.test_replay_crash_flip import CONFIG, PROGRAM
 
 #: ``rmqsim`` in a process of its own, on the code beside these tests.
 ROOT = Path(__file__).resolve().parent.parent
-RMQSIM = [sys.executable, "-c", "from conformance.cli import cli; cli(prog_name='rmqsim')"]
+RMQSIM = [sys.executable, "-c", "from rmqsim.conformance.cli import cli; cli(prog_name='rmqsim')"]
 
 
 def invoke(*args: str) -> Result:
@@ -167,10 +167,10 @@ def test_an_unusable_impl_in_a_consumer_trace_header_is_named_as_the_headers(
     tmp_path: Path,
 ) -> None:
     """As for a queue trace: the file's header is named, and --impl is the way out."""
-    lines = _edit(_lines("consumer"), 1, lambda o: o.update(impl="conformance.nomod:nofactory"))
+    lines = _edit(_lines("consumer"), 1, lambda o: o.update(impl="rmqsim.nomod:nofactory"))
     path = _write(tmp_path, lines)
     _malformed(invoke("replay", str(path)), f"{path}: the implementation its header names")
-    ours = "conformance.consumer_run:impl_consumer_factory"
+    ours = "rmqsim.conformance.consumer_run:impl_consumer_factory"
     assert invoke("replay", str(path), "--impl", ours).exit_code == 0
 
 
@@ -251,7 +251,7 @@ def test_every_float_option_of_every_command_refuses_nan_and_infinities() -> Non
     """Not only the options above: any float option of any command (a plug-in's too)."""
     import click
 
-    from conformance.cli_common import FiniteFloatRange
+    from rmqsim.conformance.cli_common import FiniteFloatRange
 
     context = click.Context(cli)
     floats = {

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conformance.cli import cli
-from conformance.cli_common import UsageError
-from reports.schema import RUNS_DIR
-from reports.synthetic import write_synthetic
+from rmqsim.conformance.cli import cli
+from rmqsim.conformance.cli_common import UsageError
+from rmqsim.reports.schema import RUNS_DIR
+from rmqsim.reports.synthetic import write_synthetic
 
 ROOT = Path(__file__).resolve().parent.parent
 #: What stands for Spark in these tests: reaching it means a check came too late.
@@ -36,18 +36,18 @@ def sweep_dir(tmp_path: Path) -> Path:
 def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
     """Starting Spark fails with a recognisable usage error (the command imports
     ``spark_session`` when it runs, so the stand-in is what it gets)."""
-    import reports.spark
+    from rmqsim.reports import spark as spark_module
 
     def refuse(*_args: object, **_kwargs: object) -> None:
         raise UsageError(SPARK_REACHED)
 
-    monkeypatch.setattr(reports.spark, "spark_session", refuse)
+    monkeypatch.setattr(spark_module, "spark_session", refuse)
 
 
 def report(*args: object) -> subprocess.CompletedProcess[str]:
     """``rmqsim report`` in a process of its own: stderr then holds what the JVM would print
     too, which an in-process runner does not see."""
-    code = "from conformance.cli import main; main()"
+    code = "from rmqsim.conformance.cli import main; main()"
     command = [sys.executable, "-c", code, "report", *map(str, args)]
     return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
 
@@ -112,9 +112,9 @@ def test_a_missing_output_directory_is_created_before_spark(
 def sweep_of_24_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """600 rows in 24 Parquet files of 25 rows, listed in the manifest as a sweep lists
     what it wrote."""
-    import reports.synthetic
+    from rmqsim.reports import synthetic
 
-    monkeypatch.setattr(reports.synthetic, "ROWS_PER_FILE", 25)
+    monkeypatch.setattr(synthetic, "ROWS_PER_FILE", 25)
     return write_synthetic(tmp_path / "sweep", rows=600)
 
 

@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conformance.adapter import make_model_factory, model_factory
-from conformance.cli import cli
-from conformance.cli_common import UsageError
-from conformance.consumer_run import consumer_trace_header, replay_consumer_trace
-from conformance.gate import GATE_CONSUMER_PROFILES, GATE_PROFILES
-from conformance.trace import read_trace
-from reports.aggregate import SweepDirError, check_sweep_dir
-from reports.page import render_html
-from reports.schema import (
+from rmqsim.conformance.adapter import make_model_factory, model_factory
+from rmqsim.conformance.cli import cli
+from rmqsim.conformance.cli_common import UsageError
+from rmqsim.conformance.consumer_run import consumer_trace_header, replay_consumer_trace
+from rmqsim.conformance.gate import GATE_CONSUMER_PROFILES, GATE_PROFILES
+from rmqsim.conformance.trace import read_trace
+from rmqsim.reports.aggregate import SweepDirError, check_sweep_dir
+from rmqsim.reports.page import render_html
+from rmqsim.reports.schema import (
     ALL_OP_KINDS,
     ARROW_SCHEMA,
     COLUMNS,
@@ -31,11 +31,11 @@ from reports.schema import (
     check_columns,
     spark_schema,
 )
-from reports.spark import check_master
-from reports.sweep import SweepOutcome, SweepSpec, determinism_sample, plan_chunks
-from reports.tasks import TaskSpec, WorkItem, error_row, run_chunk
-from scenarios.consumer_profiles import CONSUMER_PROFILES
-from scenarios.ops import OP_KINDS
+from rmqsim.reports.spark import check_master
+from rmqsim.reports.sweep import SweepOutcome, SweepSpec, determinism_sample, plan_chunks
+from rmqsim.reports.tasks import TaskSpec, WorkItem, error_row, run_chunk
+from rmqsim.scenarios.consumer_profiles import CONSUMER_PROFILES
+from rmqsim.scenarios.ops import OP_KINDS
 from tests.wrong_models import LostWrite
 
 XSS = "<script>alert(1)</script>"
@@ -152,8 +152,8 @@ def test_a_conforming_row_carries_counts_and_no_trace(tmp_path: Path) -> None:
     assert record["trace_path"] is None and not (tmp_path / "traces").exists()
     assert record["steps"] == 50 == sum(record["op_counts"].values())
     # Swarm draws a config per seed: the row carries the drawn one.
-    from scenarios.catalog import get_profile
-    from scenarios.profiles import resolve
+    from rmqsim.scenarios.catalog import get_profile
+    from rmqsim.scenarios.profiles import resolve
 
     drawn = resolve(get_profile("swarm"), 3)
     assert record["page_size_bytes"] == drawn.config["page_size_bytes"]
@@ -168,11 +168,11 @@ def _row(item: WorkItem, spec: TaskSpec) -> dict:
 def test_a_consumer_row_counts_its_own_operations_and_carries_its_config(
     tmp_path: Path,
 ) -> None:
-    spec = TaskSpec(impl="conformance.adapter:rocksmq_factory", out_dir=str(tmp_path),
+    spec = TaskSpec(impl="rmqsim.conformance.adapter:rocksmq_factory", out_dir=str(tmp_path),
                     sweep_id="t", steps=120)  # fmt: skip
     record = _row(WorkItem("consumer-crashy", 0), spec)
     assert record["status"] == "ok" and record["layer"] == "consumer"
-    assert record["implementation"] == "conformance.consumer_run:impl_consumer_factory"
+    assert record["implementation"] == "rmqsim.conformance.consumer_run:impl_consumer_factory"
     counts = record["op_counts"]
     # The counts come from the trace: every step once, in the consumer's vocabulary.
     assert sum(counts.values()) == record["steps"] > 120  # the drain comes after the budget
@@ -197,7 +197,7 @@ def test_a_consumer_row_counts_its_own_operations_and_carries_its_config(
 
 
 def test_a_failing_consumer_row_has_its_signature_and_a_shrunk_trace(tmp_path: Path) -> None:
-    mutant = "conformance.mutants.consumer:commit_highest_acked"
+    mutant = "rmqsim.conformance.mutants.consumer:commit_highest_acked"
     spec = TaskSpec(impl=mutant, out_dir=str(tmp_path), sweep_id="t", steps=40)
     items = [WorkItem("consumer", 0), WorkItem("smoke", 0), WorkItem("consumer", 0, repeat=1)]
     first, queue, twin = (
@@ -221,7 +221,7 @@ def test_a_failing_consumer_row_has_its_signature_and_a_shrunk_trace(tmp_path: P
 
 
 def test_error_rows_of_consumer_and_unknown_profiles(tmp_path: Path) -> None:
-    spec = TaskSpec(impl="conformance.adapter:rocksmq_factory", out_dir=str(tmp_path),
+    spec = TaskSpec(impl="rmqsim.conformance.adapter:rocksmq_factory", out_dir=str(tmp_path),
                     sweep_id="t")  # fmt: skip
     boom = RuntimeError("boom")
     consumer = dict(zip(COLUMNS, error_row(WorkItem("consumer", 1), spec, boom, 0.5), strict=True))
@@ -246,8 +246,8 @@ def test_sweep_defaults_to_the_gates_profiles_consumers_included(
     the session and the sweep are stand-ins that record what they were given)."""
     import contextlib
 
-    import reports.spark
-    import reports.sweep
+    from rmqsim.reports import spark as spark_module
+    from rmqsim.reports import sweep as sweep_module
 
     seen: dict = {}
 
@@ -255,9 +255,9 @@ def test_sweep_defaults_to_the_gates_profiles_consumers_included(
         seen.update(kwargs, profiles=sweep.profiles)
         return SweepOutcome(sweep_id="x", out=tmp_path, wall_s=1.0)
 
-    monkeypatch.setattr(reports.sweep, "run_sweep", fake_sweep)
+    monkeypatch.setattr(sweep_module, "run_sweep", fake_sweep)
     monkeypatch.setattr(
-        reports.spark, "spark_session", lambda *_a, **_k: contextlib.nullcontext(None)
+        spark_module, "spark_session", lambda *_a, **_k: contextlib.nullcontext(None)
     )
     result = CliRunner().invoke(cli, ["sweep", "--seeds", "0:1", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output

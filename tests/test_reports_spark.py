@@ -22,15 +22,15 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from conformance.cli import cli
-from reports.schema import ARROW_SCHEMA, MANIFEST, RUNS_DIR
-from scenarios.ops import OP_KINDS
+from rmqsim.conformance.cli import cli
+from rmqsim.reports.schema import ARROW_SCHEMA, MANIFEST, RUNS_DIR
+from rmqsim.scenarios.ops import OP_KINDS
 
 ROOT = Path(__file__).resolve().parent.parent
 XSS = "<script>alert(1)</script>"
 WRONG_IMPL = "tests.spark_impls:lost_write"
 #: A push consumer that commits past messages other workers still hold.
-CONSUMER_MUTANT = "conformance.mutants.consumer:commit_highest_acked"
+CONSUMER_MUTANT = "rmqsim.conformance.mutants.consumer:commit_highest_acked"
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +42,7 @@ def spark() -> Iterator[Any]:
     """
     path = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = f"{ROOT}{os.pathsep}{path}" if path else str(ROOT)
-    from reports.spark import spark_session
+    from rmqsim.reports.spark import spark_session
 
     with spark_session("local[2]", "rmqsim tests") as session:
         yield session
@@ -196,7 +196,7 @@ def test_report_totals_match_an_independent_pyarrow_recount(
     keys = [key for entries in firsts["fault_points"].to_pylist() for key, _hits in entries]
     points = Counter(k.split(":", 1)[1] for k in keys)
     assert {p["point"] for p in summary["coverage"]["fault_points"]} == set(points)
-    from impl import FAULT_POINTS
+    from rmqsim.impl import FAULT_POINTS
 
     assert summary["coverage"]["fault_points_never"] == [p for p in FAULT_POINTS if p not in points]
     # Determinism: the four twins match theirs.

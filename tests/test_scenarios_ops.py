@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 
-from scenarios import ops as ops_module
-from scenarios.catalog import get_profile, queue_profile
-from scenarios.consumer_profiles import CONSUMER_PROFILES
-from scenarios.ops import (
+from rmqsim.scenarios import ops as ops_module
+from rmqsim.scenarios.catalog import get_profile, queue_profile
+from rmqsim.scenarios.consumer_profiles import CONSUMER_PROFILES
+from rmqsim.scenarios.ops import (
     OP_KINDS,
     OP_TYPES,
     STATE_CHANGING,
@@ -40,7 +40,7 @@ from scenarios.ops import (
     step_from_json,
     step_to_json,
 )
-from scenarios.profiles import (
+from rmqsim.scenarios.profiles import (
     CONFIG_KEYS,
     PROFILES,
     Profile,
@@ -48,7 +48,7 @@ from scenarios.profiles import (
     UnknownProfileError,
     resolve,
 )
-from scenarios.strategies import ops, outcomes, steps
+from rmqsim.scenarios.strategies import ops, outcomes, steps
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -387,7 +387,7 @@ def test_scenarios_is_a_leaf_package() -> None:
     """Importing every scenarios module pulls in none of model/impl/conformance/reports."""
     code = (
         "import sys, scenarios, scenarios.simulation, scenarios.actors, scenarios.world, "
-        "scenarios.strategies, scenarios.profiles, scenarios.names, scenarios.ops\n"
+        "rmqsim.scenarios.strategies, scenarios.profiles, scenarios.names, scenarios.ops\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
         "('model', 'impl', 'conformance', 'reports'))\n"
         "print(','.join(bad))\n"

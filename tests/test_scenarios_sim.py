@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from scenarios.catalog import get_profile
-from scenarios.names import NAME_MAX_BYTES, is_valid_name
-from scenarios.ops import (
+from rmqsim.scenarios.catalog import get_profile
+from rmqsim.scenarios.names import NAME_MAX_BYTES, is_valid_name
+from rmqsim.scenarios.ops import (
     OP_KINDS,
     AdvanceClock,
     ArmCrash,
@@ -36,8 +36,8 @@ from scenarios.ops import (
     Step,
     step_to_json,
 )
-from scenarios.profiles import PROFILES, ROLE_BOOTSTRAP_KINDS, ROLE_KINDS, resolve
-from scenarios.simulation import Simulation
+from rmqsim.scenarios.profiles import PROFILES, ROLE_BOOTSTRAP_KINDS, ROLE_KINDS, resolve
+from rmqsim.scenarios.simulation import Simulation
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -160,7 +160,7 @@ def test_different_seeds_differ(name: str) -> None:
 
 _DIGEST_CODE = """
 import hashlib, json, sys
-from scenarios import Outcome, Simulation, get_profile, step_to_json
+from rmqsim.scenarios import Outcome, Simulation, get_profile, step_to_json
 digest = hashlib.sha256()
 for name in ("smoke", "churn", "swarm"):
     sim = Simulation(get_profile(name), 5, steps=300)
@@ -488,7 +488,7 @@ def test_step_json_of_a_whole_run_is_plain() -> None:
 
 
 def test_command_line(capsys: pytest.CaptureFixture[str]) -> None:
-    from scenarios.__main__ import main
+    from rmqsim.scenarios.__main__ import main
 
     assert main(["--profile", "churn", "--seed", "3", "--steps", "5", "--jsonl"]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from conformance.run import run_seed
-from conformance.scratch import RAM_DIRS, WORKDIR_ENV, scratch_root
+from rmqsim.conformance.run import run_seed
+from rmqsim.conformance.scratch import RAM_DIRS, WORKDIR_ENV, scratch_root
 
 
 def test_env_var_overrides_the_choice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -33,7 +33,7 @@ def test_a_run_uses_the_scratch_root_and_cleans_up(
     seen: list[Path] = []
 
     def factory(**kwargs: object):
-        from conformance.adapter import rocksmq_factory
+        from rmqsim.conformance.adapter import rocksmq_factory
 
         seen.append(Path(str(kwargs["path"])))
         return rocksmq_factory(**kwargs)  # type: ignore[arg-type]
@@ -46,7 +46,7 @@ def test_a_run_uses_the_scratch_root_and_cleans_up(
 
 def _recording_factory(seen: list[Path]) -> Callable[..., Any]:
     """Our queue's factory, noting the path of every database it opens."""
-    from conformance.adapter import rocksmq_factory
+    from rmqsim.conformance.adapter import rocksmq_factory
 
     def factory(**kwargs: Any) -> Any:
         seen.append(Path(str(kwargs["path"])))
@@ -71,7 +71,7 @@ def test_consumer_runs_use_the_scratch_root(
 
 def test_fuzz_uses_the_scratch_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``rmqsim fuzz`` opens its databases under RMQSIM_WORKDIR (it ignored the variable)."""
-    from conformance.stateful import fuzz
+    from rmqsim.conformance.stateful import fuzz
 
     monkeypatch.setenv(WORKDIR_ENV, str(tmp_path / "work"))
     (tmp_path / "work").mkdir()
@@ -101,7 +101,7 @@ def test_a_workdir_whose_parent_is_missing_is_bad_input_for_every_command(
     is created (the whole path was created, and fuzz and bench did not look at it)."""
     from click.testing import CliRunner
 
-    from conformance.cli import cli
+    from rmqsim.conformance.cli import cli
 
     workdir = tmp_path / "missing" / "dir"
     out = ["--out", str(tmp_path / "out")] if args[0] != "bench" else []

@@ -11,20 +11,20 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import conformance.shrink as shrink_module
-from conformance.cli import cli
-from conformance.cli_common import ShrinkBar, progress
-from conformance.mutants.catalogue import select
-from conformance.report import render_failure
-from conformance.run import RunResult, run_seed
-from conformance.shrink import shrink_and_save, shrink_result
-from conformance.shrink_budget import (
+import rmqsim.conformance.shrink as shrink_module
+from rmqsim.conformance.cli import cli
+from rmqsim.conformance.cli_common import ShrinkBar, progress
+from rmqsim.conformance.mutants.catalogue import select
+from rmqsim.conformance.report import render_failure
+from rmqsim.conformance.run import RunResult, run_seed
+from rmqsim.conformance.shrink import shrink_and_save, shrink_result
+from rmqsim.conformance.shrink_budget import (
     STOPPED_BY_OPERATIONS,
     STOPPED_BY_TIME,
     ShrinkBudget,
     ShrinkStats,
 )
-from conformance.trace import write_lines
+from rmqsim.conformance.trace import write_lines
 
 #: A failure found after hundreds of operations: smoke seed 49 with the persisted high-water
 #: mark dropped fails at step 432; its search runs 51 candidates, 3,016 operations (measured).

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.scratch import WORKDIR_ENV
+from rmqsim.conformance.scratch import WORKDIR_ENV
 from tests.signal_impls import SIGNAL_AT_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -142,7 +142,7 @@ def test_a_spark_task_stopped_by_sighup_removes_its_temporary_directory(tmp_path
     workdir = tmp_path / "work"
     workdir.mkdir()
     script = (
-        "from reports.tasks import TaskSpec, WorkItem, run_chunk\n"
+        "from rmqsim.reports.tasks import TaskSpec, WorkItem, run_chunk\n"
         f"spec = TaskSpec(impl={SELF_SIGNALLING!r}, out_dir={str(tmp_path / 'out')!r}, "
         "sweep_id='s', shrink=None)\n"
         "list(run_chunk([WorkItem('smoke', seed) for seed in range(5)], spec))\n"
@@ -160,7 +160,7 @@ def test_local_spark_workers_make_their_directories_in_one_the_session_removes(
 ) -> None:
     """A worker killed as Spark stops cannot leave a directory behind: local workers
     inherit an RMQSIM_WORKDIR of the session's own, removed when it ends."""
-    from reports.spark import workers_scratch
+    from rmqsim.reports.spark import workers_scratch
 
     monkeypatch.setenv(WORKDIR_ENV, str(tmp_path))
     with workers_scratch("local[2]"):

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conformance.simdisk import SECTOR_SIZE_BYTES, PowerCut, SimDisk
-from impl.commitlog.fs import OsFileSystem
+from rmqsim.conformance.simdisk import SECTOR_SIZE_BYTES, PowerCut, SimDisk
+from rmqsim.impl.commitlog.fs import OsFileSystem
 
 
 def _disk_with(path: str = "/d/f", *, synced: bytes = b"", dir_synced: bool = True) -> tuple[

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from model import ReferenceMQ
-from model.api import ConsumerMessage, TopicNotFoundError
+from rmqsim.model import ReferenceMQ
+from rmqsim.model.api import ConsumerMessage, TopicNotFoundError
 
 
 class LostWrite(ReferenceMQ):

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conformance.adapter import Factory, FaultHook
-from impl import RocksMQ
-from model.api import Clock, MessageQueue, MQConfig
+from rmqsim.conformance.adapter import Factory, FaultHook
+from rmqsim.impl import RocksMQ
+from rmqsim.model.api import Clock, MessageQueue, MQConfig
 
 
 def factory_of(cls: type[RocksMQ]) -> Factory:

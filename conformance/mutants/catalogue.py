@@ -9,17 +9,17 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterable
 
-from conformance.mutants import Mutant
+from rmqsim.conformance.mutants import Mutant
 
 #: Modules whose ``MUTANTS`` make up the catalogue.
 MUTANT_MODULES: tuple[str, ...] = (
-    "conformance.mutants.milvus",
-    "conformance.mutants.classic",
-    "conformance.mutants.crash",
-    "conformance.mutants.consumer",
-    "conformance.mutants.liveness",
-    "conformance.mutants.names",
-    "conformance.mutants.blind",
+    "rmqsim.conformance.mutants.milvus",
+    "rmqsim.conformance.mutants.classic",
+    "rmqsim.conformance.mutants.crash",
+    "rmqsim.conformance.mutants.consumer",
+    "rmqsim.conformance.mutants.liveness",
+    "rmqsim.conformance.mutants.names",
+    "rmqsim.conformance.mutants.blind",
 )
 
 

@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from conformance.mutants import Mutant
-from impl.consumer import Cached, ConsumerCore, ProcessQueue, RocksOffsetStore
-from model.api import ConsumerConfig, MessageQueue
+from rmqsim.conformance.mutants import Mutant
+from rmqsim.impl.consumer import Cached, ConsumerCore, ProcessQueue, RocksOffsetStore
+from rmqsim.model.api import ConsumerConfig, MessageQueue
 
 __all__ = [
     "MUTANTS",

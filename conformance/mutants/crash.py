@@ -26,11 +26,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from conformance.adapter import FaultHook
-from conformance.mutants import Mutant
-from impl import RocksMQ, codec, keys
-from impl.storage import LOCK_FILE_NAME, Plan, Store
-from model.api import Clock, MessageQueue, MQConfig, State
+from rmqsim.conformance.adapter import FaultHook
+from rmqsim.conformance.mutants import Mutant
+from rmqsim.impl import RocksMQ, codec, keys
+from rmqsim.impl.storage import LOCK_FILE_NAME, Plan, Store
+from rmqsim.model.api import Clock, MessageQueue, MQConfig, State
 
 __all__ = [
     "MUTANTS",

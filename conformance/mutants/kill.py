@@ -18,18 +18,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from conformance.adapter import DEFAULT_IMPL
-from conformance.gate import (
+from rmqsim.conformance.adapter import DEFAULT_IMPL
+from rmqsim.conformance.gate import (
     GATE_CONSUMER_PROFILES,
     GATE_PROFILES,
     GatePlan,
     GateResult,
     run_profiles,
 )
-from conformance.lockstep import Divergence
-from conformance.mutants import Mutant
-from conformance.shrink import shrink_and_save
-from conformance.shrink_budget import DEFAULT_SHRINK_BUDGET, ShrinkBudget
+from rmqsim.conformance.lockstep import Divergence
+from rmqsim.conformance.mutants import Mutant
+from rmqsim.conformance.shrink import shrink_and_save
+from rmqsim.conformance.shrink_budget import DEFAULT_SHRINK_BUDGET, ShrinkBudget
 
 #: The gate profiles that exercise each layer: a consumer-layer mutant is only reached
 #: through the consumer profiles (the queue profiles never start a push consumer).

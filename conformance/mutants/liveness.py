@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.mutants import Mutant
-from conformance.mutants.base import factory_of
-from impl import RocksMQ
-from impl.storage import Plan
-from model.api import Page
+from rmqsim.conformance.mutants import Mutant
+from rmqsim.conformance.mutants.base import factory_of
+from rmqsim.impl import RocksMQ
+from rmqsim.impl.storage import Plan
+from rmqsim.model.api import Page
 
 
 class LastGroupDeadlock(RocksMQ):

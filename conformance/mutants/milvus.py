@@ -12,11 +12,11 @@ import struct
 from dataclasses import replace
 from typing import Any
 
-from conformance.mutants import Mutant
-from conformance.mutants.base import factory_of
-from impl import RocksMQ, keys
-from impl.storage import Plan, Store
-from model.api import ConsumerMessage, validate_name
+from rmqsim.conformance.mutants import Mutant
+from rmqsim.conformance.mutants.base import factory_of
+from rmqsim.impl import RocksMQ, keys
+from rmqsim.impl.storage import Plan, Store
+from rmqsim.model.api import ConsumerMessage, validate_name
 
 _TAG_INCARNATION = struct.Struct(">cQ")
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 
-from conformance.mutants import Mutant
-from conformance.mutants.base import factory_of
-from impl import RocksMQ
-from model.api import ConsumerMessage, ProducerMessage
+from rmqsim.conformance.mutants import Mutant
+from rmqsim.conformance.mutants.base import factory_of
+from rmqsim.impl import RocksMQ
+from rmqsim.model.api import ConsumerMessage, ProducerMessage
 
 
 class _FoldedNames(RocksMQ):

@@ -25,9 +25,9 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from conformance.mutants import Mutant
-from impl.commitlog import CommitLogMQ, FileSystem, FlushPolicy, OsFileSystem, records
-from model.api import Clock, MQConfig
+from rmqsim.conformance.mutants import Mutant
+from rmqsim.impl.commitlog import CommitLogMQ, FileSystem, FlushPolicy, OsFileSystem, records
+from rmqsim.model.api import Clock, MQConfig
 
 __all__ = [
     "MUTANTS",
@@ -116,7 +116,7 @@ open_fsync_error_swallowed = _opener(_SwallowSyncErrors, "open_fsync_error_swall
 open_no_dir_sync = _opener(_NoDirSync, "open_no_dir_sync", "Directories never synced.")
 open_no_crc_check = _opener(_NoCrcCheck, "open_no_crc_check", "Records read without CRC check.")
 
-_MODULE = "conformance.mutants.storage"
+_MODULE = "rmqsim.conformance.mutants.storage"
 MUTANTS: tuple[Mutant, ...] = (
     Mutant("no-fsync", "storage", "sync mode returns before the commit log is synced",
            f"{_MODULE}:open_no_fsync"),

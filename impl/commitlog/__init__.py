@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from impl.commitlog.fs import FileSystem, OsFileSystem
-from impl.commitlog.queue import FLUSH_MODES, CommitLogMQ, FlushPolicy
-from impl.commitlog.recovery import Geometry
-from impl.faults import FaultHook
-from model.api import Clock, MQConfig
+from rmqsim.impl.commitlog.fs import FileSystem, OsFileSystem
+from rmqsim.impl.commitlog.queue import FLUSH_MODES, CommitLogMQ, FlushPolicy
+from rmqsim.impl.commitlog.recovery import Geometry
+from rmqsim.impl.faults import FaultHook
+from rmqsim.model.api import Clock, MQConfig
 
 __all__ = [
     "FLUSH_MODES",

@@ -14,8 +14,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from impl.commitlog.fs import FileSystem
-from impl.errors import CorruptDatabaseError
+from rmqsim.impl.commitlog.fs import FileSystem
+from rmqsim.impl.errors import CorruptDatabaseError
 
 __all__ = ["ENTRY_SIZE_BYTES", "ConsumeQueue", "Entry", "correct_min_offset"]
 

@@ -16,10 +16,10 @@ import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from impl.commitlog import records
-from impl.commitlog.fs import FileSystem
-from impl.commitlog.records import Record, RecordError
-from impl.errors import CorruptDatabaseError
+from rmqsim.impl.commitlog import records
+from rmqsim.impl.commitlog.fs import FileSystem
+from rmqsim.impl.commitlog.records import Record, RecordError
+from rmqsim.impl.errors import CorruptDatabaseError
 
 __all__ = ["CommitLog", "PendingRecord", "ScanResult", "Segment", "segment_name"]
 

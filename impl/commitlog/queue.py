@@ -27,17 +27,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from impl.commitlog import records
-from impl.commitlog.cq import Entry
-from impl.commitlog.fs import FileSystem, OsFileSystem
-from impl.commitlog.log import PendingRecord
-from impl.commitlog.recovery import Geometry, OpenStore, open_store, write_checkpoint
-from impl.commitlog.state import TopicMeta, apply_event, apply_message
-from impl.errors import CorruptDatabaseError, StorageError
-from impl.faults import FaultHook, write_points
-from impl.lifecycle import CLOSED, CRASHED, FAILED, SERVING, check_serving
-from impl.retention import pages_to_delete
-from model.api import (
+from rmqsim.impl.commitlog import records
+from rmqsim.impl.commitlog.cq import Entry
+from rmqsim.impl.commitlog.fs import FileSystem, OsFileSystem
+from rmqsim.impl.commitlog.log import PendingRecord
+from rmqsim.impl.commitlog.recovery import Geometry, OpenStore, open_store, write_checkpoint
+from rmqsim.impl.commitlog.state import TopicMeta, apply_event, apply_message
+from rmqsim.impl.errors import CorruptDatabaseError, StorageError
+from rmqsim.impl.faults import FaultHook, write_points
+from rmqsim.impl.lifecycle import CLOSED, CRASHED, FAILED, SERVING, check_serving
+from rmqsim.impl.retention import pages_to_delete
+from rmqsim.model.api import (
     Clock,
     ConsumerMessage,
     GroupExistsError,

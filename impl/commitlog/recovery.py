@@ -34,11 +34,11 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from impl.commitlog.cq import ConsumeQueue, Entry, correct_min_offset
-from impl.commitlog.fs import FileSystem, LockedError
-from impl.commitlog.log import CommitLog
-from impl.commitlog.records import FLAG_PAGE_CLOSE, Record
-from impl.commitlog.state import (
+from rmqsim.impl.commitlog.cq import ConsumeQueue, Entry, correct_min_offset
+from rmqsim.impl.commitlog.fs import FileSystem, LockedError
+from rmqsim.impl.commitlog.log import CommitLog
+from rmqsim.impl.commitlog.records import FLAG_PAGE_CLOSE, Record
+from rmqsim.impl.commitlog.state import (
     CheckpointError,
     Meta,
     apply_event,
@@ -46,13 +46,13 @@ from impl.commitlog.state import (
     decode_checkpoint,
     encode_checkpoint,
 )
-from impl.errors import (
+from rmqsim.impl.errors import (
     CorruptDatabaseError,
     DatabaseLockedError,
     FormatVersionError,
     NotADatabaseError,
 )
-from impl.faults import write_points
+from rmqsim.impl.faults import write_points
 
 __all__ = ["FORMAT_FILE", "Geometry", "OpenStore", "open_store", "write_checkpoint"]
 

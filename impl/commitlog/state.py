@@ -18,7 +18,7 @@ import zlib
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from model.api import Page
+from rmqsim.model.api import Page
 
 __all__ = [
     "CHECKPOINT_FORMAT",

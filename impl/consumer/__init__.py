@@ -9,10 +9,10 @@
 The rules are docs/CONSUMER.md; ``model.consumer`` is their executable reference.
 """
 
-from impl.consumer.core import ConsumerCore, SendHook
-from impl.consumer.offsets import RocksOffsetStore
-from impl.consumer.process_queue import Cached, ProcessQueue
-from impl.consumer.push import Handler, PushConsumer, PushOptions
+from rmqsim.impl.consumer.core import ConsumerCore, SendHook
+from rmqsim.impl.consumer.offsets import RocksOffsetStore
+from rmqsim.impl.consumer.process_queue import Cached, ProcessQueue
+from rmqsim.impl.consumer.push import Handler, PushConsumer, PushOptions
 
 __all__ = [
     "Cached",

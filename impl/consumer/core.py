@@ -21,9 +21,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from impl.consumer.offsets import RocksOffsetStore
-from impl.consumer.process_queue import Cached, ProcessQueue
-from model.api import (
+from rmqsim.impl.consumer.offsets import RocksOffsetStore
+from rmqsim.impl.consumer.process_queue import Cached, ProcessQueue
+from rmqsim.model.api import (
     DLQ_PREFIX,
     PROP_ORIGIN_ID,
     PROP_ORIGIN_TOPIC,

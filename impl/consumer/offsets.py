@@ -21,8 +21,8 @@ from collections.abc import Iterable
 
 from rocksdict import Options, Rdict, WriteBatch
 
-from impl.errors import CorruptDatabaseError, StorageError
-from model.api import NotServingError, ReadType
+from rmqsim.impl.errors import CorruptDatabaseError, StorageError
+from rmqsim.model.api import NotServingError, ReadType
 
 __all__ = ["RocksOffsetStore"]
 

@@ -18,8 +18,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from impl.consumer.core import ConsumerCore, SendHook
-from model.api import (
+from rmqsim.impl.consumer.core import ConsumerCore, SendHook
+from rmqsim.model.api import (
     Clock,
     ConsumeMode,
     ConsumerConfig,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from model.api import ReadType
+from rmqsim.model.api import ReadType
 
 __all__ = ["OffsetStore"]
 

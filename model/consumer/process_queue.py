@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from model.api import ConsumerMessage
+from rmqsim.model.api import ConsumerMessage
 
 __all__ = ["Entry", "ProcessQueue"]
 

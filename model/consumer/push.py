@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from model.api import (
+from rmqsim.model.api import (
     DLQ_PREFIX,
     PROP_ORIGIN_ID,
     PROP_ORIGIN_TOPIC,
@@ -39,8 +39,8 @@ from model.api import (
     validate_consumer_group,
     validate_name,
 )
-from model.consumer.offsets import OffsetStore
-from model.consumer.process_queue import Entry, ProcessQueue
+from rmqsim.model.consumer.offsets import OffsetStore
+from rmqsim.model.consumer.process_queue import Entry, ProcessQueue
 
 __all__ = ["PushConsumerModel", "SendHook", "entry_of"]
 

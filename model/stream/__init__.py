@@ -6,7 +6,7 @@ the message encoding; both may be imported by implementations. The model streams
 any ``MessageQueue``, a ``ReferenceMQ`` by default.
 """
 
-from model.stream.reference import (
+from rmqsim.model.stream.reference import (
     PlainStreamModel,
     StreamModelFactory,
     TtStreamModel,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 from typing import Protocol, TypeGuard, runtime_checkable
 
-from model.api import InvalidArgumentError, MessageQueue, MQError, validate_name
+from rmqsim.model.api import InvalidArgumentError, MessageQueue, MQError, validate_name
 
 __all__ = [
     "DML_TYPES",

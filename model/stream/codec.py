@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import struct
 
-from model.stream.api import TYPE_CODES, MsgType, Row, TsMsg
+from rmqsim.model.stream.api import TYPE_CODES, MsgType, Row, TsMsg
 
 __all__ = ["FORMAT_VERSION", "MAGIC", "MessageDecodeError", "decode_msg", "encode_msg"]
 

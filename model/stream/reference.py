@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from model.api import (
+from rmqsim.model.api import (
     InvalidArgumentError,
     MessageQueue,
     MQConfig,
@@ -21,8 +21,8 @@ from model.api import (
     TopicNotFoundError,
     validate_name,
 )
-from model.reference import ReferenceMQ
-from model.stream.api import (
+from rmqsim.model.reference import ReferenceMQ
+from rmqsim.model.stream.api import (
     DML_TYPES,
     ChannelState,
     InvalidPackError,
@@ -43,7 +43,7 @@ from model.stream.api import (
     validate_pack,
     validate_positions,
 )
-from model.stream.codec import MessageDecodeError, decode_msg, encode_msg
+from rmqsim.model.stream.codec import MessageDecodeError, decode_msg, encode_msg
 
 __all__ = ["PlainStreamModel", "StreamModelFactory", "TtStreamModel", "default_repack"]
 

@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from impl.commitlog import CommitLogMQ, FlushPolicy, Geometry
-from model.api import MQConfig, ProducerMessage
+from rmqsim.impl.commitlog import CommitLogMQ, FlushPolicy, Geometry
+from rmqsim.model.api import MQConfig, ProducerMessage
 
 #: Small files, so that a few messages fill segments and consume-queue files.
 SMALL = Geometry(segment_size_bytes=4096, cq_entries_per_file=8)

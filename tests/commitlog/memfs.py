@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import posixpath
 
-from impl.commitlog.fs import LockedError
+from rmqsim.impl.commitlog.fs import LockedError
 
 
 class MemoryFs:

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from impl import RocksMQ
-from impl.errors import (
+from rmqsim.impl import RocksMQ
+from rmqsim.impl.errors import (
     CorruptDatabaseError,
     DatabaseLockedError,
     FormatVersionError,
     NotADatabaseError,
 )
-from model.api import MQConfig
+from rmqsim.model.api import MQConfig
 from tests.commitlog.helpers import cq_dir, cq_entry, open_mq, pm, segments, write_log_bytes
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from conformance.adapter import load_factory
-from conformance.cli import cli
-from impl.commitlog import open_queue, open_queue_async
+from rmqsim.conformance.adapter import load_factory
+from rmqsim.conformance.cli import cli
+from rmqsim.impl.commitlog import open_queue, open_queue_async
 
 
 def test_the_builtin_names_resolve_to_the_factories() -> None:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from impl.commitlog import CommitLogMQ, FlushPolicy, Geometry
-from impl.errors import StorageError
-from model.api import MQConfig, NotServingError
+from rmqsim.impl.commitlog import CommitLogMQ, FlushPolicy, Geometry
+from rmqsim.impl.errors import StorageError
+from rmqsim.model.api import MQConfig, NotServingError
 from tests.commitlog.helpers import Clock, open_mq, pm
 from tests.commitlog.memfs import MemoryFs
 

@@ -16,9 +16,9 @@ import shutil
 import struct
 from pathlib import Path
 
-from impl.commitlog import records
-from impl.commitlog.cq import Entry, correct_min_offset
-from model.api import MQConfig
+from rmqsim.impl.commitlog import records
+from rmqsim.impl.commitlog.cq import Entry, correct_min_offset
+from rmqsim.model.api import MQConfig
 from tests.commitlog.helpers import (
     SMALL,
     cq_dir,

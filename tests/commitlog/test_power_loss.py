@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conformance.cli import cli
-from conformance.mutants.storage import MUTANTS
-from conformance.power_loss import parse_case, power_loss_sweep
-from conformance.simdisk import FAULT_MODES
+from rmqsim.conformance.cli import cli
+from rmqsim.conformance.mutants.storage import MUTANTS
+from rmqsim.conformance.power_loss import parse_case, power_loss_sweep
+from rmqsim.conformance.simdisk import FAULT_MODES
 
 
 @pytest.mark.parametrize("promise", ["sync", "async"])
@@ -28,7 +28,7 @@ def test_the_backend_keeps_its_promise_at_every_point_and_mode(promise: str) -> 
 
 def test_async_flush_breaks_the_sync_promise() -> None:
     """The checks tell the promises apart: async loses recent operations, sync may not."""
-    result = power_loss_sweep("crashy", 0, promise="sync", impl="impl.commitlog:open_queue_async",
+    result = power_loss_sweep("crashy", 0, promise="sync", impl="commitlog-async",
                               steps=5)
     assert not result.ok
     assert any("none of the 2 allowed" in f.problem for f in result.failures)
@@ -55,7 +55,7 @@ def test_each_storage_mutant_is_killed_by_the_sweep(
 
 
 def test_a_failing_case_repeats_alone_with_the_same_decisions() -> None:
-    impl = "conformance.mutants.storage:open_no_fsync"
+    impl = "rmqsim.conformance.mutants.storage:open_no_fsync"
     sweep = power_loss_sweep("crashy", 0, promise="sync", impl=impl, steps=3)
     failure = next(f for f in sweep.failures if f.case.mode == "keep-subset")
     again = power_loss_sweep("crashy", 0, promise="sync", impl=impl, steps=3,
@@ -72,7 +72,8 @@ def test_cli_exit_codes_and_repro_line(tmp_path: Path) -> None:
     ok = runner.invoke(cli, base)
     assert ok.exit_code == 0, ok.output
     assert "0 failing case(s)" in ok.output
-    bad = runner.invoke(cli, [*base, "--impl", "conformance.mutants.storage:open_no_dir_sync"])
+    no_dir_sync = "rmqsim.conformance.mutants.storage:open_no_dir_sync"
+    bad = runner.invoke(cli, [*base, "--impl", no_dir_sync])
     assert bad.exit_code == 1, bad.output
     repro = next(line.strip() for line in bad.output.splitlines() if "--case" in line)
     assert repro.startswith("rmqsim crash-sweep --storage sync --profile crashy --seed 0")
@@ -86,9 +87,9 @@ def test_cli_exit_codes_and_repro_line(tmp_path: Path) -> None:
     [
         (["--storage", "sync", "--case", "3:nope"], "--case must be POINT:MODE"),
         (["--case", "3:lose-unsynced"], "--case needs --storage"),
-        (["--storage", "sync", "--impl", "impl.commitlog:open_queue", "--crash-mode", "process"],
+        (["--storage", "sync", "--impl", "commitlog", "--crash-mode", "process"],
          "does not take --crash-mode process"),
-        (["--storage", "sync", "--impl", "conformance.adapter:rocksmq_factory"],
+        (["--storage", "sync", "--impl", "rmqsim.conformance.adapter:rocksmq_factory"],
          "accepts fs="),
     ],
 )

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from impl import RocksMQ
-from impl.consumer import ConsumerCore, ProcessQueue, RocksOffsetStore
-from model import ReferenceMQ
-from model.api import ConsumerConfig, MessageQueue, MQConfig, ProducerMessage
-from model.consumer import OffsetStore, PushConsumerModel
-from model.consumer import ProcessQueue as ModelProcessQueue
+from rmqsim.impl import RocksMQ
+from rmqsim.impl.consumer import ConsumerCore, ProcessQueue, RocksOffsetStore
+from rmqsim.model import ReferenceMQ
+from rmqsim.model.api import ConsumerConfig, MessageQueue, MQConfig, ProducerMessage
+from rmqsim.model.consumer import OffsetStore, PushConsumerModel
+from rmqsim.model.consumer import ProcessQueue as ModelProcessQueue
 from tests.conftest import FakeClock
 
 SIDES = ("model", "impl")

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from conformance.consumer_check import ConsumerViolation, GroupHistory
-from model.api import Completion, ConsumeResult, Delivered, Delivery
+from rmqsim.conformance.consumer_check import ConsumerViolation, GroupHistory
+from rmqsim.model.api import Completion, ConsumeResult, Delivered, Delivery
 
 R = "%RETRY%g"
 OK, LATER, SUSPEND = ConsumeResult.SUCCESS, ConsumeResult.RETRY_LATER, ConsumeResult.SUSPEND

@@ -11,16 +11,16 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from conformance.adapter import DEFAULT_IMPL
-from conformance.cli import cli
-from conformance.consumer_check import GroupHistory
-from conformance.consumer_run import replay_consumer_trace
-from conformance.gate import GATE_CONSUMER_PROFILES
-from conformance.mutants.consumer import MUTANTS
-from conformance.run import run_seed
-from impl import RocksMQ
-from impl.consumer import ConsumerCore, PushConsumer, PushOptions
-from model.api import Completion, ConsumerConfig, ConsumeResult, Delivered, Delivery
+from rmqsim.conformance.adapter import DEFAULT_IMPL
+from rmqsim.conformance.cli import cli
+from rmqsim.conformance.consumer_check import GroupHistory
+from rmqsim.conformance.consumer_run import DEFAULT_CONSUMER_IMPL, replay_consumer_trace
+from rmqsim.conformance.gate import GATE_CONSUMER_PROFILES
+from rmqsim.conformance.mutants.consumer import MUTANTS
+from rmqsim.conformance.run import run_seed
+from rmqsim.impl import RocksMQ
+from rmqsim.impl.consumer import ConsumerCore, PushConsumer, PushOptions
+from rmqsim.model.api import Completion, ConsumerConfig, ConsumeResult, Delivered, Delivery
 from tests.conftest import FakeClock
 from tests.consumer.conftest import NO_RETENTION
 from tests.consumer.test_push_threads import produce, wait_until
@@ -229,7 +229,7 @@ def test_replay_executes_the_recorded_operations_not_the_seed(tmp_path: Path) ->
     saved.write_text("\n".join(failing.trace_lines) + "\n")
     replayed = replay_consumer_trace(saved)
     assert (replayed.anomaly, replayed.steps) == (failing.anomaly, failing.steps)
-    fixed = replay_consumer_trace(saved, impl="conformance.consumer_run:impl_consumer_factory")
+    fixed = replay_consumer_trace(saved, impl=DEFAULT_CONSUMER_IMPL)
     # Our consumer passes the step where the mutant diverged; the cut run is not drained.
     assert (fixed.anomaly, fixed.steps) == ("consumer-lost", failing.steps)
 

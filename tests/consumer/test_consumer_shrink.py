@@ -11,22 +11,22 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conformance.adapter import DEFAULT_IMPL
-from conformance.cli import cli
-from conformance.consumer_run import replay_consumer_trace, run_consumer_steps
-from conformance.mutants.catalogue import select
-from conformance.mutants.consumer import MUTANTS as CONSUMER_MUTANTS
-from conformance.mutants.kill import KILLED, kill_mutant
-from conformance.run import run_seed
-from conformance.shrink import (
+from rmqsim.conformance.adapter import DEFAULT_IMPL
+from rmqsim.conformance.cli import cli
+from rmqsim.conformance.consumer_run import replay_consumer_trace, run_consumer_steps
+from rmqsim.conformance.mutants.catalogue import select
+from rmqsim.conformance.mutants.consumer import MUTANTS as CONSUMER_MUTANTS
+from rmqsim.conformance.mutants.kill import KILLED, kill_mutant
+from rmqsim.conformance.run import run_seed
+from rmqsim.conformance.shrink import (
     NotFailingError,
     shrink_file,
     shrink_result,
 )
-from conformance.shrink_budget import ShrinkBudget
-from conformance.shrink_consumer import client_epochs, without_batch
-from conformance.trace import TraceFormatError, read_trace, write_lines
-from scenarios.consumer_ops import (
+from rmqsim.conformance.shrink_budget import ShrinkBudget
+from rmqsim.conformance.shrink_consumer import client_epochs, without_batch
+from rmqsim.conformance.trace import TraceFormatError, read_trace, write_lines
+from rmqsim.scenarios.consumer_ops import (
     Complete,
     CrashClient,
     Deliver,
@@ -36,7 +36,7 @@ from scenarios.consumer_ops import (
     consumer_op_from_json,
     consumer_outcome_from_json,
 )
-from scenarios.ops import OpDecodeError, Step
+from rmqsim.scenarios.ops import OpDecodeError, Step
 
 from .test_consumer_variants import CASES
 

@@ -24,12 +24,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from conformance.adapter import DEFAULT_IMPL
-from conformance.cli import cli
-from conformance.consumer_run import read_run_trace, run_consumer_steps
-from conformance.run import run_seed
-from conformance.trace import TraceFormatError
-from scenarios.consumer_ops import (
+from rmqsim.conformance.adapter import DEFAULT_IMPL
+from rmqsim.conformance.cli import cli
+from rmqsim.conformance.consumer_run import read_run_trace, run_consumer_steps
+from rmqsim.conformance.run import run_seed
+from rmqsim.conformance.trace import TraceFormatError
+from rmqsim.scenarios.consumer_ops import (
     Complete,
     Deliver,
     ProduceBatch,
@@ -37,7 +37,7 @@ from scenarios.consumer_ops import (
     StartClient,
     consumer_op_from_json,
 )
-from scenarios.ops import OpDecodeError, Step
+from rmqsim.scenarios.ops import OpDecodeError, Step
 
 
 @cache

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from conformance.mutants.consumer import core_factory
-from conformance.run import run_seed
-from impl.consumer import ConsumerCore
-from model.api import (
+from rmqsim.conformance.mutants.consumer import core_factory
+from rmqsim.conformance.run import run_seed
+from rmqsim.impl.consumer import ConsumerCore
+from rmqsim.model.api import (
     Completion,
     ConsumerConfig,
     ConsumeResult,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from model.api import ConsumerMessage, ReadType
-from model.consumer import Entry
+from rmqsim.model.api import ConsumerMessage, ReadType
+from rmqsim.model.consumer import Entry
 
 MEM, STORE, BOTH = ReadType.MEMORY, ReadType.STORE, ReadType.MEMORY_THEN_STORE
 
@@ -65,7 +65,7 @@ def test_remove_forgets_memory_but_not_the_store(offset_store: Any) -> None:
 def _put(pq: Any, *ids: int, size: int = 2) -> list[Any]:
     """Put entries of the process queue's own kind (the impl's ``Cached`` has the same
     fields as the model's ``Entry``)."""
-    from impl.consumer import Cached, ProcessQueue
+    from rmqsim.impl.consumer import Cached, ProcessQueue
 
     cls = Cached if isinstance(pq, ProcessQueue) else Entry
     entries = [cls(ConsumerMessage(i, b"x" * size, {}), "t", i, 0) for i in ids]

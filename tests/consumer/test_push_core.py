@@ -6,14 +6,14 @@ from typing import Any
 
 import pytest
 
-from model.api import (
+from rmqsim.model.api import (
     PROP_RECONSUME_TIMES,
     ConsumeMode,
     ConsumeResult,
     InvalidArgumentError,
     NotServingError,
 )
-from model.api import (
+from rmqsim.model.api import (
     NotServingError as Refused,
 )
 

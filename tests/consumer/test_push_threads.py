@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from impl import RocksMQ
-from impl.consumer import PushConsumer, PushOptions, RocksOffsetStore
-from model.api import ConsumeMode, ConsumerConfig, ConsumeResult, Delivered, ProducerMessage
+from rmqsim.impl import RocksMQ
+from rmqsim.impl.consumer import PushConsumer, PushOptions, RocksOffsetStore
+from rmqsim.model.api import ConsumeMode, ConsumerConfig, ConsumeResult, Delivered, ProducerMessage
 from tests.conftest import FakeClock
 from tests.consumer.conftest import NO_RETENTION
 

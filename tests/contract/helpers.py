@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from model.api import (
+from rmqsim.model.api import (
     ConsumerMessage,
     MessageQueue,
     MQConfig,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from model.api import InvalidArgumentError, MQError, NotServingError
+from rmqsim.model.api import InvalidArgumentError, MQError, NotServingError
 
 from .helpers import (
     ALL_OPS,

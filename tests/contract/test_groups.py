@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from model.api import GroupExistsError, TopicNotFoundError
+from rmqsim.model.api import GroupExistsError, TopicNotFoundError
 
 from .helpers import assert_fails, ids_of, payloads_of, pm, position
 

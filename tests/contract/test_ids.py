@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from model.api import InvalidArgumentError, MQConfig
+from rmqsim.model.api import InvalidArgumentError, MQConfig
 
 from .helpers import assert_fails, ids_of, pm, position, retained_ids, small_pages
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from model.api import TopicNotFoundError
+from rmqsim.model.api import TopicNotFoundError
 
 from .helpers import assert_fails, pm, small_pages
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from model.api import (
+from rmqsim.model.api import (
     MIB,
     InvalidArgumentError,
     MQConfig,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from model.api import MIB, MQConfig, Page
+from rmqsim.model.api import MIB, MQConfig, Page
 
 from .helpers import pm, produce_sizes, small_pages, topic_state
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from model.api import ConsumerMessage, MQConfig, ProducerMessage
+from rmqsim.model.api import ConsumerMessage, MQConfig, ProducerMessage
 
 from .helpers import ids_of, payloads_of, pm, position, retained_ids, small_pages
 

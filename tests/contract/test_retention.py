@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from model.api import MQConfig
+from rmqsim.model.api import MQConfig
 
 from .helpers import ids_of, pages, pm, position, produce_sizes, retained_ids, small_pages
 

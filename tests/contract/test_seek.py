@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from model.api import GroupNotFoundError, MQConfig
+from rmqsim.model.api import GroupNotFoundError, MQConfig
 
 from .helpers import assert_fails, ids_of, pm, position, retained_ids, small_pages
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from model.api import ConsumerMessage, Page, State, TopicState
+from rmqsim.model.api import ConsumerMessage, Page, State, TopicState
 
 from .helpers import pm, produce_sizes, small_pages
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from model.api import MQConfig, TopicNotFoundError, TopicState
+from rmqsim.model.api import MQConfig, TopicNotFoundError, TopicState
 
 from .helpers import assert_fails, ids_of, pm, small_pages
 

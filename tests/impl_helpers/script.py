@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from model.api import MQConfig, ProducerMessage
+from rmqsim.model.api import MQConfig, ProducerMessage
 
 #: Pages close after 10 bytes; acked pages live 5 s.
 CONFIG = MQConfig(page_size_bytes=10, retention_time_s=5, retention_size_bytes=-1)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import sys
 
-from impl import RocksMQ
-from model.api import MQConfig, ProducerMessage
+from rmqsim.impl import RocksMQ
+from rmqsim.model.api import MQConfig, ProducerMessage
 
 CONFIG = MQConfig(page_size_bytes=3_000, retention_time_s=-1, retention_size_bytes=-1)
 BATCH_MESSAGES = 7

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from model import ReferenceMQ
-from model.api import Clock, MQConfig
-from model.stream import StreamModelFactory
-from model.stream.api import StreamFactory
+from rmqsim.model import ReferenceMQ
+from rmqsim.model.api import Clock, MQConfig
+from rmqsim.model.stream import StreamModelFactory
+from rmqsim.model.stream.api import StreamFactory
 
 #: Retention off: nothing is removed unless a test configures it.
 NO_RETENTION = MQConfig(retention_time_s=-1, retention_size_bytes=-1)

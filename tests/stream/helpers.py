@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from model.stream.api import MsgPack, MsgStream, MsgType, Row, TsMsg
+from rmqsim.model.stream.api import MsgPack, MsgStream, MsgType, Row, TsMsg
 
 
 def insert(msg_id: int, *rows: tuple[int, int, int], payload: bytes = b"") -> TsMsg:

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from model.api import InvalidArgumentError
-from model.stream.api import (
+from rmqsim.model.api import InvalidArgumentError
+from rmqsim.model.stream.api import (
     InvalidPackError,
     InvalidPositionError,
     MsgPack,
@@ -160,7 +160,7 @@ def test_bad_subscription_arguments(stream_factory: StreamFactory) -> None:
 
 
 def test_consume_before_subscribing(stream_factory: StreamFactory) -> None:
-    from model.stream.api import NotSubscribedError
+    from rmqsim.model.stream.api import NotSubscribedError
 
     for stream in (stream_factory.new_msg_stream(), stream_factory.new_tt_msg_stream()):
         with pytest.raises(NotSubscribedError):
@@ -172,7 +172,7 @@ def test_an_undecodable_queue_message_is_passed_over_and_listed(
 ) -> None:
     """A payload that is not a stream message (another writer on the channel's queue topic)
     is never delivered; the stream lists its id."""
-    from model.api import ProducerMessage
+    from rmqsim.model.api import ProducerMessage
 
     producer = stream_factory.new_msg_stream()
     producer.as_producer(["c0"])

@@ -6,8 +6,14 @@ import struct
 
 import pytest
 
-from model.stream.api import MsgPosition, MsgType, Row, TsMsg
-from model.stream.codec import FORMAT_VERSION, MAGIC, MessageDecodeError, decode_msg, encode_msg
+from rmqsim.model.stream.api import MsgPosition, MsgType, Row, TsMsg
+from rmqsim.model.stream.codec import (
+    FORMAT_VERSION,
+    MAGIC,
+    MessageDecodeError,
+    decode_msg,
+    encode_msg,
+)
 
 from .helpers import insert
 

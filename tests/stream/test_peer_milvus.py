@@ -14,8 +14,8 @@ import random
 
 import pytest
 
-from model.api import InvalidArgumentError
-from model.stream.api import (
+from rmqsim.model.api import InvalidArgumentError
+from rmqsim.model.stream.api import (
     InvalidPackError,
     InvalidPositionError,
     MsgPack,

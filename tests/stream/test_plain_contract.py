@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from model.stream.api import (
+from rmqsim.model.stream.api import (
     MsgPosition,
     MsgType,
     NotSubscribedError,
@@ -150,8 +150,8 @@ def test_streams_are_deterministic(make_stream_factory) -> None:
 
 
 def test_streams_and_factories_meet_the_protocols(stream_factory: StreamFactory) -> None:
-    from model.api import MessageQueue
-    from model.stream.api import MsgStream, StreamKind
+    from rmqsim.model.api import MessageQueue
+    from rmqsim.model.stream.api import MsgStream, StreamKind
 
     assert isinstance(stream_factory, StreamFactory)
     assert isinstance(stream_factory.mq, MessageQueue)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from model.api import InvalidArgumentError
-from model.stream.api import (
+from rmqsim.model.api import InvalidArgumentError
+from rmqsim.model.stream.api import (
     InvalidPackError,
     MsgPack,
     MsgType,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from model.api import MQConfig
-from model.stream.api import (
+from rmqsim.model.api import MQConfig
+from rmqsim.model.stream.api import (
     MsgPack,
     MsgType,
     StreamFactory,

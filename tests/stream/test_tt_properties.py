@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from model.stream.api import MsgPack, MsgStream, StreamFactory, TsMsg
+from rmqsim.model.stream.api import MsgPack, MsgStream, StreamFactory, TsMsg
 from tests.stream.conftest import Maker
 
 from .helpers import drain, insert, tick
