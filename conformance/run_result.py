@@ -8,18 +8,15 @@ Shared by the queue layer's runner (``conformance.run``) and the consumer layer'
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
-import platform
 import shlex
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL
+from rmqsim.conformance.layer import VERSIONED_PACKAGES, git_commit, versions
 from rmqsim.conformance.lockstep import CRASHED, Divergence, PointPass, Stats, StepRecord
 from rmqsim.conformance.shrink_budget import ShrinkStats
 from rmqsim.conformance.trace import FORMAT, FORMAT_VERSION, Trace, TraceFormatError, dumps
@@ -40,40 +37,6 @@ __all__ = [
     "trace_header",
     "versions",
 ]
-
-
-#: Packages whose versions go into a trace header (they decide behaviour).
-VERSIONED_PACKAGES = ("rmqsim", "rocksdict", "simpy", "hypothesis")
-
-
-@functools.cache
-def versions() -> dict[str, str]:
-    """Versions of Python and the packages that decide a run's behaviour."""
-    found = {"python": platform.python_version()}
-    for name in VERSIONED_PACKAGES:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            found[name] = "absent"
-    return found
-
-
-@functools.cache
-def git_commit() -> str | None:
-    """The commit of the rmqsim checkout, when it is one (None otherwise)."""
-    root = Path(__file__).resolve().parent.parent
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    commit = out.stdout.strip()
-    return commit if out.returncode == 0 and len(commit) == 40 else None
 
 
 @dataclass(slots=True)

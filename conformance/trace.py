@@ -46,16 +46,17 @@ STEP_OPTIONAL_FIELDS = frozenset({"crash", "sut_outcome"})
 #: The fields of the end line (``steps`` alone ends a hand-cut prefix).
 END_FIELDS = frozenset({"type", "steps"})
 END_OPTIONAL_FIELDS = frozenset({"status", "anomaly", "state_digest"})
-#: Every field a header may hold: what ``run.trace_header`` writes and what the runs add
-#: (crash rate and mode, a crash sweep's first-open crash, the fuzzer's and the corpus's
+#: Every field a header may hold: what ``layer.RunSpec.to_header`` writes (``layer``:
+#: the layer's name, in the headers of layers other than the queue and the consumer;
+#: crash rate and mode, a crash sweep's first-open crash, the fuzzer's and the corpus's
 #: repro and origin, a shrink's origin, a consumer trace's final check). A field that is
 #: not here is refused: a renamed ``open_crash`` must not replay as a trace without one.
 #: Code that writes a new header field adds it here.
 HEADER_FIELDS = frozenset(
     {
         "type", "format", "version", "seed", "profile", "profile_config", "config", "impl",
-        "steps", "versions", "git_commit", "crash_rate", "crash_mode", "open_crash", "repro",
-        "found_on", "final_check", "shrunk_from_steps", "crash_sweep",
+        "steps", "versions", "git_commit", "layer", "crash_rate", "crash_mode", "open_crash",
+        "repro", "found_on", "final_check", "shrunk_from_steps", "crash_sweep",
     }
 )  # fmt: skip
 #: An end line's ``status`` values.

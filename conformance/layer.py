@@ -1,0 +1,412 @@
+"""The ``Layer`` interface: what differs between the layers rmqsim checks (the queue, the push
+consumer, ...), so that one generic harness runs, replays, shrinks, gates and sweeps them all.
+
+A run is a typed value, ``RunSpec``: the layer, the profile (its name and its resolved JSON
+form), the seed, the implementation, the step budget, the crash rate and mode, the check
+cadence and what a trace header records besides (versions, a shrink's origin, ...). A trace
+header is ``spec.to_header()``; parsing one gives ``RunSpec.from_header(header)`` back.
+
+A layer (one object, registered with ``register_layer``) supplies:
+
+- **profiles**: ``profile_names()`` (names -> profile) and ``resolve_profile(name, seed)``:
+  the profile's JSON form and the queue configuration it runs with (a swarm profile draws
+  its own per seed); ``gate_profiles``: the ones the gate runs by default;
+- **an operation vocabulary and its JSON form**: ``codec``, a ``StepCodec`` of four
+  functions (encode/decode a step's op and outcome; decoders raise ``ValueError`` or
+  ``TypeError`` on bad input), and ``check_trace(trace)``: what one line cannot say alone
+  (raise ``TraceFormatError`` naming the line);
+- **a simulation**: ``simulate(spec, lockstep)`` feeds the steps of ``spec``'s seed to
+  ``lockstep.execute`` (each outcome is the model's; later choices may depend on it);
+- **a lockstep**: ``open_lockstep(spec, root, recorded=...)`` opens the model and the
+  implementation in the scratch directory ``root`` and returns a ``LayerLockstep``:
+  ``execute(step) -> Outcome`` (the model's; raises ``Divergence`` on a mismatch, or
+  ``BadRecordedStep`` when ``recorded`` and the step cannot be what a trace recorded),
+  ``finish()`` (the final check after the last step; ``Divergence``), ``close()`` (always
+  called), ``records`` (a ``StepRecord`` per executed step, the trace's lines), ``stats``,
+  ``state_digest()`` (the model's final state, for the end line), ``last_crash()`` (the
+  crash record of the last step, if a crash fired in it: a replay's crash flips),
+  ``fault_points`` and ``fault_log`` (crash points passed; empty if the layer has none);
+  ``impl_name(impl)``: the name a header records for ``--impl`` (``BadImplError`` if this
+  layer cannot run it);
+- **anomaly names**: ``anomalies``, the names its divergences may carry (besides the
+  generic ``trace-mismatch``, ``hang`` and ``unrecoverable``);
+- **extra shrink passes**: ``shrink_passes()``, functions from a list of steps to smaller
+  candidate lists, tried after the generic passes (drop actors, chunks, single steps);
+- **sweep-row fields**: ``sweep_fields(result)``, the layer's own columns of a sweep row.
+
+The registry (``register_layer``, ``layer_for_profile``, ``layer_for_header``,
+``registered_layers``) is filled with the built-in layers when
+``rmqsim.conformance.layers`` is imported (``conformance.run`` does); a layer defined
+elsewhere (a test, a plugin) registers itself. A header of a built-in layer whose traces
+predate the ``layer`` header field (queue, consumer: ``implicit_in_header``) does not name
+its layer, so that their traces stay byte-identical; ``claims_header`` recognises it.
+Every other layer's headers name it (``"layer": name``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import platform
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from rmqsim.conformance.lockstep import PointPass, Stats, StepRecord
+from rmqsim.conformance.trace import FORMAT, FORMAT_VERSION, Trace
+from rmqsim.scenarios.ops import Outcome, Step
+
+__all__ = [
+    "CRASH_MODES",
+    "VERSIONED_PACKAGES",
+    "BadRecordedStep",
+    "HeaderError",
+    "Layer",
+    "LayerLockstep",
+    "ResolvedProfile",
+    "RunSpec",
+    "ShrinkPass",
+    "StepCodec",
+    "UnknownLayerError",
+    "git_commit",
+    "layer_for_header",
+    "layer_for_profile",
+    "register_layer",
+    "registered_layers",
+    "versions",
+]
+
+#: ``RunSpec.crash_mode`` values: crash in process, or SIGKILL a child process.
+CRASH_MODES = ("inprocess", "process")
+
+
+#: Packages whose versions go into a trace header (they decide behaviour).
+VERSIONED_PACKAGES = ("rmqsim", "rocksdict", "simpy", "hypothesis")
+
+
+@functools.cache
+def versions() -> dict[str, str]:
+    """Versions of Python and the packages that decide a run's behaviour."""
+    found = {"python": platform.python_version()}
+    for name in VERSIONED_PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "absent"
+    return found
+
+
+@functools.cache
+def git_commit() -> str | None:
+    """The commit of the rmqsim checkout, when it is one (None otherwise)."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = out.stdout.strip()
+    return commit if out.returncode == 0 and len(commit) == 40 else None
+
+
+class HeaderError(ValueError):
+    """A trace header's field is missing or wrong; ``str()`` names the field."""
+
+
+class UnknownLayerError(LookupError):
+    """No registered layer has the profile, or recognises the header, asked for."""
+
+
+class BadRecordedStep(Exception):
+    """A recorded step (``open_lockstep(..., recorded=True)``) cannot be what a trace
+    recorded: bad input, reported as a ``TraceFormatError`` naming the step's line."""
+
+    def __init__(self, index: int, message: str) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+@dataclass(frozen=True, slots=True)
+class StepCodec:
+    """A layer's operations and outcomes in JSON. Module-level functions, so that a trace
+    rendered later (``run_result.TraceRender``) pickles with its codec."""
+
+    encode_op: Callable[[Any], Any]
+    decode_op: Callable[[object], Any]
+    encode_outcome: Callable[[Outcome], Any]
+    decode_outcome: Callable[[object], Outcome]
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedProfile:
+    """A profile as one seed runs it: its name, its JSON form (``profile_config`` of the
+    header) and the configuration of the queue it runs on (``config``)."""
+
+    name: str
+    profile_config: Mapping[str, Any]
+    config: Mapping[str, Any]
+
+
+#: A shrink pass: the candidate step lists (each smaller or simpler) for one list.
+ShrinkPass = Callable[[Sequence[Step]], Sequence[Sequence[Step]]]
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """One run: what its trace header records (``to_header``/``from_header``), plus how it
+    is checked (``check_every``, not recorded). Fields at their default are not written,
+    so that a header holds what it held before each field existed."""
+
+    layer: str
+    profile: str
+    seed: int
+    impl: str
+    #: The profile as this seed runs it, and the queue configuration (JSON forms).
+    profile_config: Mapping[str, Any] = field(default_factory=dict)
+    config: Mapping[str, Any] = field(default_factory=dict)
+    #: The step budget (None: the profile's).
+    steps: int | None = None
+    #: The probability of arming a crash before each state-changing operation.
+    crash_rate: float = 0.0
+    #: ``inprocess``, or ``process`` (the SUT in a child, SIGKILLed at crashes).
+    crash_mode: str = "inprocess"
+    #: Compare the whole state at least every this many state changes (not recorded).
+    check_every: int = field(default=1, compare=False)
+    #: A crash armed in the first open (a crash-sweep case): ``{"point", "hit"}``.
+    open_crash: Mapping[str, Any] | None = None
+    #: Whether the run ends with the layer's final check (a shrunk consumer trace: not).
+    final_check: bool = True
+    #: The command that reproduces the run when not ``rmqsim run`` (fuzz, corpus).
+    repro: str | None = None
+    #: The implementation a corpus trace was found on.
+    found_on: str | None = None
+    #: The step count of the trace a shrunk one came from.
+    shrunk_from_steps: int | None = None
+    #: What a crash-sweep case records of its sweep.
+    crash_sweep: Any = None
+    #: Versions and commit that wrote the trace (None: this code's, at ``to_header``).
+    versions: Mapping[str, str] | None = None
+    git_commit: str | None = None
+    #: Whether ``to_header`` names the layer (False for layers whose headers predate the
+    #: field: ``Layer.implicit_in_header``).
+    named_in_header: bool = True
+
+    def __post_init__(self) -> None:
+        assert self.crash_mode in CRASH_MODES, self.crash_mode
+        assert 0.0 <= self.crash_rate <= 1.0, self.crash_rate
+        assert self.check_every >= 1, self.check_every
+
+    def replace(self, **changes: Any) -> RunSpec:
+        """This spec with ``changes`` (``dataclasses.replace``)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_header(self) -> dict[str, Any]:
+        """The trace header line of this run (a dict; ``trace.dumps`` writes it)."""
+        header: dict[str, Any] = {
+            "type": "header",
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "seed": self.seed,
+            "profile": self.profile,
+            "profile_config": dict(self.profile_config),
+            "config": dict(self.config),
+            "impl": self.impl,
+            "steps": self.steps,
+            "versions": dict(self.versions) if self.versions is not None else versions(),
+            "git_commit": self.git_commit if self.versions is not None else git_commit(),
+        }
+        optional = {
+            "layer": self.layer if self.named_in_header else None,
+            "crash_rate": self.crash_rate or None,
+            "crash_mode": None if self.crash_mode == "inprocess" else self.crash_mode,
+            "open_crash": None if self.open_crash is None else dict(self.open_crash),
+            "final_check": None if self.final_check else False,
+            "repro": self.repro,
+            "found_on": self.found_on,
+            "shrunk_from_steps": self.shrunk_from_steps,
+            "crash_sweep": self.crash_sweep,
+        }
+        header.update({key: value for key, value in optional.items() if value is not None})
+        return header
+
+    @classmethod
+    def from_header(cls, header: Mapping[str, Any], *, layer: Layer | None = None) -> RunSpec:
+        """The spec a (parsed) trace header records; ``HeaderError`` naming a bad field.
+        ``layer``: the header's (default: ``layer_for_header``)."""
+        layer = layer or layer_for_header(header)
+        crash_rate = _field(header, "crash_rate", (int, float), 0.0)
+        crash_mode = _field(header, "crash_mode", str, "inprocess")
+        if crash_mode not in CRASH_MODES:
+            raise HeaderError(f"header crash_mode must be one of {', '.join(CRASH_MODES)}")
+        if not 0.0 <= crash_rate <= 1.0:
+            raise HeaderError("header crash_rate must be in [0, 1]")
+        open_crash = _field(header, "open_crash", dict, None)
+        if open_crash is not None and not (
+            isinstance(open_crash.get("point"), str | None) and type(open_crash.get("hit")) is int
+        ):
+            raise HeaderError("header open_crash must be {point, hit}")
+        recorded_versions = header.get("versions")
+        return cls(
+            layer=layer.name,
+            profile=_field(header, "profile", str, None),
+            seed=_field(header, "seed", int, None),
+            impl=_field(header, "impl", str, ""),
+            profile_config=_field(header, "profile_config", dict, {}),
+            config=_field(header, "config", dict, {}),
+            steps=_field(header, "steps", int, None),
+            crash_rate=float(crash_rate),
+            crash_mode=crash_mode,
+            open_crash=open_crash,
+            final_check=_field(header, "final_check", bool, True),
+            repro=_field(header, "repro", str, None),
+            found_on=_field(header, "found_on", str, None),
+            shrunk_from_steps=_field(header, "shrunk_from_steps", int, None),
+            crash_sweep=header.get("crash_sweep"),
+            versions=recorded_versions if isinstance(recorded_versions, dict) else {},
+            git_commit=header.get("git_commit"),
+            named_in_header="layer" in header,
+        )
+
+
+def _field(header: Mapping[str, Any], key: str, kind: Any, default: Any) -> Any:
+    """``header[key]`` checked to be a ``kind`` (``bool`` is no ``int``); ``default`` when
+    absent or null, ``HeaderError`` when wrong (or absent with no default)."""
+    value = header.get(key)
+    if value is None:
+        if default is None and key in ("profile", "seed"):
+            raise HeaderError(f"header field {key!r} is missing")
+        return default
+    is_bool = isinstance(value, bool)
+    if not isinstance(value, kind) or (is_bool and kind is not bool):
+        raise HeaderError(f"header field {key!r} is wrong: {value!r:.80}")
+    return value
+
+
+@runtime_checkable
+class LayerLockstep(Protocol):
+    """One run in progress: the model and the implementation of a layer in lockstep."""
+
+    records: list[StepRecord]
+    stats: Stats
+
+    def execute(self, step: Step) -> Outcome:
+        """Apply ``step`` to both sides; the model's outcome, or ``Divergence``."""
+        ...
+
+    def finish(self) -> None:
+        """The final check after the last step (``Divergence``)."""
+        ...
+
+    def close(self) -> None:
+        """Release both sides (always called, after a divergence too)."""
+        ...
+
+    def state_digest(self) -> str:
+        """The digest of the model's state (the end line's ``state_digest``)."""
+        ...
+
+    def last_crash(self) -> dict[str, Any] | None:
+        """The crash record of the last executed step, if a crash fired in it."""
+        ...
+
+    @property
+    def fault_points(self) -> Mapping[str, int]:
+        """How often each crash point (``kind:point``) was passed."""
+        ...
+
+    @property
+    def fault_log(self) -> list[PointPass]:
+        """Every crash point passed, in order (when the run logs them)."""
+        ...
+
+
+@runtime_checkable
+class Layer(Protocol):
+    """What one layer supplies to the generic harness (see the module's docstring)."""
+
+    name: str
+    implicit_in_header: bool
+    anomalies: frozenset[str]
+    gate_profiles: tuple[str, ...]
+    codec: StepCodec
+
+    def profile_names(self) -> Sequence[str]: ...
+
+    def resolve_profile(self, name: str, seed: int) -> ResolvedProfile: ...
+
+    def claims_header(self, header: Mapping[str, Any]) -> bool: ...
+
+    def check_trace(self, trace: Trace) -> None: ...
+
+    def impl_name(self, impl: Any) -> str: ...
+
+    def simulate(self, spec: RunSpec, lockstep: LayerLockstep) -> None: ...
+
+    def open_lockstep(
+        self, spec: RunSpec, root: Path, *, impl: Any = None, recorded: bool = False,
+        log_faults: bool = False,
+    ) -> LayerLockstep: ...  # fmt: skip
+
+    def shrink_passes(self) -> Sequence[ShrinkPass]: ...
+
+    def sweep_fields(self, result: Any) -> Mapping[str, Any]:
+        """The layer's own columns of a sweep row for ``result`` (a ``RunResult``: typed
+        ``Any`` here, as ``run_result`` builds on this module)."""
+        ...
+
+
+_LAYERS: dict[str, Layer] = {}
+
+
+def register_layer(layer: Layer) -> Layer:
+    """Add ``layer`` to the registry (again: replaces the one of that name); returns it.
+    Its profile names must not be another layer's."""
+    taken = {
+        name: other.name
+        for other in _LAYERS.values()
+        if other.name != layer.name
+        for name in other.profile_names()
+    }
+    clash = sorted(set(layer.profile_names()) & set(taken))
+    if clash:
+        raise ValueError(
+            f"layer {layer.name!r}: profile {clash[0]!r} is layer {taken[clash[0]]!r}'s"
+        )
+    _LAYERS[layer.name] = layer
+    return layer
+
+
+def registered_layers() -> tuple[Layer, ...]:
+    """Every registered layer, in the order registered."""
+    return tuple(_LAYERS.values())
+
+
+def layer_for_profile(profile: str) -> Layer:
+    """The layer that has the profile ``profile``; ``UnknownLayerError`` otherwise."""
+    for layer in _LAYERS.values():
+        if profile in layer.profile_names():
+            return layer
+    raise UnknownLayerError(f"no layer has a profile {profile!r}")
+
+
+def layer_for_header(header: Mapping[str, Any]) -> Layer:
+    """The layer whose run a trace header records: the one it names (``"layer"``), else
+    the first implicit layer that claims it (``claims_header``)."""
+    named = header.get("layer")
+    if named is not None:
+        if not isinstance(named, str) or named not in _LAYERS:
+            known = ", ".join(_LAYERS)
+            raise UnknownLayerError(f"header names an unknown layer {named!r:.80} (known: {known})")
+        return _LAYERS[named]
+    for layer in _LAYERS.values():
+        if layer.implicit_in_header and layer.claims_header(header):
+            return layer
+    raise UnknownLayerError("no layer recognises the trace header")
