@@ -1,0 +1,227 @@
+"""The gate's coverage map (conformance/coverage.py): each condition is classified from a
+hand-made run, crash records and crash-sweep cases arm crash cells, the fault log makes
+crash cells reachable, and the map's JSON is sorted and stable."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from rmqsim.conformance.coverage import (
+    FIRST_OPEN,
+    LARGE_BACKLOG_MESSAGES,
+    NO_POINT,
+    Cell,
+    CoverageMap,
+    CoverageStep,
+    run_coverage,
+)
+from rmqsim.conformance.lockstep import PointPass
+from rmqsim.model.api import MQConfig
+from rmqsim.scenarios.ops import (
+    AdvanceClock,
+    Consume,
+    CrashReopen,
+    CreateGroup,
+    CreateTopic,
+    DestroyTopic,
+    Message,
+    Op,
+    Produce,
+    RunRetention,
+    Seek,
+)
+
+CONFIG = MQConfig()
+
+
+def _steps(*ops: Op, crash: Mapping[int, dict[str, Any]] | None = None) -> list[CoverageStep]:
+    """Steps one second apart; ``crash`` maps a 1-based step to its crash record."""
+    crash = crash or {}
+    return [(i, op, crash.get(i)) for i, op in enumerate(ops, start=1)]
+
+
+def _produce(topic: str, count: int, payload: bytes = b"x") -> Produce:
+    return Produce(topic, tuple(Message(payload) for _ in range(count)))
+
+
+def _reached(coverage: CoverageMap, kind: str, condition: str) -> int:
+    return coverage.reached[Cell(kind, condition, NO_POINT)]
+
+
+def test_a_lagging_group_is_one_behind_another_of_its_topic() -> None:
+    coverage = run_coverage(
+        CONFIG,
+        _steps(
+            CreateTopic("t"),
+            CreateGroup("t", "a"),
+            CreateGroup("t", "b"),
+            _produce("t", 3),
+            Consume("t", "a", 1),  # both groups had 3 to read: not lagging yet
+            Consume("t", "b", 1),  # a has 2 left, b 3: b lags
+            Consume("t", "b", 1),  # both have 2 left again
+        ),
+    )
+    assert _reached(coverage, "consume", "lagging-group") == 1
+    assert _reached(coverage, "consume", "any") == 3
+    assert _reached(coverage, "produce", "lagging-group") == 0
+
+
+def test_several_topics_need_two_live_topics_before_the_operation() -> None:
+    coverage = run_coverage(
+        CONFIG,
+        _steps(CreateTopic("t"), CreateTopic("u"), _produce("t", 1), DestroyTopic("u"),
+               _produce("t", 1)),
+    )  # fmt: skip
+    assert _reached(coverage, "create_topic", "several-topics") == 0
+    assert _reached(coverage, "produce", "several-topics") == 1
+    assert _reached(coverage, "destroy_topic", "several-topics") == 1
+
+
+def test_a_recreated_name_is_a_name_destroyed_before() -> None:
+    coverage = run_coverage(
+        CONFIG,
+        _steps(CreateTopic("t"), DestroyTopic("t"), CreateTopic("t"), _produce("t", 1),
+               DestroyTopic("t"), DestroyTopic("nope")),
+    )  # fmt: skip
+    assert _reached(coverage, "create_topic", "recreated-name") == 1
+    assert _reached(coverage, "produce", "recreated-name") == 1
+    # The first destroy is of a first incarnation; the second of a re-created one.
+    assert _reached(coverage, "destroy_topic", "recreated-name") == 1
+
+
+def test_a_large_backlog_poll_asks_for_and_has_a_thousand() -> None:
+    big = LARGE_BACKLOG_MESSAGES
+    coverage = run_coverage(
+        CONFIG,
+        _steps(
+            CreateTopic("t"),
+            CreateGroup("t", "g"),
+            _produce("t", big - 1),
+            Consume("t", "g", 5000),  # has 999 to read: not large
+            Seek("t", "g", 1),
+            _produce("t", 1),
+            Consume("t", "g", big - 1),  # asks for 999: not large
+            Seek("t", "g", 1),
+            Consume("t", "g", 5000),  # asks 5000, has 1000: large
+        ),
+    )
+    assert _reached(coverage, "consume", "large-backlog") == 1
+    assert _reached(coverage, "seek", "large-backlog") == 0  # not a condition of seek
+
+
+def test_an_empty_topic_holds_no_message() -> None:
+    coverage = run_coverage(
+        CONFIG,
+        _steps(CreateTopic("t"), CreateGroup("t", "g"), Consume("t", "g", 1), _produce("t", 1),
+               Consume("t", "g", 1), Consume("t", "g", 1)),
+    )  # fmt: skip
+    # Consumed, the message is still retained: only the first poll saw an empty topic.
+    assert _reached(coverage, "consume", "empty-topic") == 1
+    assert _reached(coverage, "produce", "empty-topic") == 1
+
+
+def _retention_steps() -> list[CoverageStep]:
+    """A page closes at each message (page size 1); retention after 10 s deletes what
+    every group read past."""
+    return [
+        (1, CreateTopic("t"), None),
+        (1, CreateGroup("t", "g"), None),
+        (2, _produce("t", 2, b"ab"), None),
+        (3, Consume("t", "g", 1), None),
+        (4, RunRetention(), None),  # the acked page is 1 s old: nothing deleted
+        (5, _produce("t", 1, b"ab"), None),
+        (100, RunRetention(), None),  # deletes message 1
+        (101, _produce("t", 1, b"ab"), None),
+        (102, DestroyTopic("t"), None),
+        (103, CreateTopic("t"), None),
+        (104, _produce("t", 1, b"ab"), None),  # a new incarnation: not after retention
+    ]
+
+
+def test_after_retention_means_retention_deleted_messages_of_the_topic() -> None:
+    config = MQConfig(page_size_bytes=1, retention_time_s=10, retention_size_bytes=-1)
+    coverage = run_coverage(config, _retention_steps())
+    assert _reached(coverage, "produce", "after-retention") == 1
+    assert _reached(coverage, "produce", "any") == 4
+    assert _reached(coverage, "run_retention", "after-retention") == 0
+    assert _reached(coverage, "destroy_topic", "after-retention") == 1
+
+
+def test_after_a_clock_jump_and_after_a_reopen_hold_for_the_next_operation_only() -> None:
+    coverage = run_coverage(
+        CONFIG,
+        _steps(CreateTopic("t"), AdvanceClock(3600), _produce("t", 1), _produce("t", 1),
+               CrashReopen(), _produce("t", 1), _produce("t", 1)),
+    )  # fmt: skip
+    assert _reached(coverage, "produce", "after-clock-jump") == 1
+    assert _reached(coverage, "produce", "after-reopen") == 1
+    assert _reached(coverage, "crash_reopen", "any") == 1
+    assert Cell("advance_clock", "any", NO_POINT) not in coverage.reached
+
+
+def test_a_crash_record_arms_its_cells_and_a_crash_resolved_before_undoes_the_operation() -> None:
+    crash = {"point": "produce.before_write", "hit": 1, "resolved": "before"}
+    coverage = run_coverage(
+        CONFIG,
+        _steps(CreateTopic("t"), CreateTopic("u"), CreateGroup("t", "g"), _produce("t", 1),
+               Consume("t", "g", 1), crash={4: crash}),
+    )  # fmt: skip
+    armed = Cell("produce", "several-topics", "produce.before_write")
+    assert coverage.crashed[armed] == 1
+    assert coverage.crashed[Cell("produce", "any", "produce.before_write")] == 1
+    # The produce was undone: the topic the poll reads is still empty.
+    assert _reached(coverage, "consume", "empty-topic") == 1
+
+
+def test_the_fault_log_makes_crash_cells_reachable_and_sweep_cases_arm_them() -> None:
+    steps = _steps(CreateTopic("t"), DestroyTopic("t"), CrashReopen())
+    log = [
+        PointPass(0, "open", "open.before_write", 1),
+        PointPass(1, "create_topic", "create_topic.before_write", 1),
+        PointPass(2, "destroy_topic", "destroy_topic.before_write", 1),
+        PointPass(2, "destroy_topic", "destroy_topic.between_writes", 1),
+        PointPass(2, "destroy_topic", "destroy_topic.after_write", 1),
+        PointPass(2, "open", "open.recover", 1),  # a recovery after a crash: not its own
+        PointPass(3, "close", "close.before_flush", 1),
+    ]
+    coverage = run_coverage(
+        CONFIG, steps, log, [(2, "destroy_topic.between_writes"), (0, "open.before_write")]
+    )
+    between = Cell("destroy_topic", "any", "destroy_topic.between_writes")
+    assert coverage.reached[between] == 1 and coverage.crashed[between] == 1
+    assert coverage.crashed[Cell(FIRST_OPEN, "any", "open.before_write")] == 1
+    assert Cell("destroy_topic", "any", "open.recover") not in coverage.reached
+    assert coverage.reached[Cell("crash_reopen", "any", "close.before_flush")] == 1
+    assert coverage.multi_write_kinds() == ["destroy_topic"]
+    summary = coverage.to_json()
+    assert summary["multi_write"] == {
+        "destroy_topic": {
+            "points": [
+                "destroy_topic.after_write",
+                "destroy_topic.before_write",
+                "destroy_topic.between_writes",
+            ],
+            "never_armed": ["destroy_topic.after_write", "destroy_topic.before_write"],
+        }
+    }
+    assert "create_topic/any/create_topic.before_write" in summary["never_hit"]
+    assert "destroy_topic/any/destroy_topic.between_writes" not in summary["never_hit"]
+    assert "consume/large-backlog/-" in summary["never_hit"]
+
+
+def test_the_map_merges_and_its_json_is_sorted_and_stable() -> None:
+    first = run_coverage(CONFIG, _steps(CreateTopic("t"), _produce("t", 1)))
+    second = run_coverage(CONFIG, _steps(CreateTopic("u"), CreateTopic("t")))
+    merged = CoverageMap()
+    merged.merge(second)
+    merged.merge(first)
+    again = CoverageMap()
+    again.merge(first)
+    again.merge(second)
+    assert json.dumps(merged.to_json()) == json.dumps(again.to_json())
+    cells = [(c["kind"], c["condition"], c["point"]) for c in merged.to_json()["cells"]]
+    assert cells == sorted(cells)
+    assert _reached(merged, "create_topic", "any") == 3
+    assert _reached(merged, FIRST_OPEN, "any") == 2
