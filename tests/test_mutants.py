@@ -339,3 +339,62 @@ def test_a_report_tells_the_two_spellings_of_a_name_apart() -> None:
     assert shown != render_op(CreateGroup("t", nfc))
     assert shown == "create_group(topic='t', group='gru\\u0308ppe')"
     assert render_op(CreateGroup("t", nfc)) == f"create_group(topic='t', group='{nfc}')"
+
+
+def _newcomer_program(name: str) -> tuple[MQConfig, list[Step], str]:
+    """A short program showing the bug of one newcomer mutant (issue 26), and its anomaly."""
+    from rmqsim.scenarios import ops
+
+    one_page = (Message(b"x" * 17),)
+    if name == "unread-group-holds-nothing":
+        # Group b has read nothing: the page a's poll reads past is not acked.
+        program = [
+            (0, CreateTopic("t")),
+            (0, CreateGroup("t", "a")),
+            (0, CreateGroup("t", "b")),
+            (0, Produce("t", one_page)),
+            (0, Consume("t", "a", 5)),
+        ]
+        return MQConfig(page_size_bytes=16), [Step(t, "c", op) for t, op in program], "ack-mismatch"
+    if name == "seek-lands-on-oldest":
+        # Retention deletes ids 1 and 2; a seek to 1 resets the position to -1.
+        program = [
+            (0, CreateTopic("t")),
+            (0, CreateGroup("t", "g")),
+            (0, Produce("t", (*one_page, *one_page, Message(b"y")))),
+            (0, Consume("t", "g", 2)),
+            (0, ops.AdvanceClock(11)),
+            (11, ops.RunRetention()),
+            (11, ops.Seek("t", "g", 1)),
+        ]
+        config = MQConfig(page_size_bytes=16, retention_time_s=10, retention_size_bytes=-1)
+        return config, [Step(t, "c", op) for t, op in program], "position-mismatch"
+    assert name == "produce-in-two-transactions", name
+    # A crash at the second fault-hook call of a two-message produce: between its halves.
+    program = [
+        CreateTopic("t"),
+        ops.ArmCrash(hit=2),
+        Produce("t", (Message(b"a"), Message(b"b"))),
+    ]
+    return MQConfig(), [Step(0, "c", op) for op in program], "torn-operation"
+
+
+@pytest.mark.parametrize(
+    "name", ["unread-group-holds-nothing", "seek-lands-on-oldest", "produce-in-two-transactions"]
+)
+def test_a_newcomer_mutant_diverges_where_the_real_queue_conforms(
+    name: str, tmp_path: Path
+) -> None:
+    config, program, anomaly = _newcomer_program(name)
+    (mutant,) = select([name])
+    real = Lockstep(load_factory(DEFAULT_IMPL), config, tmp_path / "real")
+    for step in program:
+        real.execute(step)
+    real.close()
+    wrong = Lockstep(load_factory(mutant.impl), config, tmp_path / "wrong")
+    with pytest.raises(Divergence) as caught:
+        for step in program:
+            wrong.execute(step)
+    wrong.close()
+    assert caught.value.anomaly == anomaly, caught.value
+    assert caught.value.step_index == len(program), caught.value

@@ -20,6 +20,7 @@ MUTANT_MODULES: tuple[str, ...] = (
     "rmqsim.conformance.mutants.liveness",
     "rmqsim.conformance.mutants.names",
     "rmqsim.conformance.mutants.blind",
+    "rmqsim.conformance.mutants.newcomer",
 )
 
 
