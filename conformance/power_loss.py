@@ -45,6 +45,7 @@ from rmqsim.conformance.adapter import BadImplError, FaultHook, load_factory
 from rmqsim.conformance.apply import RUNNER_KINDS, apply_op
 from rmqsim.conformance.lockstep import SimClock
 from rmqsim.conformance.simdisk import FAULT_MODES, PointRecord, PowerCut, SimDisk
+from rmqsim.conformance.statediff import MAX_LISTED, clip, diff_states
 from rmqsim.impl.commitlog.fs import FileSystem
 from rmqsim.model import ReferenceMQ
 from rmqsim.model.api import Clock, MessageQueue, MQConfig, State
@@ -307,16 +308,13 @@ def _recovery_problem(run: _CaseRun, disk: SimDisk, allowed: list[State]) -> str
 
 
 def _describe(state: State, allowed: list[State]) -> str:
-    """One line: the recovered topics' last ids and message counts against the last
-    allowed state's."""
-
-    def summary(s: State) -> str:
-        topics = ", ".join(f"{name}: last id {t.last_id}, {len(t.messages)} msgs"
-                           for name, t in s.topics.items())
-        groups = ", ".join(f"{t}/{g}@{p}" for (t, g), p in s.groups.items())
-        return f"{{{topics}}} groups {{{groups}}}"
-
-    return f"got {summary(state)}; expected e.g. {summary(allowed[-1])}"
+    """What the recovered state lost (or gained) against the closest allowed state: the
+    differences ``statediff.diff_states`` lists (``missing in sut``: lost messages;
+    ``only in sut``: foreign ones; ``payload``: torn ones; groups and pages)."""
+    closest = min((diff_states(a, state) for a in allowed), key=len)
+    shown = "; ".join(clip(d.render(), 120) for d in closest[:MAX_LISTED])
+    more = f"; {len(closest) - MAX_LISTED} more" if len(closest) > MAX_LISTED else ""
+    return f"against the closest (model=allowed, sut=recovered): {shown}{more}"
 
 
 def run_case(

@@ -15,6 +15,27 @@ catalogue). Nothing is patched globally: the wrapper is the backend's own seam.
 - ``no-crc-check``: the log's records are taken without checking their CRC (RocketMQ
   checks the body CRC only when ``checkCRCOnRecover`` is on): the wrapper gives every
   record read from a segment a CRC that matches, so a torn record is served.
+- ``tmp-not-synced``: a file replaced by rename (the checkpoint, the format file) is
+  renamed over the old one without an fsync of the temporary (ALICE's and LazyFS's
+  classic; ext4's ``auto_da_alloc`` discussion): the new name may hold an empty file.
+- ``rename-no-dir-sync``: the store directory is never synced after a rename or a
+  creation there (the checkpoint's, the format file's, the abort marker's): the rename
+  is not durable, a power cut brings the old name back or loses the new one.
+- ``roll-skips-previous-segment``: a flush syncs only the newest segment, so at a segment
+  roll the previous one's tail (the records and the blank filler written into it) is never
+  synced, and the checkpoint written at the roll points past bytes that a power cut loses
+  ("flushed position persisted ahead of the data"; RocketMQ #678). It runs on segments of
+  4 KiB (``ROLL_GEOMETRY``) so that a short scenario rolls; ``open_small_segments`` is the
+  correct backend on the same geometry (the control).
+- ``truncate-one-record-off``: recovery's truncation of a torn tail starts one record
+  early and also cuts the last good record (RocketMQ #2571, ``truncateDirtyLogicFiles``
+  off by one entry): recovery keeps it in the metadata, the log no longer holds it.
+- ``control-crc-unchecked``: a metadata control record (topics, groups, positions,
+  retention) is applied without checking its CRC (the messages' CRC is checked): a torn
+  control record is applied, or breaks recovery.
+- ``fsync-retried``: a failed fsync is retried, and the retry's success taken for
+  durability (PostgreSQL's "fsyncgate", 2018): on Linux the failed pages were dropped, so
+  the retry syncs nothing and the operation returns as durable.
 """
 
 from __future__ import annotations
@@ -26,16 +47,34 @@ from pathlib import Path
 from typing import Any
 
 from rmqsim.conformance.mutants import Mutant
-from rmqsim.impl.commitlog import CommitLogMQ, FileSystem, FlushPolicy, OsFileSystem, records
+from rmqsim.impl.commitlog import (
+    CommitLogMQ,
+    FileSystem,
+    FlushPolicy,
+    Geometry,
+    OsFileSystem,
+    records,
+)
 from rmqsim.model.api import Clock, MQConfig
 
 __all__ = [
     "MUTANTS",
+    "ROLL_GEOMETRY",
+    "open_control_crc_unchecked",
     "open_fsync_error_swallowed",
+    "open_fsync_retried",
     "open_no_crc_check",
     "open_no_dir_sync",
     "open_no_fsync",
+    "open_rename_no_dir_sync",
+    "open_roll_skips_previous_segment",
+    "open_small_segments",
+    "open_tmp_not_synced",
+    "open_truncate_one_record_off",
 ]
+
+#: Segments of 4 KiB (the smallest the format allows): a scenario of a few steps rolls.
+ROLL_GEOMETRY = Geometry(segment_size_bytes=4096, cq_entries_per_file=64)
 
 
 class _Wrapped:
@@ -74,6 +113,9 @@ class _SwallowSyncErrors(_Wrapped):
 
 
 class _NoCrcCheck(_Tracked):
+    #: The records whose CRC is made to match: those with one of these flags (0: all).
+    only_flags = 0
+
     def read(self, handle: int, offset: int, size_bytes: int) -> bytes:
         data = self.inner.read(handle, offset, size_bytes)
         if "/commitlog/" not in self.paths.get(handle, ""):
@@ -86,10 +128,67 @@ class _NoCrcCheck(_Tracked):
                 records.HEADER_SIZE_BYTES <= size <= len(fixed) - position
             ):
                 break
-            crc = zlib.crc32(fixed[position + 12 : position + size])
-            struct.pack_into(">I", fixed, position + 8, crc)
+            (flags,) = struct.unpack_from(">I", fixed, position + 12)
+            if not self.only_flags or flags & self.only_flags:
+                crc = zlib.crc32(fixed[position + 12 : position + size])
+                struct.pack_into(">I", fixed, position + 8, crc)
             position += size
         return bytes(fixed)
+
+
+class _ControlCrcUnchecked(_NoCrcCheck):
+    only_flags = records.FLAG_CONTROL
+
+
+class _TmpNotSynced(_Tracked):
+    def sync(self, handle: int) -> None:
+        if not self.paths.get(handle, "").endswith(".tmp"):
+            self.inner.sync(handle)
+
+
+class _RenameNoDirSync(_Wrapped):
+    def sync_dir(self, path: str) -> None:
+        # The bug: only the log's and the consume queues' directories are synced.
+        if path.endswith("/commitlog") or "/consumequeue" in path:
+            self.inner.sync_dir(path)
+
+
+class _RollSkipsPrevious(_Tracked):
+    def sync(self, handle: int) -> None:
+        path = self.paths.get(handle, "")
+        segments = [p for p in self.paths.values() if "/commitlog/" in p]
+        if "/commitlog/" not in path or path == max(segments):
+            self.inner.sync(handle)
+
+
+class _TruncateOneRecordOff(_Tracked):
+    def write_at(self, handle: int, offset: int, data: bytes) -> None:
+        start = offset
+        if "/commitlog/" in self.paths.get(handle, "") and data and not any(data):
+            start = self._start_of_record_ending_at(handle, offset)
+        self.inner.write_at(handle, start, bytes(offset - start) + data)
+
+    def _start_of_record_ending_at(self, handle: int, end: int) -> int:
+        """The bug: zeroing from ``end`` (recovery's truncation) starts at the record
+        that ends there instead (the segment's records walked from its first byte)."""
+        data = self.inner.read(handle, 0, end)
+        position = 0
+        while position + records.BLANK_SIZE_BYTES <= end:
+            size, magic = struct.unpack_from(">II", data, position)
+            if magic != records.MAGIC_MESSAGE or size < records.HEADER_SIZE_BYTES:
+                return end
+            if position + size == end:
+                return position
+            position += size
+        return end
+
+
+class _FsyncRetried(_Wrapped):
+    def sync(self, handle: int) -> None:
+        try:
+            self.inner.sync(handle)
+        except OSError:  # the bug: "transient", try again (the pages are gone by now)
+            self.inner.sync(handle)
 
 
 class _NoDirSync(_Wrapped):
@@ -97,13 +196,15 @@ class _NoDirSync(_Wrapped):
         del path  # the bug: the directory entry is never made durable
 
 
-def _opener(wrapper: type[_Wrapped], name: str, doc: str) -> Any:
+def _opener(
+    wrapper: type[_Wrapped], name: str, doc: str, geometry: Geometry | None = None
+) -> Any:
     def factory(
         *, path: Path, config: MQConfig, clock: Clock, faults: Any, fs: FileSystem | None = None
     ) -> CommitLogMQ:
         return CommitLogMQ.open(path, config=config, clock=clock, faults=faults,
                                 policy=FlushPolicy(mode="sync"),
-                                fs=wrapper(fs or OsFileSystem()))
+                                fs=wrapper(fs or OsFileSystem()), geometry=geometry)
 
     factory.__qualname__ = factory.__name__ = name
     factory.__doc__ = doc
@@ -115,6 +216,23 @@ open_fsync_error_swallowed = _opener(_SwallowSyncErrors, "open_fsync_error_swall
                                      "A failed fsync is swallowed.")
 open_no_dir_sync = _opener(_NoDirSync, "open_no_dir_sync", "Directories never synced.")
 open_no_crc_check = _opener(_NoCrcCheck, "open_no_crc_check", "Records read without CRC check.")
+open_tmp_not_synced = _opener(_TmpNotSynced, "open_tmp_not_synced",
+                              "A temporary renamed into place without an fsync.")
+open_rename_no_dir_sync = _opener(_RenameNoDirSync, "open_rename_no_dir_sync",
+                                  "The store directory never synced after a rename.")
+open_roll_skips_previous_segment = _opener(
+    _RollSkipsPrevious, "open_roll_skips_previous_segment",
+    "A flush syncs only the newest segment (4 KiB segments).", ROLL_GEOMETRY,
+)
+open_small_segments = _opener(_Wrapped, "open_small_segments",
+                              "The correct backend on 4 KiB segments (the control).",
+                              ROLL_GEOMETRY)
+open_truncate_one_record_off = _opener(_TruncateOneRecordOff, "open_truncate_one_record_off",
+                                       "Recovery's truncation also cuts the last good record.")
+open_control_crc_unchecked = _opener(_ControlCrcUnchecked, "open_control_crc_unchecked",
+                                     "Control records applied without their CRC checked.")
+open_fsync_retried = _opener(_FsyncRetried, "open_fsync_retried",
+                             "A failed fsync retried, the retry taken for durability.")
 
 _MODULE = "rmqsim.conformance.mutants.storage"
 MUTANTS: tuple[Mutant, ...] = (
@@ -127,4 +245,22 @@ MUTANTS: tuple[Mutant, ...] = (
            f"{_MODULE}:open_no_dir_sync"),
     Mutant("no-crc-check", "storage", "recovery takes the log's records without their CRC",
            f"{_MODULE}:open_no_crc_check"),
+    Mutant("tmp-not-synced", "storage",
+           "a checkpoint is renamed into place before its temporary file is synced",
+           f"{_MODULE}:open_tmp_not_synced"),
+    Mutant("rename-no-dir-sync", "storage",
+           "the store directory is never synced after a rename (the checkpoint's)",
+           f"{_MODULE}:open_rename_no_dir_sync"),
+    Mutant("roll-skips-previous-segment", "storage",
+           "at a segment roll the previous segment's tail is never synced",
+           f"{_MODULE}:open_roll_skips_previous_segment"),
+    Mutant("truncate-one-record-off", "storage",
+           "recovery's truncation of a torn tail also cuts the last good record",
+           f"{_MODULE}:open_truncate_one_record_off"),
+    Mutant("control-crc-unchecked", "storage",
+           "a metadata control record is applied before its CRC is checked",
+           f"{_MODULE}:open_control_crc_unchecked"),
+    Mutant("fsync-retried", "storage",
+           "a failed fsync is retried and the retry's success taken for durability",
+           f"{_MODULE}:open_fsync_retried"),
 )

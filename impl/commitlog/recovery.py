@@ -208,6 +208,7 @@ def _recover(store: OpenStore) -> None:
     fs, root, log = store.fs, store.root, store.log
     log.load(store.report)
     start = _load_checkpoint(store)
+    log.check_lengths(start, store.report)
     abnormal = fs.exists(f"{root}/abort")
     _load_cqs(store, abnormal)
     scan = log.scan(start)
