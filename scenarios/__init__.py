@@ -5,7 +5,9 @@ This is a leaf package: it imports nothing of ``model``, ``impl``, ``conformance
 
 * ``ops`` - the operation vocabulary, ``Outcome``, ``Step`` and their strict JSON codec;
 * ``profiles`` - workload recipes (``PROFILES``, ``resolve``);
-* ``catalog`` - every profile by name, queue or consumer (``get_profile``, ``queue_profile``);
+* ``catalog`` - every profile by name, queue, consumer or stream (``get_profile``,
+  ``queue_profile``);
+* ``stream_ops``/``stream_profiles``/``stream_sim`` - the message-stream simulation;
 * ``simulation`` - ``Simulation(profile, seed, steps).run(execute)``;
 * ``actors``/``world``/``names`` - the simulated clients, their beliefs and name pools.
 """

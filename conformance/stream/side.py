@@ -1,0 +1,137 @@
+"""One side of a stream run: a ``StreamFactory`` over a queue, the streams the actors
+opened on it (by name), and ``apply(op) -> Outcome`` with plain-data outcomes
+(``scenarios.stream_ops`` lists their shapes). The model side and the implementation side
+are both a ``StreamSide``; only how they reopen after a crash differs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rmqsim.model.api import MQError
+from rmqsim.model.stream.api import (
+    TYPE_CODES,
+    MsgPack,
+    MsgPosition,
+    MsgStream,
+    MsgType,
+    Row,
+    StreamFactory,
+    SubscriptionPosition,
+    TsMsg,
+)
+from rmqsim.scenarios.ops import Outcome, RunRetention
+from rmqsim.scenarios.stream_ops import (
+    Broadcast,
+    Consume,
+    CrashQueue,
+    OpenConsumer,
+    OpenProducer,
+    Produce,
+    Seek,
+    StreamMsg,
+    StreamOp,
+)
+
+__all__ = ["NO_STREAM", "StreamSide", "pack_to_plain", "to_ts_msg"]
+
+#: The outcome error of an operation on a stream no actor opened (a shrunk trace's).
+NO_STREAM = "NoStream"
+
+#: Crash the side's queue, reopen it and return a factory over the reopened queue.
+Reopen = Callable[[StreamFactory], StreamFactory]
+
+
+def to_ts_msg(msg: StreamMsg) -> TsMsg:
+    """The ``TsMsg`` a plain message stands for (an unknown type code stays an int, which
+    the stream refuses as ``InvalidPack``)."""
+    msg_type: Any = MsgType(msg.msg_type) if msg.msg_type in TYPE_CODES else msg.msg_type
+    rows = tuple(Row(row_id, ts) for row_id, ts in msg.rows)
+    return TsMsg(msg_type, msg.msg_id, msg.timestamp, msg.hash_keys, msg.payload, rows)
+
+
+def _msg_to_plain(msg: TsMsg) -> tuple[Any, ...]:
+    channel, queue_id = (
+        ("", -1) if msg.position is None else (msg.position.channel, msg.position.queue_id)
+    )
+    rows = tuple(row.row_id for row in msg.rows)
+    return (int(msg.msg_type), msg.msg_id, rows, msg.begin_ts, msg.end_ts, channel, queue_id,
+            tuple(msg.hash_keys), msg.payload)  # fmt: skip
+
+
+def _positions(positions: tuple[MsgPosition, ...]) -> tuple[tuple[str, int, int], ...]:
+    return tuple((p.channel, p.queue_id, p.timestamp) for p in positions)
+
+
+def pack_to_plain(pack: MsgPack | None) -> Any:
+    """A consumed pack as plain data (None stays None)."""
+    if pack is None:
+        return None
+    msgs = tuple(_msg_to_plain(msg) for msg in pack.msgs)
+    return (pack.begin_ts, pack.end_ts, msgs, _positions(pack.start_positions),
+            _positions(pack.end_positions))  # fmt: skip
+
+
+class StreamSide:
+    """A stream factory and the actors' streams on it."""
+
+    def __init__(self, factory: StreamFactory, channels: tuple[str, ...], reopen: Reopen) -> None:
+        self.factory = factory
+        self.channels = channels
+        self.reopen = reopen
+        self.streams: dict[str, MsgStream] = {}
+        self.groups: dict[str, str] = {}
+
+    def apply(self, op: StreamOp) -> Outcome:
+        if not isinstance(op, OpenProducer | OpenConsumer):
+            for name in (getattr(op, "producer", None), getattr(op, "consumer", None)):
+                if name is not None and name not in self.streams:
+                    return Outcome(error=NO_STREAM)
+        try:
+            return Outcome(value=self._apply(op))
+        except MQError as exc:
+            return Outcome(error=exc.kind)
+
+    def _apply(self, op: StreamOp) -> Any:
+        if isinstance(op, OpenProducer | OpenConsumer):
+            return self._open(op)
+        if isinstance(op, Produce):
+            written = self.streams[op.producer].produce(MsgPack(tuple(map(to_ts_msg, op.msgs))))
+            return tuple((channel, tuple(ids)) for channel, ids in written.items())
+        if isinstance(op, Broadcast):
+            written = self.streams[op.producer].broadcast(MsgPack(tuple(map(to_ts_msg, op.msgs))))
+            return tuple((channel, tuple(ids)) for channel, ids in written.items())
+        if isinstance(op, Consume):
+            return pack_to_plain(self.streams[op.consumer].consume())
+        if isinstance(op, Seek):
+            stream, group = self.streams[op.consumer], self.groups[op.consumer]
+            positions = [MsgPosition.at(c, queue_id, group, ts) for c, queue_id, ts in op.positions]
+            stream.seek(positions, op.include_current)
+            return None
+        if isinstance(op, CrashQueue):
+            self.close_streams()
+            self.factory = self.reopen(self.factory)
+            return None
+        assert isinstance(op, RunRetention), op
+        self.factory.mq.run_retention()
+        return None
+
+    def _open(self, op: OpenProducer | OpenConsumer) -> None:
+        name = op.producer if isinstance(op, OpenProducer) else op.consumer
+        old = self.streams.pop(name, None)
+        if old is not None:
+            old.close()
+        if isinstance(op, OpenProducer):
+            stream = self.factory.new_msg_stream()
+            stream.as_producer(list(self.channels))
+        else:
+            stream = self.factory.new_tt_msg_stream() if op.tt else self.factory.new_msg_stream()
+            start = SubscriptionPosition.LATEST if op.latest else SubscriptionPosition.EARLIEST
+            stream.as_consumer(list(self.channels), op.group, start)
+            self.groups[name] = op.group
+        self.streams[name] = stream
+
+    def close_streams(self) -> None:
+        for stream in self.streams.values():
+            stream.close()
+        self.streams.clear()
