@@ -121,7 +121,7 @@ class _ModelDisk:
         if model is None or model.config != config or type(model) is not model_cls:
             model = model_cls(config=config, clock=clock)
             self._disks[key] = model
-        model._closed = False
+        model.reopen()
         model.faults = faults or (lambda point: None)
         self._model = model
 
@@ -129,7 +129,8 @@ class _ModelDisk:
         return getattr(self._model, name)
 
     def crash(self) -> None:
-        self._model._closed = True
+        """Stop serving, keeping the state (the model loses nothing in a crash)."""
+        self._model.close()
 
     @classmethod
     def _rmqsim_forget(cls, path: Path) -> None:

@@ -669,11 +669,20 @@ class RocksMQ:
         cached.groups[group] = position
         self._apply_acks(cached, acked)
 
-    def _ack_floor(self, cached: _Topic, groups: Mapping[str, int]) -> int:
-        """Every group has read every id below this (SPEC "Acks": a page is acked when every
-        position > end_id); -1 when some group has read nothing or there is no group. A seam:
-        the one place that says which positions count."""
-        return min(groups.values(), default=-1)  # -1 (read nothing) is below every end id
+    def ack_floor(self, topic: str, positions: Mapping[str, int]) -> int:
+        """Every group of ``topic`` has read every id below this, with its groups at
+        ``positions`` (SPEC "Acks": a page is acked when every position > end_id); -1 when
+        some group has read nothing or there is no group. A seam for variants (the
+        harness's seeded bugs): the one place that says which positions count."""
+        return min(positions.values(), default=-1)  # -1 (read nothing) is below every end id
+
+    def group_positions(self, topic: str) -> dict[str, int]:
+        """The position of every group of ``topic`` as this queue holds it (a copy; empty
+        when there is no such topic): introspection for variants and tests, as
+        ``retention_passes``, not part of the queue's contract. Takes no lock, so an
+        operation on the topic (or an ``ack_floor`` inside one) may call it."""
+        cached = self._topics.get(topic)
+        return dict(cached.groups) if cached is not None else {}
 
     def _plan_acks(
         self, cached: _Topic, groups: dict[str, int], plan: Plan, now: _Now
@@ -681,7 +690,7 @@ class RocksMQ:
         """Pages that become acked with these ``groups``: every position > end_id."""
         if not groups or cached.acked_count == len(cached.pages):
             return []
-        lowest = self._ack_floor(cached, groups)
+        lowest = self.ack_floor(cached.name, groups)
         acked: list[Page] = []
         index = cached.acked_count
         pages = cached.pages

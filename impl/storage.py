@@ -554,8 +554,8 @@ class Store:
         self._write_options = WriteOptions()
         self._write_options.sync = sync_writes
         self._unlogged_options = WriteOptions()
-        # A property, though rocksdict's stub declares a method; RocksDB rejects it with sync.
-        self._unlogged_options.disable_wal = True  # type: ignore[method-assign,assignment]
+        # RocksDB rejects disable_wal with sync (so these are options of their own).
+        self._unlogged_options.disable_wal = True  # type: ignore[method-assign,assignment]  # a property; the stub says method
         #: Set when ``open`` found no format record in an empty database of ours.
         self.needs_init = False
         #: Facts of the files that never change (table files, OPTIONS, IDENTITY), by

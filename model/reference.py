@@ -403,6 +403,12 @@ class ReferenceMQ:
         """Stop serving; every later call but ``close`` raises NotServingError."""
         self._closed = True
 
+    def reopen(self) -> None:
+        """Serve again, with the same state: what reopening a durable store after a close
+        or a crash gives (the model as a SUT, ``conformance.adapter``, keeps one model per
+        path and reopens it this way)."""
+        self._closed = False
+
     # ------------------------------------------------------------------ introspection
 
     def peek(self, topic: str, group: str) -> tuple[int, int | None, int | None] | None:

@@ -5,6 +5,7 @@ what is written. Load with ``--impl conformance.mutants.classic:<factory>``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -47,8 +48,8 @@ class StaleAcks(RocksMQ):
     stored before the move is written, so the pages a move makes acked are acked one
     operation late (or never, if no later move comes)."""
 
-    def _ack_floor(self, cached: Any, groups: Any) -> int:
-        return super()._ack_floor(cached, cached.groups)
+    def ack_floor(self, topic: str, positions: Mapping[str, int]) -> int:
+        return super().ack_floor(topic, self.group_positions(topic))
 
 
 class EndBeforeMessages(RocksMQ):

@@ -135,33 +135,29 @@ class AcksBeforeMessages(RocksMQ):
         self._fault(f"{operation}.after_write")
 
 
-class _VolatileHwmStore:
-    """A ``Store`` that drops high-water-mark writes and serves them from memory.
+class _VolatileHwmStore(Store):
+    """A ``Store`` that drops high-water-mark writes and serves them from memory (the
+    ``RocksMQ.store_class`` seam), so the queue above it sees its own high-water marks
+    while it runs; they are simply never on disk."""
 
-    Delegates everything else to the real store, so the queue above it sees its own
-    high-water marks while it runs; they are simply never on disk.
-    """
-
-    def __init__(self, store: Store) -> None:
-        self._inner = store
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self._hwm: dict[bytes, bytes] = {}
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def write(self, plan: Plan) -> None:
+    def write(self, plan: Plan, *, logged: bool = True) -> None:
         for key, value in plan.meta_puts:
             if _is_hwm(key):
                 self._hwm[key] = value
-        self._inner.write(replace(plan, meta_puts=[p for p in plan.meta_puts if not _is_hwm(p[0])]))
+        kept = [p for p in plan.meta_puts if not _is_hwm(p[0])]
+        super().write(replace(plan, meta_puts=kept), logged=logged)
 
     def get_meta(self, key: bytes) -> bytes | None:
         if key in self._hwm:
             return self._hwm[key]
-        return self._inner.get_meta(key)
+        return super().get_meta(key)
 
     def scan_meta(self) -> list[tuple[bytes, bytes]]:
-        merged = dict(self._inner.scan_meta())
+        merged = dict(super().scan_meta())
         merged.update(self._hwm)
         return sorted(merged.items())
 
@@ -189,6 +185,8 @@ class HwmNotPersisted(RocksMQ):
     (id reuse), where SPEC says ids continue under the name.
     """
 
+    store_class = _VolatileHwmStore
+
     @classmethod
     def open(cls, path: str | os.PathLike[str], *args: Any, **kwargs: Any) -> RocksMQ:
         if os.path.exists(os.path.join(path, LOCK_FILE_NAME)):
@@ -200,9 +198,7 @@ class HwmNotPersisted(RocksMQ):
                     store.write(Plan(meta_puts=sorted(recovered.items())))
             finally:
                 store.close()
-        mq = super().open(path, *args, **kwargs)
-        mq._store = _VolatileHwmStore(mq._store)  # type: ignore[assignment]
-        return mq
+        return super().open(path, *args, **kwargs)
 
 
 def _factory(cls: type[RocksMQ]):

@@ -9,6 +9,7 @@ module-level factories are what ``--impl conformance.mutants.milvus:<factory>`` 
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -103,8 +104,8 @@ class AckOffByOne(RocksMQ):
     """Bug class: off-by-one. A page counts as read by a group when ``end_id <= position``,
     so the page holding a lagging group's next message is acked (and may be retained away)."""
 
-    def _ack_floor(self, cached: Any, groups: Any) -> int:
-        floor = super()._ack_floor(cached, groups)
+    def ack_floor(self, topic: str, positions: Mapping[str, int]) -> int:
+        floor = super().ack_floor(topic, positions)
         return floor + 1 if floor >= 0 else floor
 
 
@@ -122,9 +123,9 @@ class AckRegisteredOnly(RocksMQ):
         self._registered.add((topic, group))
         return super().consume(topic, group, n)
 
-    def _ack_floor(self, cached: Any, groups: Any) -> int:
-        counted = {g: p for g, p in groups.items() if (cached.name, g) in self._registered}
-        return super()._ack_floor(cached, counted)
+    def ack_floor(self, topic: str, positions: Mapping[str, int]) -> int:
+        counted = {g: p for g, p in positions.items() if (topic, g) in self._registered}
+        return super().ack_floor(topic, counted)
 
 
 class DestroyGroupKeepsAcks(RocksMQ):
@@ -140,8 +141,8 @@ class DestroyGroupKeepsAcks(RocksMQ):
         finally:
             self._destroying_group = False
 
-    def _ack_floor(self, cached: Any, groups: Any) -> int:
-        return -1 if self._destroying_group else super()._ack_floor(cached, groups)
+    def ack_floor(self, topic: str, positions: Mapping[str, int]) -> int:
+        return -1 if self._destroying_group else super().ack_floor(topic, positions)
 
 
 class EmptyPayloadNone(RocksMQ):
@@ -150,7 +151,7 @@ class EmptyPayloadNone(RocksMQ):
 
     def consume(self, topic: str, group: str, n: int) -> list[ConsumerMessage]:
         return [
-            ConsumerMessage(m.msg_id, None, None) if m.payload == b"" else m  # type: ignore[arg-type]
+            ConsumerMessage(m.msg_id, None, None) if m.payload == b"" else m  # type: ignore[arg-type]  # the bug: Go's nil
             for m in super().consume(topic, group, n)
         ]
 

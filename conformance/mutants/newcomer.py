@@ -14,7 +14,6 @@ Load with ``--impl rmqsim.conformance.mutants.newcomer:<factory>``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from rmqsim.conformance.mutants import Mutant
 from rmqsim.conformance.mutants.base import factory_of
@@ -37,8 +36,8 @@ class UnreadGroupHoldsNothing(RocksMQ):
     past a page it is acked, and retention deletes messages the unread group never got.
     """
 
-    def _ack_floor(self, cached: Any, groups: Mapping[str, int]) -> int:
-        return min((position for position in groups.values() if position != -1), default=-1)
+    def ack_floor(self, topic: str, positions: Mapping[str, int]) -> int:
+        return min((position for position in positions.values() if position != -1), default=-1)
 
 
 class SeekLandsOnOldest(RocksMQ):

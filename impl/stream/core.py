@@ -50,7 +50,7 @@ def last_issued_id(mq: MessageQueue, channel: str) -> int:
     channel is gone). Uses ``snapshot(topics=..., messages_from=...)`` where the queue
     offers that extension (``impl.RocksMQ``), so that no message is read."""
     try:
-        state = mq.snapshot(topics=[channel], messages_from={channel: MAX_MSG_ID})  # type: ignore[call-arg]
+        state = mq.snapshot(topics=[channel], messages_from={channel: MAX_MSG_ID})  # type: ignore[call-arg]  # RocksMQ's extension
     except TypeError:  # a queue with the protocol's snapshot() only
         state = mq.snapshot()
     topic = state.topics.get(channel)
