@@ -12,7 +12,8 @@ at close, and recovery rebuilds what the log holds beyond the checkpoint.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from collections.abc import Sequence
+from typing import NamedTuple
 
 from rmqsim.impl.commitlog.fs import FileSystem
 from rmqsim.impl.errors import CorruptDatabaseError
@@ -24,8 +25,9 @@ ENTRY_SIZE_BYTES = _ENTRY.size  # 20
 _NAME_DIGITS = 20
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):
+    """One consume-queue entry (a named tuple: a read makes one per message)."""
+
     offset: int
     size_bytes: int
     msg_id: int
@@ -88,6 +90,21 @@ class ConsumeQueue:
         self.fs.write_at(handle, position, _ENTRY.pack(entry.offset, entry.size_bytes,
                                                        entry.msg_id))
         self.dirty.add(index - index % self.entries_per_file)
+
+    def put_run(self, first_index: int, entries: Sequence[tuple[int, int, int]]) -> None:
+        """``put`` of consecutive entries ``(offset, size, msg_id)`` from ``first_index``
+        on: one ``write_at`` per file they fall in (usually one), not one per entry."""
+        index, done = first_index, 0
+        while done < len(entries):
+            handle, position = self._handle(index, create=True)
+            assert handle is not None
+            count = min(len(entries) - done, self.entries_per_file - position // ENTRY_SIZE_BYTES)
+            pack = _ENTRY.pack
+            data = b"".join([pack(*entry) for entry in entries[done : done + count]])
+            self.fs.write_at(handle, position, data)
+            self.dirty.add(index - index % self.entries_per_file)
+            index += count
+            done += count
 
     def get(self, first: int, count: int) -> list[Entry | None]:
         """Entries ``first .. first+count-1`` (None where there is none)."""

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from rmqsim.impl.commitlog import records
-from rmqsim.impl.commitlog.cq import Entry
 from rmqsim.impl.commitlog.fs import FileSystem, OsFileSystem
 from rmqsim.impl.commitlog.log import PendingRecord
 from rmqsim.impl.commitlog.recovery import Geometry, OpenStore, open_store, write_checkpoint
@@ -244,15 +243,16 @@ class CommitLogMQ:
             topic_bytes = topic.encode()
             pending: list[PendingRecord] = []
             open_bytes = cached.open_page_bytes
-            for index, message in enumerate(batch):
-                size = len(message.payload)
-                closes = open_bytes + size > self._config.page_size_bytes
-                open_bytes = 0 if closes else open_bytes + size
-                pending.append(PendingRecord(
-                    records.FLAG_PAGE_CLOSE if closes else 0, cached.last_id + 1 + index, now,
-                    cached.incarnation, topic_bytes,
-                    records.encode_properties(message.properties), bytes(message.payload),
-                ))  # fmt: skip
+            page_size = self._config.page_size_bytes
+            inc = cached.incarnation
+            encode = records.encode_properties
+            for msg_id, message in enumerate(batch, start=cached.last_id + 1):
+                payload = bytes(message.payload)
+                closes = open_bytes + len(payload) > page_size
+                open_bytes = 0 if closes else open_bytes + len(payload)
+                properties = encode(message.properties) if message.properties else b""
+                pending.append(PendingRecord(records.FLAG_PAGE_CLOSE if closes else 0, msg_id,
+                                             now, inc, topic_bytes, properties, payload))
             self._commit("produce", pending, None, now)
             return list(range(cached.last_id - len(batch) + 1, cached.last_id + 1))
 
@@ -448,19 +448,35 @@ class CommitLogMQ:
         ) from exc
 
     def _apply(self, batch: list[PendingRecord], placed: list[tuple[int, int]]) -> None:
-        """Apply the written records (the same functions recovery replays) and dispatch."""
+        """Apply the written records (the same functions recovery replays) and dispatch:
+        the consume-queue entries of consecutive messages are written as one run."""
         meta = self._store.meta
-        for record, (offset, size) in zip(batch, placed, strict=True):
-            if record.flags & records.FLAG_CONTROL:
-                apply_event(meta, json.loads(record.body))
+        run: list[tuple[int, int, int]] = []
+        run_inc = run_index = run_next_id = 0  # the run's incarnation, first index, next id
+        for (flags, msg_id, store_time, inc, _topic, _props, body), (offset, size) in zip(
+            batch, placed, strict=True
+        ):
+            if flags & records.FLAG_CONTROL:
+                self._dispatch(run_inc, run_index, run)
+                run = []
+                apply_event(meta, json.loads(body))
                 continue
-            topic = apply_message(meta, record.incarnation, record.queue_offset,
-                                  len(record.body), bool(record.flags & records.FLAG_PAGE_CLOSE),
-                                  record.store_time)
+            topic = apply_message(meta, inc, msg_id, len(body),
+                                  bool(flags & records.FLAG_PAGE_CLOSE), store_time)
             assert topic is not None
-            self._store.cq(record.incarnation).put(
-                topic.cq_index(record.queue_offset), Entry(offset, size, record.queue_offset)
-            )
+            if run and (inc != run_inc or msg_id != run_next_id):
+                self._dispatch(run_inc, run_index, run)
+                run = []
+            if not run:
+                run_inc, run_index = inc, topic.cq_index(msg_id)
+            run.append((offset, size, msg_id))
+            run_next_id = msg_id + 1
+        self._dispatch(run_inc, run_index, run)
+
+    def _dispatch(self, incarnation: int, first_index: int,
+                  run: list[tuple[int, int, int]]) -> None:
+        if run:
+            self._store.cq(incarnation).put_run(first_index, run)
 
     def _after_write(self, rolled: bool) -> None:
         """Async flush policy, and a checkpoint when a new segment was started."""

@@ -37,11 +37,17 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple
+
+try:  # ISA-L's CRC-32 (the ``fast`` extra): zlib's values, ≈6x faster on 1 KiB
+    from isal.isal_zlib import crc32
+except ImportError:  # pragma: no cover - only without the extra
+    from zlib import crc32
 
 __all__ = [
     "BLANK_SIZE_BYTES",
+    "CRC32_SOURCE",
     "FLAG_BATCH_END",
     "FLAG_CONTROL",
     "FLAG_PAGE_CLOSE",
@@ -51,7 +57,9 @@ __all__ = [
     "Record",
     "RecordError",
     "blank",
+    "crc32",
     "decode_properties",
+    "encode_batch",
     "encode_properties",
     "encode_record",
     "parse_record",
@@ -66,9 +74,14 @@ FLAG_CONTROL = 4
 _KNOWN_FLAGS = FLAG_BATCH_END | FLAG_PAGE_CLOSE | FLAG_CONTROL
 
 _HEAD = struct.Struct(">IIIIQQqQ")  # size, magic, crc, flags, queue off, phys off, time, inc
+_HEAD_TOPIC = struct.Struct(">IIIIQQqQH")  # _HEAD, then the topic length
+_PREFIX = struct.Struct(">III")  # size, magic, crc: the part of _HEAD before the CRC'd bytes
+_FIELDS = struct.Struct(">IQQqQH")  # the rest of _HEAD, then the topic length
 _BLANK = struct.Struct(">II")
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
+#: Where the records' CRC-32 comes from: "isal" (the ``fast`` extra) or "zlib".
+CRC32_SOURCE = "zlib" if crc32 is zlib.crc32 else "isal"
 #: The fixed part of a record: header plus the three length fields.
 HEADER_SIZE_BYTES = _HEAD.size + 2 + 4 + 4
 BLANK_SIZE_BYTES = _BLANK.size
@@ -78,9 +91,9 @@ class RecordError(ValueError):
     """The bytes at an offset are not a whole, valid record (the reason says why)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One decoded record and where it lies."""
+class Record(NamedTuple):
+    """One decoded record and where it lies. (A named tuple: a read makes one per
+    message, and a tuple is built ≈4x faster than a frozen dataclass.)"""
 
     offset: int
     size_bytes: int
@@ -152,20 +165,32 @@ def encode_record(
     body: bytes,
 ) -> bytes:
     """The bytes of one record to be written at physical ``offset``."""
-    size = record_size(topic, properties, body)
-    tail = b"".join(
-        (
-            _U16.pack(len(topic)),
-            topic,
-            _U32.pack(len(properties)),
-            properties,
-            _U32.pack(len(body)),
-            body,
-        )
+    fields = (flags, queue_offset, store_time, incarnation, topic, properties, body)
+    return b"".join(encode_batch(offset, [fields])[0])
+
+
+def encode_batch(
+    offset: int, batch: Iterable[tuple[int, int, int, int, bytes, bytes, bytes]]
+) -> tuple[list[bytes], list[tuple[int, int]]]:
+    """Consecutive records from physical ``offset`` on, each given as ``(flags,
+    queue_offset, store_time, incarnation, topic, properties, body)``. Returns the parts
+    to join into the bytes to write (a body is not copied here) and each record's
+    ``(offset, size)``. One loop with no call per record: a produce's hot path."""
+    parts: list[bytes] = []
+    placed: list[tuple[int, int]] = []
+    join, fields_pack, prefix_pack, u32, crc = (
+        b"".join, _FIELDS.pack, _PREFIX.pack, _U32.pack, crc32
     )
-    head = _HEAD.pack(size, MAGIC_MESSAGE, 0, flags, queue_offset, offset, store_time, incarnation)
-    crc = zlib.crc32(tail, zlib.crc32(head[12:]))
-    return b"".join((head[:8], _U32.pack(crc), head[12:], tail))
+    for flags, queue_offset, store_time, incarnation, topic, properties, body in batch:
+        fields = join((
+            fields_pack(flags, queue_offset, offset, store_time, incarnation, len(topic)),
+            topic, u32(len(properties)), properties, u32(len(body)),
+        ))  # fmt: skip
+        size = _PREFIX.size + len(fields) + len(body)
+        parts += (prefix_pack(size, MAGIC_MESSAGE, crc(body, crc(fields))) + fields, body)
+        placed.append((offset, size))
+        offset += size
+    return parts, placed
 
 
 def blank(remaining_bytes: int) -> bytes:
@@ -191,31 +216,39 @@ def parse_record(data: bytes | memoryview, position: int, offset: int) -> Record
         raise RecordError("no record here" if size == magic == 0 else f"bad magic {magic:#x}")
     if not HEADER_SIZE_BYTES <= size <= remaining:
         raise RecordError(f"record size {size} outside {HEADER_SIZE_BYTES}..{remaining}")
-    raw = bytes(data[position : position + size])
-    _s, _m, crc, flags, queue_offset, physical, store_time, inc = _HEAD.unpack_from(raw, 0)
-    if zlib.crc32(raw[12:]) != crc:
+    end = position + size
+    _s, _m, crc, flags, queue_offset, physical, store_time, inc, topic_length = (
+        _HEAD_TOPIC.unpack_from(data, position)
+    )
+    if crc32(data[position + 12 : end]) != crc:
         raise RecordError("CRC mismatch")
     if physical != offset:
         raise RecordError(f"record says it lies at {physical}")
     if flags & ~_KNOWN_FLAGS:
         raise RecordError(f"unknown flags {flags:#x}")
-    return _split(raw, offset, flags, queue_offset, store_time, inc)
-
-
-def _split(raw: bytes, offset: int, flags: int, queue_offset: int, time: int, inc: int) -> Record:
-    position = _HEAD.size
-    fields: list[bytes] = []
-    for width in (_U16, _U32, _U32):
-        if position + width.size > len(raw):
-            raise RecordError("lengths run past the record")
-        (length,) = width.unpack_from(raw, position)
-        position += width.size
-        fields.append(raw[position : position + length])
-        position += length
-    if position != len(raw):
-        raise RecordError(f"lengths add up to {position}, the record is {len(raw)} bytes")
+    fields = _fields(data, position, topic_length, end)
     try:
         topic = fields[0].decode()
     except UnicodeDecodeError:
         raise RecordError("topic is not UTF-8") from None
-    return Record(offset, len(raw), flags, queue_offset, time, inc, topic, fields[1], fields[2])
+    return Record(offset, size, flags, queue_offset, store_time, inc, topic, fields[1], fields[2])
+
+
+def _fields(data: bytes | memoryview, position: int, topic_length: int, end: int
+            ) -> tuple[bytes, bytes, bytes]:
+    """Topic, properties and body of the record at ``data[position:end]`` whose topic is
+    ``topic_length`` bytes; ``RecordError`` when the lengths do not add up."""
+    topic_at = position + _HEAD_TOPIC.size
+    properties_at = topic_at + topic_length + 4
+    if properties_at > end:
+        raise RecordError("lengths run past the record")
+    (properties_length,) = _U32.unpack_from(data, properties_at - 4)
+    body_at = properties_at + properties_length + 4
+    if body_at > end:
+        raise RecordError("lengths run past the record")
+    (body_length,) = _U32.unpack_from(data, body_at - 4)
+    if body_at + body_length != end:
+        raise RecordError(f"lengths add up to {body_at + body_length - position}, the record "
+                          f"is {end - position} bytes")
+    return (bytes(data[topic_at : properties_at - 4]), bytes(data[properties_at : body_at - 4]),
+            bytes(data[body_at:end]))
