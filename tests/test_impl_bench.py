@@ -1,14 +1,30 @@
-"""``rmqsim bench`` runs end to end at a tiny size and prints both ratios. No timing is
-asserted: the figures are for the report, not a test."""
+"""``rmqsim bench`` runs end to end at a tiny size and prints its ratios, for every backend
+and per CPU second; its raw baselines keep the backends' durability; the commit-log
+backend's fast paths write what the plain ones did. No timing is asserted: the figures
+are for the report, not a test."""
 
 from __future__ import annotations
 
+import os
+import random
 import re
+import threading
+import time
+import zlib
+from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
-from rmqsim.conformance.bench import run_bench
+from rmqsim.conformance.bench import BACKENDS, run_bench, vs_rocksmq
+from rmqsim.conformance.bench_raw import (
+    FlushRule,
+    raw_append_consume,
+    raw_append_produce,
+    stopwatch,
+)
 from rmqsim.conformance.cli import cli
+from rmqsim.impl.commitlog import records
 
 
 def test_bench_command_prints_ratios() -> None:
@@ -17,8 +33,10 @@ def test_bench_command_prints_ratios() -> None:
     assert result.exit_code == 0, result.output
     assert "produce" in result.output and "consume" in result.output
     assert "lockstep" in result.output and "smoke" in result.output and "swarm" in result.output
-    # Two raw ratios, then two (vs SUT, vs model) for each of smoke and swarm.
-    assert len(re.findall(r"\d+\.\d\dx", result.output)) == 6, result.output
+    # Per backend (rocksmq, commitlog, commitlog-async) and operation (produce, consume) a
+    # wall and a CPU ratio to its raw baseline; commitlog-async over rocksmq, per wall and
+    # per CPU second; then three (vs SUT, per CPU, vs model) for each of smoke and swarm.
+    assert len(re.findall(r"\d+\.\d\dx", result.output)) == 12 + 2 + 6, result.output
 
 
 def test_bench_lockstep_cadence_reaches_the_runs(monkeypatch) -> None:
@@ -47,6 +65,153 @@ def test_bench_refuses_a_size_that_is_not_whole_batches() -> None:
 
 
 def test_run_bench_measures_both_sides() -> None:
-    results = run_bench(100, 1)
+    results = run_bench(100, 1, backends=("rocksmq",))
     assert [r.name.split()[0] for r in results] == ["produce", "consume"]
     assert all(r.impl_msgs_per_s > 0 and r.raw_msgs_per_s > 0 and r.ratio > 0 for r in results)
+
+
+# ----------------------------------------------------------------------- commit log, per CPU
+
+
+def test_bench_measures_the_commit_log_beside_rocksmq_per_wall_and_cpu_second() -> None:
+    results = run_bench(200, 1)
+    assert [(r.operation, r.backend) for r in results] == [
+        (operation, backend) for operation in ("produce", "consume") for backend in BACKENDS
+    ]
+    assert BACKENDS == ("rocksmq", "commitlog", "commitlog-async")
+    baselines = {r.backend: r.baseline for r in results}
+    assert baselines["rocksmq"] == "raw rocksdict"
+    assert baselines["commitlog"] == "raw append, fsync per batch"
+    assert baselines["commitlog-async"].startswith("raw append, fsync per 4 dirty pages")
+    for r in results:
+        assert r.impl_msgs_per_cpu_s > 0 and r.raw_msgs_per_cpu_s > 0, r
+        assert r.cpu_ratio == r.impl_msgs_per_cpu_s / r.raw_msgs_per_cpu_s
+    versus = vs_rocksmq(results)
+    assert versus is not None and all(ratio > 0 for ratio in versus)
+    assert vs_rocksmq([r for r in results if r.backend != "rocksmq"]) is None
+
+
+def test_bench_command_prints_the_commit_log_rows_and_the_cpu_columns() -> None:
+    args = ["bench", "--messages", "100", "--repeats", "1", "--lockstep-seeds", "1",
+            "--backend", "commitlog-async", "--backend", "rocksmq"]
+    result = CliRunner().invoke(cli, args, env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.output.splitlines() if "commitlog-async" in line]
+    assert len([row for row in rows if "raw append" in row]) == 2, result.output  # both ops
+    assert "msgs/CPU-s" in result.output and "CPU ratio" in result.output
+    assert "commitlog-async produce / rocksmq produce:" in result.output
+    assert "per CPU second" in result.output
+    assert result.output.count("ops/CPU-s") == 3  # lockstep, SUT alone, model alone
+    assert " commitlog " not in result.output  # only the backends asked for
+    assert CliRunner().invoke(cli, [*args[:6], "--backend", "nope"]).exit_code == 2
+
+
+def test_cpu_time_counts_every_thread_of_the_process() -> None:
+    """A background thread's work (RocksDB's, a flusher's) is in the CPU figure even while
+    the measuring thread waits."""
+
+    def spin() -> None:
+        until = time.process_time() + 0.2
+        while time.process_time() < until:
+            pass
+
+    with stopwatch() as timing:
+        worker = threading.Thread(target=spin)
+        worker.start()
+        worker.join()
+    assert timing.cpu_s >= 0.15, timing
+    assert timing.wall_s >= 0.1
+
+
+@pytest.mark.parametrize(
+    ("rule", "fsyncs"),
+    [
+        (FlushRule(every_batch=True), 6),  # sync: every produce is durable when it returns
+        (FlushRule(False, dirty_bytes=3 * 100 * (1024 + 8), interval_s=1e9), 2),
+        (FlushRule(False, dirty_bytes=1 << 40, interval_s=0.0), 6),  # the interval passed
+        (FlushRule(False, dirty_bytes=1 << 40, interval_s=1e9), 0),
+    ],
+)
+def test_raw_append_syncs_as_the_backend_promises(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rule: FlushRule, fsyncs: int
+) -> None:
+    import rmqsim.conformance.bench_raw as bench_raw
+
+    calls: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(bench_raw.os, "fsync", lambda fd: (calls.append(fd), real_fsync(fd)))
+    payloads = [bytes([i % 256]) * 1024 for i in range(600)]
+    raw_append_produce(tmp_path / "log", payloads, rule, zlib.crc32)
+    assert len(calls) == fsyncs
+    assert (tmp_path / "log").stat().st_size == 600 * (1024 + 8)
+    raw_append_consume(tmp_path / "log", 600, zlib.crc32)  # reads back, every CRC checked
+
+
+def test_async_baseline_follows_the_backends_flush_policy() -> None:
+    from rmqsim.impl.commitlog import FlushPolicy
+    from rmqsim.impl.commitlog.queue import PAGE_SIZE_BYTES
+
+    policy = FlushPolicy(mode="async")
+    result = run_bench(100, 1, backends=("commitlog-async",))[0]
+    assert result.baseline == (f"raw append, fsync per {policy.flush_least_pages} dirty pages "
+                               f"or {policy.flush_thorough_interval_s} s")
+    assert policy.flush_least_pages * PAGE_SIZE_BYTES == 16384
+
+
+# ----------------------------------------------------------------------- the faster commit log
+
+
+def test_a_batch_encodes_to_the_bytes_of_one_record_at_a_time() -> None:
+    rng = random.Random(7)
+    batch = [
+        (rng.choice([0, 1, 2, 4]), rng.randrange(2**40), rng.randrange(-(2**62), 2**62),
+         rng.randrange(2**30), rng.choice([b"", b"T", "bench-ü".encode()]),
+         rng.randbytes(rng.randrange(30)),
+         rng.randbytes(rng.randrange(3000)))
+        for _ in range(50)
+    ]
+    parts, placed = records.encode_batch(4096, batch)
+    one_by_one = []
+    offset = 4096
+    for flags, queue_offset, store_time, inc, topic, properties, body in batch:
+        one_by_one.append(records.encode_record(
+            offset=offset, flags=flags, queue_offset=queue_offset, store_time=store_time,
+            incarnation=inc, topic=topic, properties=properties, body=body,
+        ))  # fmt: skip
+        offset += len(one_by_one[-1])
+    data = b"".join(parts)
+    assert data == b"".join(one_by_one)
+    assert [size for _, size in placed] == [len(record) for record in one_by_one]
+    position = 0
+    for (record_offset, size), fields in zip(placed, batch, strict=True):
+        parsed = records.parse_record(data, position, record_offset)
+        assert not isinstance(parsed, int)
+        assert (parsed.flags, parsed.queue_offset, parsed.store_time, parsed.incarnation,
+                parsed.topic.encode(), parsed.properties, parsed.body) == fields
+        position += size
+
+
+def test_the_crc_is_zlibs_whichever_implementation_computes_it() -> None:
+    rng = random.Random(3)
+    for size in (0, 1, 63, 1024, 5000):
+        data = rng.randbytes(size)
+        assert records.crc32(data) == zlib.crc32(data)
+        assert records.crc32(data, 12345) == zlib.crc32(data, 12345)
+    assert records.CRC32_SOURCE in ("isal", "zlib")
+
+
+def test_a_run_of_entries_writes_what_one_put_per_entry_writes(tmp_path: Path) -> None:
+    from rmqsim.impl.commitlog import OsFileSystem
+    from rmqsim.impl.commitlog.cq import ConsumeQueue, Entry
+
+    entries = [Entry(1000 * i, 1100, 50 + i) for i in range(23)]
+    one, run = (ConsumeQueue(OsFileSystem(), str(tmp_path / name), 8) for name in ("a", "b"))
+    for index, entry in enumerate(entries, start=5):
+        one.put(index, entry)
+    run.put_run(5, entries)  # spans four files of 8 entries
+    assert run.get(0, 40) == one.get(0, 40) == [None] * 5 + entries + [None] * 12
+    assert sorted(run.dirty) == sorted(one.dirty) == [0, 8, 16, 24]
+    for name in sorted(os.listdir(tmp_path / "a")):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    one.close()
+    run.close()
