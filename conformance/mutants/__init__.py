@@ -23,10 +23,12 @@ class Mutant:
     summary: str
     #: ``MOD:FACTORY`` of the wrong implementation, as given to ``--impl``.
     impl: str
-    #: Which layer the bug is in: ``"queue"`` (RocksMQ) or ``"consumer"`` (the push consumer).
+    #: Which layer the bug is in: ``"queue"`` (RocksMQ), ``"consumer"`` (the push consumer)
+    #: ``"storage"`` (a file-system backend's durability: only a power cut shows it) or
+    #: ``"stream"`` (the message streams of docs/STREAM.md).
     layer: str = "queue"
 
     def __post_init__(self) -> None:
         assert self.name and self.name == self.name.lower() and " " not in self.name, self.name
         assert ":" in self.impl, f"{self.name}: impl must be MOD:FACTORY, not {self.impl!r}"
-        assert self.layer in ("queue", "consumer"), self.layer
+        assert self.layer in ("queue", "consumer", "storage", "stream"), self.layer

@@ -363,10 +363,14 @@ class TtStream(StreamBase):
         if self.consumed:
             raise SeekAfterConsumeError("a time-tick stream seeks only before its first consume()")
         self._check_issued(checked)
-        for position in checked:
+        self._apply_seek(checked)
+
+    def _apply_seek(self, positions: Sequence[MsgPosition]) -> None:
+        """Every position: its channel rereads from the id with the position's tick."""
+        for position in positions:
             reader = self.readers[position.channel]
             reader.restart_at(self.mq, position.queue_id, position.queue_id)
             reader.tick = position.timestamp
             reader.position = position
-        if checked:
+        if positions:
             self.last_tick = min(reader.tick for reader in self.readers.values())

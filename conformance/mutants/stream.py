@@ -1,0 +1,335 @@
+"""Stream-layer mutants: the real Milvus message-stream bugs of docs/STREAM.md (and the
+research notes' table), each a small subclass of ``impl.stream``'s streams behind a stream
+factory, for ``--impl`` on the stream profiles. A factory takes the queue the harness opened
+(``factory(queue=...) -> StreamFactory``), as ``impl.stream.stream_factory`` does."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rmqsim.conformance.mutants import Mutant
+from rmqsim.impl.stream import PlainStream, RocksStreamFactory, TtStream
+from rmqsim.impl.stream.channel import ChannelReader, Read
+from rmqsim.impl.stream.routing import Buckets, by_hash_key
+from rmqsim.model.api import MessageQueue
+from rmqsim.model.stream.api import (
+    DML_TYPES,
+    InvalidPackError,
+    MsgPack,
+    MsgPosition,
+    MsgType,
+    TsMsg,
+)
+
+__all__ = [
+    "MUTANTS",
+    "dedup_by_msg_id",
+    "end_position_past_buffered",
+    "equal_ticks_only",
+    "exclusive_seek_drops_next",
+    "late_write_delivered",
+    "lost_wakeup",
+    "non_increasing_tick_accepted",
+    "pack_by_begin_ts",
+    "pre_seek_read_ahead_leaks",
+    "repack_by_first_type",
+    "seek_drops_by_begin_ts",
+    "seek_first_position_only",
+    "seek_skipped_at_earliest",
+    "stream_factory_of",
+]
+
+StreamFactoryFn = Callable[..., RocksStreamFactory]
+
+
+def stream_factory_of(
+    plain_cls: type[PlainStream] = PlainStream, tt_cls: type[TtStream] = TtStream
+) -> StreamFactoryFn:
+    """A stream ``--impl`` factory making ``plain_cls`` and ``tt_cls`` streams."""
+    factory_cls = type(
+        "MutantStreamFactory", (RocksStreamFactory,), {"plain_cls": plain_cls, "tt_cls": tt_cls}
+    )
+
+    def factory(*, queue: MessageQueue) -> RocksStreamFactory:
+        return factory_cls(queue)
+
+    factory.__doc__ = (plain_cls if plain_cls is not PlainStream else tt_cls).__doc__
+    return factory
+
+
+# --------------------------------------------------------------------------- seek
+
+
+class _FirstPositionOnly(PlainStream):
+    """Milvus #7535: ``MqMsgStream.Seek`` applied only the first position (a ``break`` in
+    the loop); the other channels go on where they were."""
+
+    def _apply_seek(self, positions: Sequence[MsgPosition], include_current: bool) -> None:
+        super()._apply_seek(positions[:1], include_current)
+
+
+class _ReadAhead(PlainStream):
+    """Milvus #11418: each channel's next message is read ahead into the consumer's channel
+    buffer, and a seek does not clear it: the message from before the seek is delivered
+    after it."""
+
+    def __init__(self, mq: MessageQueue) -> None:
+        super().__init__(mq)
+        self.ahead: dict[str, Read] = {}
+
+    def consume(self) -> MsgPack | None:
+        self._open()
+        readers = self._subscribed()
+        for index in [*range(self.turn, len(readers)), *range(self.turn)]:
+            reader = readers[index]
+            read = self.ahead.pop(reader.name, None) or reader.next_message(self.mq)
+            if read is not None:
+                self.turn = (index + 1) % len(readers)
+                following = reader.next_message(self.mq)
+                if following is not None:
+                    self.ahead[reader.name] = following
+                return self._deliver(reader, read)
+        return None
+
+
+class _SkipEarliestPlain(PlainStream):
+    """Milvus #40733: a position that looks like the earliest (id <= 1) is not sought at
+    all, so the channel goes on from wherever its group stands."""
+
+    def _apply_seek(self, positions: Sequence[MsgPosition], include_current: bool) -> None:
+        super()._apply_seek([p for p in positions if p.queue_id > 1], include_current)
+
+
+class _SkipEarliestTt(TtStream):
+    """Milvus #40733 in the time-tick stream: a checkpoint at id <= 1 is ignored."""
+
+    def _apply_seek(self, positions: Sequence[MsgPosition]) -> None:
+        super()._apply_seek([p for p in positions if p.queue_id > 1])
+
+
+class _SkippingReader(ChannelReader):
+    """The wrapper's ``skip``: drops the next message it reads, whatever its id."""
+
+    skip = False
+
+    def next_message(self, mq: MessageQueue) -> Read | None:
+        read = ChannelReader.next_message(self, mq)
+        if read is not None and self.skip:
+            self.skip = False
+            read = ChannelReader.next_message(self, mq)
+        return read
+
+
+class _DropNextAfterExclusiveSeek(PlainStream):
+    """Milvus's RocksMQ wrapper: an exclusive seek seeks the queue inclusively and drops
+    the next delivered message, whatever its id: a seek to an id no longer stored resets to
+    the earliest message and then loses it."""
+
+    def _subscribe(self, name: str, group: str, initial_position: Any) -> None:
+        super()._subscribe(name, group, initial_position)
+        self.readers[name] = _SkippingReader(name, group, tick=self.readers[name].tick)
+
+    def _apply_seek(self, positions: Sequence[MsgPosition], include_current: bool) -> None:
+        for position in positions:
+            reader = self.readers[position.channel]
+            assert isinstance(reader, _SkippingReader)
+            reader.restart_at(self.mq, position.queue_id, 0)
+            reader.position = position
+            reader.skip = not include_current
+
+
+class _SeekDropsByBeginTs(TtStream):
+    """Milvus's time-tick seek keeps a message only if its BeginTs is above the position's
+    timestamp, while packs take messages by EndTs: a message whose rows straddle a tick is
+    dropped (here: on every channel read, as the rule is one comparison)."""
+
+    def is_late(self, reader: ChannelReader, msg: TsMsg) -> bool:
+        return msg.begin_ts <= reader.tick
+
+
+# --------------------------------------------------------------------------- packs
+
+
+class _DedupByMsgId(TtStream):
+    """Milvus #18216: a pack drops every DML message whose message id it already holds, so
+    distinct Inserts sharing an id are lost."""
+
+    def _take(self, reader: ChannelReader, end_ts: int) -> list[TsMsg]:
+        self.seen_ids: set[int] = set()
+        return super()._take(reader, end_ts)
+
+    def is_retry(self, msg: TsMsg, taken: set[TsMsg]) -> bool:
+        if msg.msg_type not in DML_TYPES:
+            return False
+        if msg.msg_id in self.seen_ids:
+            return True
+        self.seen_ids.add(msg.msg_id)
+        return False
+
+
+class _EndPastBuffered(TtStream):
+    """A checkpoint past a still-buffered message: the end position names the last
+    message read even when an earlier one waits for a later tick, so a resume skips it."""
+
+    def resume_id(self, reader: ChannelReader) -> int | None:
+        return reader.last_read_id
+
+
+class _AnyTick(TtStream):
+    """A tick that is not strictly increasing is taken: a repeated tick is not listed as
+    ignored, and an older one moves the channel's tick back."""
+
+    def raises_tick(self, reader: ChannelReader, tick: int) -> bool:
+        return True
+
+
+class _PackByBeginTs(TtStream):
+    """Milvus's newest stream takes a message into a pack by its begin timestamp: a
+    message whose last row is above the pack's end is delivered in it."""
+
+    def in_pack(self, msg: TsMsg, end_ts: int) -> bool:
+        return msg.begin_ts <= end_ts
+
+
+class _LateWriteDelivered(TtStream):
+    """Milvus: a message written below the channel's last tick is buffered and delivered
+    in the next pack, outside its interval (only a resume from a checkpoint drops it)."""
+
+    def __init__(self, mq: MessageQueue) -> None:
+        super().__init__(mq)
+        self.sought_ts: dict[str, int] = {}
+
+    def seek(self, positions: Sequence[MsgPosition], include_current: bool = True) -> None:
+        super().seek(positions, include_current)
+        self.sought_ts.update((p.channel, p.timestamp) for p in positions)
+
+    def is_late(self, reader: ChannelReader, msg: TsMsg) -> bool:
+        return msg.end_ts <= self.sought_ts.get(reader.name, -1)
+
+
+class _EqualTicksOnly(TtStream):
+    """Milvus's ``allChanReachSameTtMsg``: a pack is cut only when every channel holds the
+    same tick value; channels whose ticks differ deliver nothing."""
+
+    def cut(self, readers: list[ChannelReader]) -> int | None:
+        ticks = {reader.tick for reader in readers}
+        return super().cut(readers) if len(ticks) == 1 else None
+
+
+class _SleepyReader(ChannelReader):
+    """A reader that, once it found its channel empty, waits for a wake-up that only this
+    stream's own writes send (the signal of other writers is lost: Milvus #34045)."""
+
+    asleep = False
+
+    def next_message(self, mq: MessageQueue) -> Read | None:
+        if self.asleep:
+            return None
+        read = ChannelReader.next_message(self, mq)
+        self.asleep = read is None
+        return read
+
+
+class _LostWakeup(TtStream):
+    """Milvus #34045: a lost wake-up: a channel reader that caught up sleeps until a
+    notify that other producers' writes never send, so delivery stalls."""
+
+    def _subscribe(self, name: str, group: str, initial_position: Any) -> None:
+        super()._subscribe(name, group, initial_position)
+        old = self.readers[name]
+        self.readers[name] = _SleepyReader(old.name, old.group, tick=old.tick)
+
+    def _send(self, channel: str, msgs: Sequence[TsMsg]) -> list[int]:
+        ids = super()._send(channel, msgs)
+        for reader in self.readers.values():
+            if isinstance(reader, _SleepyReader):
+                reader.asleep = False
+        return ids
+
+
+# --------------------------------------------------------------------------- produce
+
+
+class _RepackByFirstType(PlainStream):
+    """Milvus's ``Produce``: the repack function is chosen by the type of the pack's first
+    message: an Insert first splits every message by row (refusing other types), a Delete
+    first sends every message whole to its first key's channel."""
+
+    def _buckets(self, msgs: tuple[TsMsg, ...]) -> Buckets:
+        if self.repack_func is not None or not msgs:
+            return super()._buckets(msgs)
+        count = len(self.producer_channels)
+        if msgs[0].msg_type == MsgType.INSERT:
+            if any(msg.msg_type != MsgType.INSERT for msg in msgs):
+                raise InvalidPackError("msg's must be Insert")
+            return by_hash_key(msgs, count)
+        buckets: Buckets = {}
+        for msg in msgs:
+            buckets.setdefault(msg.hash_keys[0] % count, []).append(msg)
+        return buckets
+
+
+class _RepackByFirstTypeTt(TtStream):
+    __doc__ = _RepackByFirstType.__doc__
+    _buckets = _RepackByFirstType._buckets
+
+
+seek_first_position_only = stream_factory_of(plain_cls=_FirstPositionOnly)
+pre_seek_read_ahead_leaks = stream_factory_of(plain_cls=_ReadAhead)
+seek_skipped_at_earliest = stream_factory_of(_SkipEarliestPlain, _SkipEarliestTt)
+exclusive_seek_drops_next = stream_factory_of(plain_cls=_DropNextAfterExclusiveSeek)
+seek_drops_by_begin_ts = stream_factory_of(tt_cls=_SeekDropsByBeginTs)
+dedup_by_msg_id = stream_factory_of(tt_cls=_DedupByMsgId)
+end_position_past_buffered = stream_factory_of(tt_cls=_EndPastBuffered)
+non_increasing_tick_accepted = stream_factory_of(tt_cls=_AnyTick)
+pack_by_begin_ts = stream_factory_of(tt_cls=_PackByBeginTs)
+late_write_delivered = stream_factory_of(tt_cls=_LateWriteDelivered)
+equal_ticks_only = stream_factory_of(tt_cls=_EqualTicksOnly)
+lost_wakeup = stream_factory_of(tt_cls=_LostWakeup)
+repack_by_first_type = stream_factory_of(_RepackByFirstType, _RepackByFirstTypeTt)
+
+_MODULE = __name__
+
+
+def _mutant(name: str, bug_class: str, summary: str) -> Mutant:
+    return Mutant(name, bug_class, summary, f"{_MODULE}:{name.replace('-', '_')}", "stream")
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    _mutant("seek-first-position-only", "stream-seek",
+            "a plain stream's seek applies only the first position (Milvus #7535)"),
+    _mutant("pre-seek-read-ahead-leaks", "stream-seek",
+            "a message read ahead before a seek is delivered after it (Milvus #11418)"),
+    _mutant("seek-skipped-at-earliest", "stream-seek",
+            "a seek to a position that looks earliest (id <= 1) is skipped (Milvus #40733)"),
+    _mutant("exclusive-seek-drops-next", "stream-seek",
+            "an exclusive seek drops the next delivered message whatever its id, losing "
+            "one after a seek to an id no longer stored (Milvus's RocksMQ wrapper)"),
+    _mutant("seek-drops-by-begin-ts", "stream-seek",
+            "a message is dropped by its begin ts while packs take it by its end ts: rows "
+            "straddling a tick are lost (Milvus's time-tick seek)"),
+    _mutant("dedup-by-msg-id", "stream-packs",
+            "a pack drops DML messages by message id, losing distinct inserts sharing one "
+            "(Milvus #18216)"),
+    _mutant("end-position-past-buffered", "stream-packs",
+            "an end position names the last message read although an earlier one is still "
+            "buffered, so a resume from the checkpoint loses it"),
+    _mutant("non-increasing-tick-accepted", "stream-ticks",
+            "a repeated or older tick is taken as the channel's tick"),
+    _mutant("pack-by-begin-ts", "stream-packs",
+            "a message joins the pack its begin ts falls in, so rows above the pack's end "
+            "are delivered in it (Milvus's newest stream)"),
+    _mutant("late-write-delivered", "stream-ticks",
+            "a message written below the last tick is delivered in the next pack, outside "
+            "its interval (Milvus)"),
+    _mutant("equal-ticks-only", "stream-liveness",
+            "a pack is cut only when every channel holds the same tick value "
+            "(Milvus's allChanReachSameTtMsg)"),
+    _mutant("lost-wakeup", "stream-liveness",
+            "a caught-up channel reader sleeps until a wake-up other writers never send, "
+            "stalling delivery (Milvus #34045)"),
+    _mutant("repack-by-first-type", "stream-produce",
+            "produce picks the repack by the first message's type: a Delete first sends "
+            "every message whole to its first key's channel (Milvus)"),
+)  # fmt: skip
