@@ -277,11 +277,15 @@ def _checked_run_options(
 @friendly_errors
 def replay_command(trace_file: Path, impl: str | None) -> None:
     """Re-execute a trace on the model and the SUT; check every recorded outcome (up to a
-    crash that resolved the other legal way than recorded: then the run says so)."""
-    from rmqsim.conformance.consumer_run import read_run_trace
+    crash that resolved the other legal way than recorded: then the run says so). A
+    power-cut trace (crash-sweep --storage, the gate's power-loss sweep) cuts the power
+    where it says and checks the recovery."""
+    from rmqsim.conformance.power_trace import is_power_trace
     from rmqsim.conformance.report import render_failure
-    from rmqsim.conformance.run import replay_run_trace
+    from rmqsim.conformance.run import read_run_trace, replay_run_trace
 
+    if is_power_trace(trace_file):
+        _replay_power(trace_file, impl)
     result = replay_run_trace(read_run_trace(trace_file), impl=impl)
     if result.ok:
         click.echo(f"rmqsim replay: {trace_file}: {result.steps} operations conform")
@@ -292,6 +296,23 @@ def replay_command(trace_file: Path, impl: str | None) -> None:
     click.echo(render_failure(result), err=True)
     step = result.divergence.step_index if result.divergence else result.steps
     click.echo(f"rmqsim replay: {trace_file}: {result.anomaly} at operation {step}")
+    sys.exit(EXIT_DIVERGENCE)
+
+
+def _replay_power(trace_file: Path, impl: str | None) -> None:
+    """``replay`` of a power-cut trace: exit 0 when the recovery keeps the promise, 1
+    with the problem when not."""
+    from rmqsim.conformance.power_trace import read_power_trace, run_power_trace
+
+    trace = read_power_trace(trace_file)
+    result = run_power_trace(trace, impl=impl)
+    where = (f"{len(trace.steps)} operations, power cut at call {trace.point_in_step} of "
+             f"the last, {trace.mode}, on {result.impl}")
+    if result.ok:
+        click.echo(f"rmqsim replay: {trace_file}: {where}: recovery keeps the "
+                   f"{trace.promise} promise")
+        sys.exit(EXIT_OK)
+    click.echo(f"rmqsim replay: {trace_file}: {where}: {result.anomaly}: {result.problem}")
     sys.exit(EXIT_DIVERGENCE)
 
 
@@ -322,6 +343,20 @@ def replay_command(trace_file: Path, impl: str | None) -> None:
     "process: the crash sweep SIGKILLs the implementation in a child process "
     "(rmqsim crash-sweep --crash-mode); the profile runs stay in process.",
 )
+@click.option(
+    "--power-loss/--no-power-loss",
+    "power_loss",
+    default=True,
+    show_default=True,
+    help="When --impl is a file-system backend (its factory takes fs=), also cut the power "
+    "at every file-system call of the first seed of each profile (crash-sweep --storage).",
+)
+@click.option(
+    "--power-steps",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Steps per power-loss sweep (default: gate_power.GATE_POWER_STEPS).",
+)
 @crash_rate_option
 @click.option(
     "--corpus",
@@ -351,6 +386,8 @@ def gate_command(
     sweep: bool,
     sweep_steps: int | None,
     sweep_crash_mode: str,
+    power_loss: bool,
+    power_steps: int | None,
     crash_rate: float,
     corpus: Path | None,
     save_regression: Path | None,
@@ -395,6 +432,8 @@ def gate_command(
         swept = [name for name in names if name not in GATE_CONSUMER_PROFILES]
         if sweep and swept:
             _gate_sweeps(gate, plan, swept, sweep_steps, sweep_crash_mode, pool)
+        if power_loss and swept:
+            _gate_power(gate, plan, swept, power_steps, pool)
         run_corpus(gate, corpus or DEFAULT_CORPUS, impl=impl)
     save_regressions(gate.results, save_regression)
     junit, summary = write_outputs(gate, out)
@@ -467,15 +506,44 @@ def _gate_sweeps(
         )
 
 
+def _gate_power(gate: Any, plan: Any, swept: list[str], steps: int | None, pool: Any) -> None:
+    """The power-loss sweep of the first seed of each of ``swept``, added to ``gate``,
+    when ``plan.impl`` is a file-system backend (``conformance.gate_power``)."""
+    from rmqsim.conformance.gate_power import GATE_POWER_STEPS, run_power_sweeps
+    from rmqsim.conformance.power_loss import gate_promise
+
+    promise = gate_promise(plan.impl) if isinstance(plan.impl, str) else None
+    if promise is None:
+        return
+    with progress(len(swept), f"power-loss sweep ({promise})") as bar:
+        run_power_sweeps(
+            swept, plan.seeds.start, impl=plan.impl, promise=promise, out=plan.out,
+            steps=steps or GATE_POWER_STEPS, pool=pool,
+            on_sweep=lambda done: (gate.power_sweeps.append(done),
+                                   bar.advance(bar.task_ids[0])),
+        )  # fmt: skip
+
+
 def _gate_verdict(gate: Any, junit: Path, summary: Path) -> None:
     """The first failures' reports, the one-line verdict and the exit code."""
     from rmqsim.conformance.report import render_failure
 
     for failure in (gate.failures + gate.sweep_failures)[:5]:
         click.echo(render_failure(failure), err=True)
+    for power in [s for s in gate.power_sweeps if not s.ok][:5]:
+        first = power.failures[0] if power.failures else None
+        click.echo(f"POWER LOSS {power.profile} seed {power.seed} ({power.promise}): "
+                   f"{len(power.failures)} failing case(s)"
+                   + (f"; first: {first.case.label()}: {first.problem}" if first else
+                      f"; the run without power cuts failed: {power.base_problem}")
+                   + (f"\n  rmqsim replay {power.trace_paths[0]}" if power.trace_paths else ""),
+                   err=True)  # fmt: skip
     click.echo(
         f"rmqsim gate: {'PASS' if gate.ok else 'FAIL'} ({len(gate.failures)} failing runs, "
-        f"{len(gate.sweep_failures)} failing crash cases); {junit}, {summary}"
+        f"{len(gate.sweep_failures)} failing crash cases"
+        + (f", {sum(len(s.failures) for s in gate.power_sweeps)} failing power-cut cases"
+           if gate.power_sweeps else "")
+        + f"); {junit}, {summary}"
     )
     sys.exit(EXIT_OK if gate.ok else EXIT_DIVERGENCE)
 
@@ -514,6 +582,22 @@ def _print_gate_tables(gate: Any) -> None:
                 f"{s.wall_s:.1f}",
             )
         console.print(sweeps)
+    if gate.power_sweeps:
+        console.print(_power_table(gate))
+
+
+def _power_table(gate: Any) -> Any:
+    """The gate's table of power-loss sweeps."""
+    from rich.table import Table
+
+    table = Table(title=f"power-loss sweep: seed {gate.seeds.start}")
+    for column in ("profile", "promise", "steps", "cases", "failed", "seconds"):
+        table.add_column(column, justify="left" if column in ("profile", "promise") else "right")
+    for s in gate.power_sweeps:
+        failed = len(s.failures) + (0 if s.base_problem is None else 1)
+        table.add_row(s.profile, s.promise, str(s.steps), str(len(s.cases)), str(failed),
+                      f"{s.wall_s:.1f}")
+    return table
 
 
 @contextmanager

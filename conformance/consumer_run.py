@@ -8,8 +8,11 @@ consumer factory (``impl.consumer.ConsumerCore`` by default), in a temporary dir
 both sides; the SUT's reports feed ``consumer_check.GroupHistory`` (the guarantees, named
 anomalies) and then must equal the model's (``consumer-mismatch`` otherwise). Once the run
 drained, ``finish`` checks that nothing was lost. The whole run is deterministic: the same
-seed gives a byte-identical trace. ``replay_consumer_trace`` re-executes a trace's recorded
-operations (not its seed) with the profile its header recorded, so a trace stands alone.
+seed gives a byte-identical trace. A replay re-executes a trace's recorded operations (not
+its seed) with the profile its header recorded, so a trace stands alone.
+
+``ConsumerLockstep`` is the consumer layer's ``layer.LayerLockstep``; the layer itself
+(``conformance.layers.consumer``) hands it to the generic runner (``conformance.run``).
 """
 
 from __future__ import annotations
@@ -17,10 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import tempfile
-import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,16 +34,10 @@ from rmqsim.conformance.adapter import (
 )
 from rmqsim.conformance.apply import error_outcome
 from rmqsim.conformance.consumer_check import ConsumerViolation, GroupHistory
-from rmqsim.conformance.lockstep import Divergence, Stats
-from rmqsim.conformance.run_result import (
-    RunResult,
-    check_final_state,
-    execute_recorded,
-    profile_header,
-)
-from rmqsim.conformance.scratch import scratch_root
+from rmqsim.conformance.layer import BadRecordedStep, RunSpec
+from rmqsim.conformance.lockstep import Divergence, PointPass, Stats, StepRecord
 from rmqsim.conformance.statediff import state_digest
-from rmqsim.conformance.trace import Trace, TraceFormatError, dumps, parse_lines, read_trace
+from rmqsim.conformance.trace import Trace, TraceFormatError
 from rmqsim.conformance.watchdog import CallBound, OperationHang
 from rmqsim.model import ReferenceMQ
 from rmqsim.model.api import (
@@ -61,7 +55,6 @@ from rmqsim.model.api import (
 )
 from rmqsim.model.consumer import PushConsumerModel
 from rmqsim.scenarios.consumer_ops import (
-    CONSUMER_OP_TYPES,
     Complete,
     ConsumerOp,
     CrashClient,
@@ -72,30 +65,21 @@ from rmqsim.scenarios.consumer_ops import (
     Pull,
     RunRetention,
     StartClient,
-    consumer_op_from_json,
-    consumer_op_to_json,
-    consumer_outcome_from_json,
-    plain_to_json,
 )
-from rmqsim.scenarios.consumer_profiles import CONSUMER_PROFILES, ClientSpec, ConsumerProfile
-from rmqsim.scenarios.consumer_sim import ConsumerSimulation
+from rmqsim.scenarios.consumer_profiles import ClientSpec, ConsumerProfile
 from rmqsim.scenarios.ops import Outcome, Step
 from rmqsim.scenarios.profiles import ProfileError
 
 __all__ = [
     "DEFAULT_CONSUMER_IMPL",
+    "ConsumerLockstep",
     "check_consumer_trace",
+    "consumer_config",
+    "consumer_profile_of",
     "consumer_trace_header",
-    "failed_at_final_check",
     "impl_consumer_factory",
     "is_consumer_header",
-    "parse_run_lines",
-    "read_run_trace",
-    "replay_consumer",
-    "replay_consumer_trace",
-    "run_consumer_seed",
-    "run_consumer_steps",
-    "trace_decoders",
+    "resolve_consumer_impl",
 ]
 
 DEFAULT_CONSUMER_IMPL = "rmqsim.conformance.consumer_run:impl_consumer_factory"
@@ -320,26 +304,7 @@ class _Histories:
             history.finish()
 
 
-def _step_line(
-    index: int, step: Step[ConsumerOp], outcome: Outcome, sut: Outcome | None = None
-) -> str:
-    def encode(o: Outcome) -> dict[str, Any]:
-        return {"value": plain_to_json(o.value), "error": o.error}
-
-    line: dict[str, Any] = {
-        "type": "step",
-        "i": index,
-        "t": step.time_s,
-        "actor": step.actor,
-        "op": consumer_op_to_json(step.op),
-        "outcome": encode(outcome),
-    }
-    if sut is not None:
-        line["sut_outcome"] = encode(sut)
-    return dumps(line)
-
-
-def _factories(impl: str | Factory) -> tuple[str, Factory, Callable[..., Any]]:
+def resolve_consumer_impl(impl: str | Factory) -> tuple[str, Factory, Callable[..., Any]]:
     """(name, queue factory, consumer factory): ``impl`` is one of them, ours the other."""
     if impl == DEFAULT_IMPL:
         impl = DEFAULT_CONSUMER_IMPL
@@ -349,140 +314,43 @@ def _factories(impl: str | Factory) -> tuple[str, Factory, Callable[..., Any]]:
     return name, factory, impl_consumer_factory
 
 
-#: Runs the operations: calls ``execute(step)`` for each (it returns the model's outcome,
-#: or raises ``Divergence``). The simulation, or a recorded trace's steps.
-Drive = Callable[[Callable[[Step[ConsumerOp]], Outcome]], object]
+class ConsumerLockstep:
+    """One consumer run in progress (a ``layer.LayerLockstep``): both sides, the SUT's
+    histories, a ``StepRecord`` per step. ``open`` it, ``execute`` steps, ``finish``
+    (the final check, unless the spec turns it off), ``close`` (always)."""
 
-
-def run_consumer_seed(
-    profile_name: str,
-    seed: int,
-    *,
-    impl: str | Factory = DEFAULT_IMPL,
-    steps: int | None = None,
-    workdir: Path | None = None,
-) -> RunResult:
-    """Run consumer profile ``profile_name`` with ``seed`` in lockstep; the result."""
-    profile = CONSUMER_PROFILES[profile_name]
-    return _run(
-        _RunSpec(profile, seed, impl, steps, workdir),
-        lambda execute: ConsumerSimulation(profile, seed, steps).run(execute),
-    )
-
-
-def run_consumer_steps(
-    header: Mapping[str, Any], steps: Sequence[Step[ConsumerOp]], *, impl: str | Factory
-) -> RunResult:
-    """Execute ``steps`` as they stand, with the profile and seed ``header`` recorded: a
-    shrinker's candidate. Unlike a replay, no recorded outcome is expected (dropping a
-    step changes what later ones return); the model decides each outcome. The result's
-    trace keeps the header's ``shrunk_from_steps``.
-
-    Only the checks made at each step count, not the final one: that one requires every
-    message to have been finished, which a cut trace (without the simulation's drain at
-    the end) fails on any implementation. So a run that fails only at its final check
-    does not fail here, and is not shrunk. The header says ``"final_check": false``, so
-    that replaying the trace skips it too (and passes once the bug is fixed)."""
-    profile = _profile_of(header, "<shrink candidate>")
-
-    def drive(execute: Callable[[Step[ConsumerOp]], Outcome]) -> None:
-        for step in steps:
-            execute(step)
-
-    extra = {k: header[k] for k in ("shrunk_from_steps",) if k in header}
-    spec = _RunSpec(profile, header["seed"], impl, extra_header=extra, final_check=False)
-    return _run(spec, drive)
-
-
-class _PastTheBatch(Exception):
-    """A replayed ``Complete`` names a position its batch does not have (see ``_run``)."""
-
-    def __init__(self, index: int, message: str) -> None:
-        super().__init__(message)
-        self.index = index
-
-
-@dataclass(frozen=True, slots=True)
-class _RunSpec:
-    """One consumer run: its profile and seed, what it runs on, and which checks it makes
-    (see ``_run``)."""
-
-    profile: ConsumerProfile
-    seed: int
-    impl: str | Factory
-    #: The step budget the run was given (None: the profile's), as its header records it.
-    steps: int | None = None
-    workdir: Path | None = None
-    #: Fields added to the trace header (a shrunk trace's ``shrunk_from_steps``).
-    extra_header: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    final_check: bool = True
-    positions_in_batch: bool = False
-
-
-def _run(spec: _RunSpec, drive: Drive) -> RunResult:
-    """Execute what ``drive`` emits on both sides, checking the SUT's histories (at the
-    end too, unless ``final_check`` is off: the trace's header then says so, so that
-    replaying it skips that check too).
-
-    A ``Complete``'s refused positions past the end of its batch (the model's, which is
-    the SUT's too, or the delivery would have diverged) refuse nothing. A shrinker's
-    candidate holds such positions legitimately: cutting produces or payloads makes
-    later batches smaller, and cutting a delivery leaves its completion naming no batch.
-    So by default they are dropped from the operation, which changes nothing it does,
-    and the trace records the positions that took effect: any trace this writes,
-    shrunk ones included, has every position within its batch. With
-    ``positions_in_batch`` (replaying a recorded trace, whose positions were written so)
-    such a position is bad input instead: ``_PastTheBatch``, before the step runs."""
-    name, queue_factory, consumer_factory = _factories(spec.impl)
-    header = profile_header(spec.profile, spec.seed, name, spec.steps)
-    header.update(spec.extra_header)
-    if not spec.final_check:
-        header["final_check"] = False
-    started = time.perf_counter()
-    run = _ConsumerLockstep(spec, header)
-    with (
-        tempfile.TemporaryDirectory(
-            prefix="rmqsim-consumer-", dir=scratch_root(spec.workdir)
-        ) as tmp,
-        CallBound() as bound,  # every call into the SUT side: a hang is a finding
-    ):
-        run.open(Path(tmp), bound, queue_factory, consumer_factory)
-        divergence = run.drive(drive)
-    return run.result(name, divergence, started)
-
-
-class _ConsumerLockstep:
-    """One consumer run in progress: both sides, the SUT's histories, the trace lines."""
-
-    def __init__(self, spec: _RunSpec, header: dict[str, Any]) -> None:
+    def __init__(self, spec: RunSpec, profile: ConsumerProfile, *, recorded: bool) -> None:
         self.spec = spec
+        self.profile = profile
+        #: The steps are a recorded trace's: a refused position past its batch is bad
+        #: input (``BadRecordedStep``), not dropped (see ``_within_batch``).
+        self.recorded = recorded
         self.clock = _Clock()
-        self.config = MQConfig(**spec.profile.config)
+        self.config = MQConfig(**profile.config)
         self.model_queue = ReferenceMQ(config=self.config, clock=self.clock)
-        self.stores: dict[str, dict[str, int]] = {c.group: {} for c in spec.profile.clients}
-        self.lines = [dumps(header)]
+        self.stores: dict[str, dict[str, int]] = {c.group: {} for c in profile.clients}
+        self.records: list[StepRecord] = []
         self.index = 0
         self.last: Step[ConsumerOp] | None = None
         self.stats = Stats()
-        self.histories = _Histories(spec.profile)
+        self.histories = _Histories(profile)
         #: Set when the queue cannot be created in a fresh directory: the SUT's failure,
         #: reported at the first step (as the queue layer's lockstep does).
         self.open_failure: str | None = None
         self.open_anomaly = "unrecoverable"
         self.sut: _Side | None = None
+        #: Bounds every call into the SUT side (a hang is a finding), from ``open`` to
+        #: ``close``.
+        self.exits = contextlib.ExitStack()
         self.bound = CallBound()
 
     def open(
-        self,
-        root: Path,
-        bound: CallBound,
-        queue_factory: Factory,
-        consumer_factory: Callable[..., Any],
+        self, root: Path, queue_factory: Factory, consumer_factory: Callable[..., Any]
     ) -> None:
         """Open the SUT side in ``root`` (its failure is the run's, at the first step),
         then the model's."""
-        self.bound = bound
-        profile = self.spec.profile
+        self.bound = self.exits.enter_context(CallBound())
+        profile = self.profile
         # One offset store directory per group (a group name may not be a file name).
         slot = {c.group: index for index, c in enumerate(profile.clients)}
 
@@ -493,7 +361,7 @@ class _ConsumerLockstep:
             return checked_queue(queue, queue_factory)
 
         try:
-            self.sut = bound.call(
+            self.sut = self.bound.call(
                 "open",
                 _Side,
                 profile,
@@ -503,6 +371,7 @@ class _ConsumerLockstep:
                 lambda **kw: consumer_factory(path=root / f"offsets-{slot[kw['group']]}", **kw),
             )
         except BadImplError:
+            self.exits.close()
             raise
         except OperationHang as hang:
             self.open_failure = f"opening a fresh directory: {hang.detail}"
@@ -525,32 +394,30 @@ class _ConsumerLockstep:
         self.clock.now = step.time_s
         op: ConsumerOp = step.op
         if type(op) is Complete:
-            step = _within_batch(
-                index, step, op, self.model.batches, self.spec.positions_in_batch
-            )
+            step = _within_batch(index, step, op, self.model.batches, self.recorded)
             op = step.op
         _count(self.stats, op)
-        model, sut, lines = self.model, self.sut, self.lines
+        model, sut, records = self.model, self.sut, self.records
         if sut is None:
             assert self.open_failure is not None
             _, want = _outcome(lambda: model.apply(op))
-            lines.append(_step_line(index, step, want))
+            records.append(StepRecord(step, want))
             raise Divergence(self.open_anomaly, index, step, want, None, [], self.open_failure)
         try:
             raw, got = _outcome(lambda: self.bound.call(op.kind, sut.apply, op))
         except OperationHang as hang:
             _, want = _outcome(lambda: model.apply(op))
-            lines.append(_step_line(index, step, want))
+            records.append(StepRecord(step, want))
             raise Divergence("hang", index, step, want, None, [], hang.detail) from None
         _, want = _outcome(lambda: model.apply(op))
         try:
             if got.error is None:
                 self.histories.observe(op, raw, sut.refused if type(op) is Complete else ())
         except ConsumerViolation as found:
-            lines.append(_step_line(index, step, want, got))
+            records.append(StepRecord(step, want, sut_outcome=got))
             raise Divergence(found.anomaly, index, step, want, got, [], found.detail) from None
         if got != want:
-            lines.append(_step_line(index, step, want, got))
+            records.append(StepRecord(step, want, sut_outcome=got))
             raise Divergence(
                 "consumer-mismatch",
                 index,
@@ -560,62 +427,44 @@ class _ConsumerLockstep:
                 [],
                 "the consumer under test and the model returned different values",
             )
-        lines.append(_step_line(index, step, want))
+        records.append(StepRecord(step, want))
         return want
 
-    def drive(self, drive: Drive) -> Divergence | None:
-        """Run what ``drive`` emits, then the final check (if on); the divergence found.
-        Both sides are released in the end."""
-        divergence: Divergence | None = None
+    def finish(self) -> None:
+        """The final check: nothing was lost once the run drained."""
         try:
-            drive(self.execute)
-            try:
-                if self.spec.final_check:
-                    self.histories.finish()
-            except ConsumerViolation as found:
-                assert self.last is not None
-                # No outcomes: what marks a failure of the final check (see
-                # ``failed_at_final_check``); a failing step always has both.
-                divergence = Divergence(
-                    found.anomaly, self.index, self.last, None, None, [], found.detail
-                )
-        except Divergence as found:
-            divergence = found
-        finally:
+            self.histories.finish()
+        except ConsumerViolation as found:
+            assert self.last is not None
+            # No outcomes: what marks a failure of the final check (see
+            # ``run_result.failed_at_final_check``); a failing step always has both.
+            raise Divergence(
+                found.anomaly, self.index, self.last, None, None, [], found.detail
+            ) from None
+
+    def close(self) -> None:
+        """Release both sides, then the bound on calls."""
+        try:
             if self.sut is not None:
                 with contextlib.suppress(OperationHang):  # the run's result is known
                     self.bound.call("crash()", self.sut.close)
             self.model.close()
-        return divergence
+        finally:
+            self.exits.close()
 
-    def result(self, name: str, divergence: Divergence | None, started: float) -> RunResult:
-        """The run's result, its trace ended."""
-        final = None if divergence else state_digest(self.model_queue.snapshot())
-        status = "divergence" if divergence else "ok"
-        anomaly = divergence.anomaly if divergence else None
-        end = {
-            "type": "end",
-            "steps": self.index,
-            "status": status,
-            "anomaly": anomaly,
-            "state_digest": final,
-        }
-        self.lines.append(dumps(end))
-        return RunResult(
-            profile=self.spec.profile.name,
-            seed=self.spec.seed,
-            impl=name,
-            status=status,
-            steps=self.index,
-            anomaly=anomaly,
-            divergence=divergence,
-            trace=self.lines,
-            state_digest=final,
-            stats=self.stats,
-            wall_s=time.perf_counter() - started,
-            sim_time_s=self.last.time_s if self.last else 0,
-            step_budget=self.spec.steps,
-        )
+    def state_digest(self) -> str:
+        return state_digest(self.model_queue.snapshot())
+
+    def last_crash(self) -> dict[str, Any] | None:
+        return None  # a consumer run's crashes are its operations
+
+    @property
+    def fault_points(self) -> Mapping[str, int]:
+        return {}
+
+    @property
+    def fault_log(self) -> list[PointPass]:
+        return []
 
 
 def _within_batch(
@@ -625,8 +474,17 @@ def _within_batch(
     batches: Mapping[tuple[str, int], tuple[int, ...]],
     strict: bool,
 ) -> Step[ConsumerOp]:
-    """``step`` with only the refused positions that ``op``'s batch has (see ``_run``);
-    with ``strict``, a position it lacks raises ``_PastTheBatch`` instead."""
+    """``step`` with only the refused positions that ``op``'s batch has; with ``strict``
+    (replaying a recorded trace, whose positions were written so), a position it lacks
+    is bad input instead: ``BadRecordedStep``, before the step runs.
+
+    A ``Complete``'s refused positions past the end of its batch (the model's, which is
+    the SUT's too, or the delivery would have diverged) refuse nothing. A shrinker's
+    candidate holds such positions legitimately: cutting produces or payloads makes
+    later batches smaller, and cutting a delivery leaves its completion naming no batch.
+    So by default they are dropped from the operation, which changes nothing it does,
+    and the trace records the positions that took effect: any trace this writes,
+    shrunk ones included, has every position within its batch."""
     size = len(batches.get((op.client, op.seq), ()))
     kept = tuple(i for i in op.refused_positions if i < size)
     if kept == op.refused_positions:
@@ -640,7 +498,7 @@ def _within_batch(
             else f"client {op.client!r} has no batch {op.seq} being consumed, so a "
             "completion of it refuses no send-back: the positions must be []"
         )
-        raise _PastTheBatch(
+        raise BadRecordedStep(
             index,
             f"step {index}: op(complete).refused_positions: {past} is past the batch: {where} "
             "(such a position refuses nothing, so deleting it keeps what the trace does; "
@@ -658,31 +516,6 @@ def _count(stats: Stats, op: ConsumerOp) -> None:
         stats.crashes_injected += 1
     if type(op) is CrashQueue:
         stats.reopens += 1
-
-
-def _consumer_steps(execute: Callable[[Step[ConsumerOp]], Outcome]) -> Callable[[Step], Outcome]:
-    """``execute`` for the steps of a consumer trace, which ``trace.TraceStep`` types as a
-    queue profile's: the consumer decoders (``trace_decoders``) parse only consumer
-    operations, so any other is a bug of rmqsim."""
-
-    def execute_step(step: Step) -> Outcome:
-        op: object = step.op
-        assert isinstance(op, _CONSUMER_OP_CLASSES), f"not a consumer operation: {op!r}"
-        return execute(Step(step.time_s, step.actor, op))
-
-    return execute_step
-
-
-_CONSUMER_OP_CLASSES = tuple(CONSUMER_OP_TYPES.values())
-
-
-def failed_at_final_check(result: RunResult) -> bool:
-    """Whether a failed consumer run failed at its final check, so that its trace holds
-    every step, the drain included; otherwise it failed at a step, and its trace stops
-    there (replaying it with the final check on would fail on any implementation)."""
-    divergence = result.divergence
-    assert divergence is not None, "only a failed run"
-    return divergence.expected is None and divergence.actual is None
 
 
 def consumer_trace_header(path: Path) -> dict[str, Any] | None:
@@ -714,28 +547,7 @@ def is_consumer_header(header: object) -> bool:
     return type(config) is dict and "clients" in config
 
 
-def trace_decoders(consumer: bool) -> dict[str, Any]:
-    """``parse_lines``/``read_trace`` keywords for a consumer trace's operations and
-    outcomes (none for a queue trace: the defaults)."""
-    if not consumer:
-        return {}
-    return {"decode_op": consumer_op_from_json, "decode_outcome": consumer_outcome_from_json}
-
-
-def parse_run_lines(lines: list[str]) -> Trace:
-    """A run's trace lines, of a queue or a consumer profile, parsed with its vocabulary
-    (and a consumer trace checked: ``check_consumer_trace``)."""
-    try:
-        consumer = bool(lines) and is_consumer_header(json.loads(lines[0]))
-    except ValueError:
-        consumer = False  # parse_lines names the bad line
-    trace = parse_lines(lines, **trace_decoders(consumer))
-    if consumer:
-        check_consumer_trace(trace)
-    return trace
-
-
-def _profile_of(header: Mapping[str, Any], path: Path | str) -> ConsumerProfile:
+def consumer_profile_of(header: Mapping[str, Any], path: Path | str) -> ConsumerProfile:
     """The profile a consumer trace's header records, its queue and client configurations
     checked here, so that a bad value is the trace's error (file and line), not the run's."""
     try:
@@ -754,8 +566,9 @@ def check_consumer_trace(trace: Trace) -> ConsumerProfile:
     say alone (``consumer_op_from_json`` checked the rest): every client an operation
     names is one of the profile's, and every ``Complete``'s result is one its client's
     mode allows (``RESULTS_BY_MODE``). Refused positions past their batch are refused
-    when replayed (``_run``): the batch is the model's, which only replaying builds."""
-    profile = _profile_of(trace.header, trace.path)
+    when replayed (``_within_batch``): the batch is the model's, which only replaying
+    builds."""
+    profile = consumer_profile_of(trace.header, trace.path)
     modes = {spec.group: ConsumeMode(spec.mode) for spec in profile.clients}
     for step in trace.steps:
         op = step.op
@@ -780,69 +593,3 @@ def check_consumer_trace(trace: Trace) -> ConsumerProfile:
                     f"allowed {' or '.join(repr(r.value) for r in allowed)}",
                 )
     return profile
-
-
-def read_run_trace(path: Path) -> Trace:
-    """The trace file of a queue or a consumer run, parsed with its vocabulary (and a
-    consumer trace checked: ``check_consumer_trace``). The file is read once, so it may
-    be a pipe (``/dev/stdin``)."""
-    trace = read_trace(
-        path,
-        choose_decoders=lambda first: trace_decoders(_consumer_header_of(first) is not None),
-    )
-    if is_consumer_header(trace.header):
-        check_consumer_trace(trace)
-    return trace
-
-
-def replay_consumer_trace(path: Path, *, impl: str | Factory | None = None) -> RunResult:
-    """Replay the consumer trace at ``path`` (see ``replay_consumer``)."""
-    return replay_consumer(read_trace(path, **trace_decoders(True)), impl)
-
-
-def replay_consumer(trace: Trace, impl: str | Factory | None) -> RunResult:
-    """Re-execute a consumer trace's recorded operations, with the profile its header
-    recorded, on the model and the SUT; every recorded outcome must recur
-    (``trace-mismatch`` at the first that does not: the trace was written by other code),
-    and so must the final state its end line records (``run.check_final_state``).
-    The trace is self-contained: neither the seed nor the simulation is consulted, so an
-    edited or shrunk trace replays as it stands; a shrunk one's header turns the final
-    check off (``"final_check": false``, see ``run_consumer_steps``).
-
-    The trace is checked first (``check_consumer_trace``; again, if it was read by
-    ``read_run_trace``, for a trace built in memory); a refused position past its batch
-    is bad input too (``TraceFormatError`` naming the step's line), not ignored as in a
-    shrinker's candidate: every trace rmqsim writes records only positions within their
-    batch (see ``_run``), so such a one was edited. It shows when its step comes: a
-    divergence before it is reported instead, as the steps before it are valid."""
-    header = trace.header
-    profile = check_consumer_trace(trace)
-    steps = header.get("steps")
-    final_check = header.get("final_check", True)
-    if type(final_check) is not bool:
-        raise TraceFormatError(trace.path, 1, "header final_check must be true or false")
-    spec = impl or header.get("impl") or DEFAULT_IMPL
-    if not impl:
-        try:
-            _factories(spec)
-        except BadImplError as exc:
-            raise BadImplError(
-                f"{trace.path}: the implementation its header names cannot be used ({exc}); "
-                "give another with --impl"
-            ) from None
-
-    try:
-        result = _run(
-            _RunSpec(
-                profile,
-                header["seed"],
-                spec,
-                steps if type(steps) is int else None,
-                final_check=final_check,
-                positions_in_batch=True,
-            ),
-            lambda execute: execute_recorded(trace, _consumer_steps(execute)),
-        )
-    except _PastTheBatch as bad:
-        raise TraceFormatError(trace.path, trace.steps[bad.index - 1].line, str(bad)) from None
-    return check_final_state(result, trace, flipped=False)

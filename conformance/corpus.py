@@ -19,12 +19,9 @@ import shlex
 from pathlib import Path
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL, Factory
-from rmqsim.conformance.consumer_run import (
-    failed_at_final_check,
-    is_consumer_header,
-    read_run_trace,
-)
-from rmqsim.conformance.run import RunResult, replay_run_trace
+from rmqsim.conformance.layer import layer_for_header
+from rmqsim.conformance.run import RunResult, read_run_trace, replay
+from rmqsim.conformance.run_result import failed_at_final_check
 from rmqsim.conformance.trace import dumps, write_lines
 
 #: Where ``--save-regression`` writes and ``rmqsim gate`` reads, relative to the working
@@ -70,12 +67,11 @@ def save_regression(
     assert header["type"] == "header"
     header["found_on"] = found_on or header.get("found_on") or header["impl"]
     header["impl"] = DEFAULT_IMPL
-    if is_consumer_header(header):
-        # A consumer trace that failed at a step stops there, without the drain that the
-        # final check needs: the file must still replay clean on a conforming consumer.
-        header["final_check"] = header.get("final_check", True) and failed_at_final_check(
-            result
-        )
+    if layer_for_header(header).final_check_needs_whole_run:
+        # A trace that failed at a step stops there, without the rest of the run (a
+        # consumer run's drain) that the final check needs: the file must still replay
+        # clean on a conforming implementation.
+        header["final_check"] = header.get("final_check", True) and failed_at_final_check(result)
     lines[0] = dumps(header)
     write_lines(path, lines)
     return path
@@ -87,9 +83,9 @@ def corpus_files(directory: Path) -> list[Path]:
 
 
 def replay_regression(path: Path, impl: str | Factory = DEFAULT_IMPL) -> RunResult:
-    """Replay one corpus file (of a queue or a consumer profile) on ``impl``; the result
-    names the file and how to repeat it."""
-    result = replay_run_trace(read_run_trace(path), impl=impl)
+    """Replay one corpus file (of any layer) on ``impl``; the result names the file and
+    how to repeat it."""
+    result = replay(read_run_trace(path), impl=impl)
     result.trace_path = path
     result.replay_only = True  # the repro below is the one command: no bare replay line
     command = ["rmqsim", "replay", str(path)]

@@ -40,10 +40,10 @@ from pathlib import Path
 from typing import Any
 
 from rmqsim.conformance.adapter import Factory, queue_factory
+from rmqsim.conformance.layer import layer_for_profile
 from rmqsim.conformance.lockstep import PointPass
 from rmqsim.conformance.run import RunResult, replay_trace, run_seed
 from rmqsim.conformance.trace import Trace, TraceStep, parse_lines, write_lines
-from rmqsim.scenarios.consumer_profiles import CONSUMER_PROFILES
 from rmqsim.scenarios.ops import ArmCrash, CrashReopen, Step
 from rmqsim.scenarios.profiles import ProfileError
 
@@ -163,11 +163,9 @@ def crash_sweep(
     ``out`` (when given). ``on_case(done, total)`` reports progress. With
     ``max_failures``, stop after that many failing cases. ``crash_mode`` ``process``:
     every case SIGKILLs a child process (it is in the header, so the cases replay so)."""
-    if profile in CONSUMER_PROFILES:
-        raise ProfileError(
-            f"crash-sweep runs queue profiles; {profile!r} is a consumer profile (its runs "
-            f"crash clients and the queue themselves: rmqsim run --profile {profile})"
-        )
+    refusal = layer_for_profile(profile).crash_sweep_refusal
+    if refusal is not None:
+        raise ProfileError(refusal.format(profile=profile))
     queue_factory(impl, "a crash sweep")
     started = time.perf_counter()
     base = run_seed(profile, seed, impl=impl, steps=steps, log_faults=True, crash_mode=crash_mode)

@@ -21,7 +21,8 @@ A layer (one object, registered with ``register_layer``) supplies:
   implementation in the scratch directory ``root`` and returns a ``LayerLockstep``:
   ``execute(step) -> Outcome`` (the model's; raises ``Divergence`` on a mismatch, or
   ``BadRecordedStep`` when ``recorded`` and the step cannot be what a trace recorded),
-  ``finish()`` (the final check after the last step; ``Divergence``), ``close()`` (always
+  ``finish()`` (the final check after the last step, not called when the spec turns it
+  off: ``RunSpec.final_check``; ``Divergence``), ``close()`` (always
   called), ``records`` (a ``StepRecord`` per executed step, the trace's lines), ``stats``,
   ``state_digest()`` (the model's final state, for the end line), ``last_crash()`` (the
   crash record of the last step, if a crash fired in it: a replay's crash flips),
@@ -49,7 +50,7 @@ import dataclasses
 import functools
 import platform
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -58,6 +59,7 @@ from typing import Any, Protocol, runtime_checkable
 from rmqsim.conformance.lockstep import PointPass, Stats, StepRecord
 from rmqsim.conformance.trace import FORMAT, FORMAT_VERSION, Trace
 from rmqsim.scenarios.ops import Outcome, Step
+from rmqsim.scenarios.profiles import UnknownProfileError
 
 __all__ = [
     "CRASH_MODES",
@@ -69,11 +71,13 @@ __all__ = [
     "ResolvedProfile",
     "RunSpec",
     "ShrinkPass",
+    "ShrinkSearch",
     "StepCodec",
     "UnknownLayerError",
     "git_commit",
     "layer_for_header",
     "layer_for_profile",
+    "layer_named",
     "register_layer",
     "registered_layers",
     "versions",
@@ -122,7 +126,7 @@ class HeaderError(ValueError):
 
 
 class UnknownLayerError(LookupError):
-    """No registered layer has the profile, or recognises the header, asked for."""
+    """No registered layer has the name, or recognises the header, asked for."""
 
 
 class BadRecordedStep(Exception):
@@ -155,8 +159,18 @@ class ResolvedProfile:
     config: Mapping[str, Any]
 
 
-#: A shrink pass: the candidate step lists (each smaller or simpler) for one list.
-ShrinkPass = Callable[[Sequence[Step]], Sequence[Sequence[Step]]]
+class ShrinkSearch(Protocol):
+    """What a shrink pass gets of the search (``conformance.shrink``): ``fails(steps)``
+    runs a candidate and returns it (cut after its divergence) if it fails as wanted,
+    else None; ``best`` is the last run that did (a ``RunResult``)."""
+
+    best: Any
+
+    def fails(self, steps: tuple[Step[Any], ...]) -> tuple[Step[Any], ...] | None: ...
+
+
+#: A layer's shrink pass: the steps it ends with, having tried candidates on the search.
+ShrinkPass = Callable[[ShrinkSearch, tuple[Step[Any], ...]], tuple[Step[Any], ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,9 +206,9 @@ class RunSpec:
     shrunk_from_steps: int | None = None
     #: What a crash-sweep case records of its sweep.
     crash_sweep: Any = None
-    #: Versions and commit that wrote the trace (None: this code's, at ``to_header``).
-    versions: Mapping[str, str] | None = None
-    git_commit: str | None = None
+    #: Versions and commit of the code that ran it (default: this code's).
+    versions: Mapping[str, str] = field(default_factory=lambda: versions())
+    git_commit: str | None = field(default_factory=lambda: git_commit())
     #: Whether ``to_header`` names the layer (False for layers whose headers predate the
     #: field: ``Layer.implicit_in_header``).
     named_in_header: bool = True
@@ -220,8 +234,8 @@ class RunSpec:
             "config": dict(self.config),
             "impl": self.impl,
             "steps": self.steps,
-            "versions": dict(self.versions) if self.versions is not None else versions(),
-            "git_commit": self.git_commit if self.versions is not None else git_commit(),
+            "versions": dict(self.versions),
+            "git_commit": self.git_commit,
         }
         optional = {
             "layer": self.layer if self.named_in_header else None,
@@ -253,6 +267,9 @@ class RunSpec:
             isinstance(open_crash.get("point"), str | None) and type(open_crash.get("hit")) is int
         ):
             raise HeaderError("header open_crash must be {point, hit}")
+        final_check = header.get("final_check", True)
+        if type(final_check) is not bool:
+            raise HeaderError("header final_check must be true or false")
         recorded_versions = header.get("versions")
         return cls(
             layer=layer.name,
@@ -262,10 +279,10 @@ class RunSpec:
             profile_config=_field(header, "profile_config", dict, {}),
             config=_field(header, "config", dict, {}),
             steps=_field(header, "steps", int, None),
-            crash_rate=float(crash_rate),
+            crash_rate=crash_rate,
             crash_mode=crash_mode,
             open_crash=open_crash,
-            final_check=_field(header, "final_check", bool, True),
+            final_check=final_check,
             repro=_field(header, "repro", str, None),
             found_on=_field(header, "found_on", str, None),
             shrunk_from_steps=_field(header, "shrunk_from_steps", int, None),
@@ -294,10 +311,17 @@ def _field(header: Mapping[str, Any], key: str, kind: Any, default: Any) -> Any:
 class LayerLockstep(Protocol):
     """One run in progress: the model and the implementation of a layer in lockstep."""
 
-    records: list[StepRecord]
-    stats: Stats
+    @property
+    def records(self) -> list[StepRecord]:
+        """A record per executed step, the diverging one included: the trace's lines."""
+        ...
 
-    def execute(self, step: Step) -> Outcome:
+    @property
+    def stats(self) -> Stats:
+        """The run's counters (``steps`` counts the executed steps)."""
+        ...
+
+    def execute(self, step: Step[Any]) -> Outcome:
         """Apply ``step`` to both sides; the model's outcome, or ``Divergence``."""
         ...
 
@@ -332,30 +356,93 @@ class LayerLockstep(Protocol):
 class Layer(Protocol):
     """What one layer supplies to the generic harness (see the module's docstring)."""
 
-    name: str
-    implicit_in_header: bool
-    anomalies: frozenset[str]
-    gate_profiles: tuple[str, ...]
-    codec: StepCodec
+    @property
+    def name(self) -> str:
+        """The layer's name (``RunSpec.layer``; a header's ``layer`` field)."""
+        ...
 
-    def profile_names(self) -> Sequence[str]: ...
+    @property
+    def implicit_in_header(self) -> bool:
+        """Whether its headers do not name it (queue, consumer: older than the field)."""
+        ...
 
-    def resolve_profile(self, name: str, seed: int) -> ResolvedProfile: ...
+    @property
+    def anomalies(self) -> frozenset[str]:
+        """The anomaly names its divergences may carry, besides the generic ones."""
+        ...
 
-    def claims_header(self, header: Mapping[str, Any]) -> bool: ...
+    @property
+    def gate_profiles(self) -> tuple[str, ...]:
+        """The profiles the gate runs by default, in order."""
+        ...
 
-    def check_trace(self, trace: Trace) -> None: ...
+    @property
+    def codec(self) -> StepCodec:
+        """Its operations and outcomes in JSON."""
+        ...
 
-    def impl_name(self, impl: Any) -> str: ...
+    @property
+    def crash_modes(self) -> tuple[str, ...]:
+        """The crash modes its runs take (``RunSpec.crash_mode``)."""
+        ...
 
-    def simulate(self, spec: RunSpec, lockstep: LayerLockstep) -> None: ...
+    @property
+    def supports_crash_rate(self) -> bool:
+        """Whether its simulation arms crashes at ``RunSpec.crash_rate`` (if not, a rate
+        given is not used, nor recorded)."""
+        ...
+
+    @property
+    def final_check_needs_whole_run(self) -> bool:
+        """Whether its final check needs the whole run (a cut trace, a shrink candidate,
+        would fail it on any implementation: they run without it)."""
+        ...
+
+    @property
+    def crash_sweep_refusal(self) -> str | None:
+        """Why ``rmqsim crash-sweep`` does not apply to its profiles (a message with a
+        ``{profile}`` field), or None when it does."""
+        ...
+
+    def profile_names(self) -> Sequence[str]:
+        """Its profiles' names."""
+        ...
+
+    def resolve_profile(self, name: str, seed: int) -> ResolvedProfile:
+        """Profile ``name`` as ``seed`` runs it."""
+        ...
+
+    def claims_header(self, header: Mapping[str, Any]) -> bool:
+        """Whether a header that names no layer is this (implicit) layer's."""
+        ...
+
+    def check_trace(self, trace: Trace) -> None:
+        """What one line cannot say alone; ``TraceFormatError`` naming the line."""
+        ...
+
+    def resolve_impl(self, impl: Any, *, for_replay: bool) -> tuple[str, Any]:
+        """``(name, sut)`` for ``--impl`` (a name or a factory): the name a header records,
+        and what ``open_lockstep`` opens (``BadImplError`` if it cannot be used)."""
+        ...
+
+    def simulate(self, spec: RunSpec, lockstep: LayerLockstep) -> None:
+        """Feed the steps of ``spec``'s seed to ``lockstep`` (one it opened)."""
+        ...
 
     def open_lockstep(
-        self, spec: RunSpec, root: Path, *, impl: Any = None, recorded: bool = False,
-        log_faults: bool = False,
-    ) -> LayerLockstep: ...  # fmt: skip
+        self, spec: RunSpec, root: Path, *, sut: Any, recorded: bool, log_faults: bool
+    ) -> LayerLockstep:
+        """Open model and ``sut`` (from ``resolve_impl``) in the scratch directory
+        ``root``; ``recorded``: the steps will be a trace's (``BadRecordedStep``)."""
+        ...
 
-    def shrink_passes(self) -> Sequence[ShrinkPass]: ...
+    def shrink_passes(self) -> Sequence[ShrinkPass]:
+        """Its own shrink passes, run after dropping actors and topics."""
+        ...
+
+    def simpler_ops(self, op: Any) -> Iterable[Any]:
+        """Simpler variants of one operation, most aggressive first (may be none)."""
+        ...
 
     def sweep_fields(self, result: Any) -> Mapping[str, Any]:
         """The layer's own columns of a sweep row for ``result`` (a ``RunResult``: typed
@@ -389,12 +476,23 @@ def registered_layers() -> tuple[Layer, ...]:
     return tuple(_LAYERS.values())
 
 
+def layer_named(name: str) -> Layer:
+    """The registered layer called ``name``; ``UnknownLayerError`` otherwise."""
+    try:
+        return _LAYERS[name]
+    except KeyError:
+        known = ", ".join(_LAYERS)
+        raise UnknownLayerError(f"unknown layer {name!r:.80} (known: {known})") from None
+
+
 def layer_for_profile(profile: str) -> Layer:
-    """The layer that has the profile ``profile``; ``UnknownLayerError`` otherwise."""
+    """The layer that has the profile ``profile``; ``UnknownProfileError`` (a
+    ``ProfileError``, listing every layer's profiles) otherwise."""
     for layer in _LAYERS.values():
         if profile in layer.profile_names():
             return layer
-    raise UnknownLayerError(f"no layer has a profile {profile!r}")
+    known = ", ".join(name for layer in _LAYERS.values() for name in layer.profile_names())
+    raise UnknownProfileError(f"unknown profile {profile!r}; known profiles: {known}")
 
 
 def layer_for_header(header: Mapping[str, Any]) -> Layer:

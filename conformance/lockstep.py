@@ -169,7 +169,7 @@ class Divergence(Exception):
 class StepRecord:
     """What happened at one step, for the trace."""
 
-    step: Step
+    step: Step[Any]
     outcome: Outcome | None
     crash: dict[str, Any] | None = None
     sut_outcome: Outcome | None = None

@@ -10,8 +10,7 @@ from typing import Any
 
 from rmqsim.conformance.anomalies import ANOMALIES
 from rmqsim.conformance.consumer_check import CONSUMER_ANOMALIES
-from rmqsim.conformance.consumer_run import parse_run_lines
-from rmqsim.conformance.run import RunResult, git_commit, versions
+from rmqsim.conformance.run import RunResult, git_commit, parse_run_lines, versions
 from rmqsim.conformance.statediff import clip
 from rmqsim.scenarios.ops import Outcome
 

@@ -1,8 +1,7 @@
-"""What a run gives: its result (``RunResult``) and its trace's header and lines, plus the
-checks a replay makes against a recorded trace (``execute_recorded``, ``check_final_state``).
-
-Shared by the queue layer's runner (``conformance.run``) and the consumer layer's
-(``conformance.consumer_run``), which builds on none of the other.
+"""What a run gives: its result (``RunResult``, built by ``build_result`` alone) and its
+trace's lines (``TraceRender``, in the layer's ``StepCodec``), plus the checks a replay
+makes against a recorded trace (``execute_recorded``, ``check_final_state``). Generic: no
+layer is named here (``conformance.layer``).
 """
 
 from __future__ import annotations
@@ -10,31 +9,37 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import shlex
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL
-from rmqsim.conformance.layer import VERSIONED_PACKAGES, git_commit, versions
+from rmqsim.conformance.layer import (
+    VERSIONED_PACKAGES,
+    LayerLockstep,
+    RunSpec,
+    StepCodec,
+    git_commit,
+    layer_named,
+    versions,
+)
 from rmqsim.conformance.lockstep import CRASHED, Divergence, PointPass, Stats, StepRecord
 from rmqsim.conformance.shrink_budget import ShrinkStats
-from rmqsim.conformance.trace import FORMAT, FORMAT_VERSION, Trace, TraceFormatError, dumps
-from rmqsim.model.api import MQConfig
-from rmqsim.scenarios.consumer_profiles import ConsumerProfile
-from rmqsim.scenarios.ops import Outcome, Step, op_to_json, outcome_to_json
-from rmqsim.scenarios.profiles import Profile
+from rmqsim.conformance.trace import Trace, TraceFormatError, dumps
+from rmqsim.scenarios.ops import Outcome, Step
 
 __all__ = [
     "VERSIONED_PACKAGES",
     "CrashFlip",
     "RunResult",
     "TraceRender",
+    "build_result",
     "check_final_state",
     "execute_recorded",
+    "failed_at_final_check",
     "git_commit",
-    "profile_header",
-    "trace_header",
     "versions",
 ]
 
@@ -43,9 +48,8 @@ __all__ = [
 class RunResult:
     """The outcome of one run: what a report, a gate or a sweep row needs."""
 
-    profile: str
-    seed: int
-    impl: str
+    #: What was run (its trace's header): profile, seed, implementation, budget, ...
+    spec: RunSpec
     status: str  # "ok" | "divergence"
     steps: int
     anomaly: str | None = None
@@ -58,9 +62,6 @@ class RunResult:
     fault_points: dict[str, int] = field(default_factory=dict)
     wall_s: float = 0.0
     sim_time_s: int = 0
-    step_budget: int | None = None
-    crash_rate: float = 0.0
-    crash_mode: str = "inprocess"
     trace_path: Path | None = None
     #: Every crash point the SUT passed, in order (only when run with ``log_faults``).
     fault_log: list[PointPass] = field(default_factory=list)
@@ -71,8 +72,6 @@ class RunResult:
     shrunk: RunResult | None = None
     #: On a shrunk result: how the search that found it went.
     shrink_stats: ShrinkStats | None = None
-    #: The command that reproduces this result, when it is not ``rmqsim run`` (fuzz, corpus).
-    repro: str | None = None
     #: What a person reading the result should know beyond pass or fail (a replay whose
     #: crash resolved the other legal way: ``CrashFlip``).
     notes: list[str] = field(default_factory=list)
@@ -80,6 +79,40 @@ class RunResult:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def profile(self) -> str:
+        return self.spec.profile
+
+    @property
+    def seed(self) -> int:
+        return self.spec.seed
+
+    @property
+    def impl(self) -> str:
+        return self.spec.impl
+
+    @property
+    def step_budget(self) -> int | None:
+        return self.spec.steps
+
+    @property
+    def crash_rate(self) -> float:
+        return self.spec.crash_rate
+
+    @property
+    def crash_mode(self) -> str:
+        return self.spec.crash_mode
+
+    @property
+    def repro(self) -> str | None:
+        """The command that reproduces this result, when it is not ``rmqsim run`` (fuzz,
+        corpus)."""
+        return self.spec.repro
+
+    @repro.setter
+    def repro(self, command: str | None) -> None:
+        self.spec = self.spec.replace(repro=command)
 
     @property
     def trace_lines(self) -> list[str]:
@@ -117,62 +150,26 @@ class RunResult:
         return shlex.join(parts)
 
 
-def trace_header(
-    *,
-    profile: str,
-    profile_config: dict[str, Any],
-    config: MQConfig,
-    seed: int,
-    impl: str,
-    steps: int | None,
-) -> dict[str, Any]:
-    """The header line of a trace; every way of producing a trace (seeded runs, the
-    fuzzer) writes this one shape so that ``replay`` reads them all."""
-    return {
-        "type": "header",
-        "format": FORMAT,
-        "version": FORMAT_VERSION,
-        "seed": seed,
-        "profile": profile,
-        "profile_config": profile_config,
-        "config": dataclasses.asdict(config),
-        "impl": impl,
-        "steps": steps,
-        "versions": versions(),
-        "git_commit": git_commit(),
-    }
-
-
-def profile_header(
-    profile: Profile | ConsumerProfile, seed: int, impl: str, steps: int | None
-) -> dict[str, Any]:
-    """The header of a run of ``profile`` (a queue or a consumer profile)."""
-    return trace_header(
-        profile=profile.name,
-        profile_config=profile.to_json(),
-        config=MQConfig(**profile.config),
-        seed=seed,
-        impl=impl,
-        steps=steps,
-    )
-
-
-def _step_line(index: int, step: Step, outcome: Outcome | None, **extra: Any) -> str:
+def _step_line(index: int, record: StepRecord, codec: StepCodec) -> str:
+    step = record.step
     line: dict[str, Any] = {
         "type": "step",
         "i": index,
         "t": step.time_s,
         "actor": step.actor,
-        "op": op_to_json(step.op),
-        "outcome": None if outcome is None else _outcome_json(outcome),
+        "op": codec.encode_op(step.op),
+        "outcome": None if record.outcome is None else _outcome_json(record.outcome, codec),
     }
-    line.update({k: v for k, v in extra.items() if v is not None})
+    if record.crash is not None:
+        line["crash"] = record.crash
+    if record.sut_outcome is not None:
+        line["sut_outcome"] = _outcome_json(record.sut_outcome, codec)
     return dumps(line)
 
 
-def _outcome_json(outcome: Outcome) -> Any:
+def _outcome_json(outcome: Outcome, codec: StepCodec) -> Any:
     try:
-        return outcome_to_json(outcome)
+        return codec.encode_outcome(outcome)
     except (TypeError, ValueError):  # a SUT returned something outside the vocabulary
         return {"unencodable": repr(outcome)[:2000]}
 
@@ -183,22 +180,61 @@ class TraceRender:
 
     Rendering costs ≈3 ms per smoke run of 300 steps (≈10 µs per operation, measured),
     which a passing gate run would spend for nothing. The records are values: the lines
-    are the same whenever they are rendered, and this object pickles.
+    are the same whenever they are rendered, and this object pickles (the codec's
+    functions are module-level ones).
     """
 
     header: dict[str, Any]
     records: list[StepRecord]
     end: dict[str, Any]
+    codec: StepCodec
 
     def lines(self) -> list[str]:
         lines = [dumps(self.header)]
         for index, record in enumerate(self.records, start=1):
-            extra: dict[str, Any] = {"crash": record.crash}
-            if record.sut_outcome is not None:
-                extra["sut_outcome"] = _outcome_json(record.sut_outcome)
-            lines.append(_step_line(index, record.step, record.outcome, **extra))
+            lines.append(_step_line(index, record, self.codec))
         lines.append(dumps(self.end))
         return lines
+
+
+def build_result(
+    spec: RunSpec,
+    lockstep: LayerLockstep,
+    divergence: Divergence | None,
+    *,
+    started: float,
+    header: dict[str, Any] | None = None,
+) -> RunResult:
+    """The result (and trace lines) of whatever ``lockstep`` executed for ``spec``: the one
+    builder of ``RunResult``s, for seeded runs, replays, shrink candidates and the fuzzer.
+    ``header``: the trace's header line (default: ``spec.to_header()``)."""
+    records = lockstep.records
+    final = None if divergence else lockstep.state_digest()
+    status = "divergence" if divergence else "ok"
+    anomaly = divergence.anomaly if divergence else None
+    end = {
+        "type": "end",
+        "steps": lockstep.stats.steps,
+        "status": status,
+        "anomaly": anomaly,
+        "state_digest": final,
+    }
+    header = spec.to_header() if header is None else dict(header)
+    codec = layer_named(spec.layer).codec
+    return RunResult(
+        spec=spec,
+        status=status,
+        steps=lockstep.stats.steps,
+        anomaly=anomaly,
+        divergence=divergence,
+        trace=TraceRender(header, list(records), end, codec),  # copies: fixed now
+        state_digest=final,
+        stats=lockstep.stats,
+        fault_points=dict(lockstep.fault_points),
+        wall_s=time.perf_counter() - started,
+        sim_time_s=records[-1].step.time_s if records else 0,
+        fault_log=list(lockstep.fault_log),
+    )
 
 
 def check_final_state(result: RunResult, trace: Trace, *, flipped: bool) -> RunResult:
@@ -313,3 +349,13 @@ def execute_recorded(
                 "the model's outcome differs from the one recorded in the trace "
                 "(the trace was written by other code)",
             )
+
+
+def failed_at_final_check(result: RunResult) -> bool:
+    """Whether a failed run failed at its layer's final check (a divergence without
+    outcomes), so that its trace holds every step; otherwise it failed at a step, and its
+    trace stops there (replaying it with a final check that needs the whole run, as the
+    consumer layer's does, would fail on any implementation)."""
+    divergence = result.divergence
+    assert divergence is not None, "only a failed run"
+    return divergence.expected is None and divergence.actual is None

@@ -6,9 +6,11 @@ implementation fail with the same anomaly, in passes repeated until none helps:
 
 1. actors and topics: drop every step of one actor (a whole consumer, the clock, the
    crasher...), then every operation on one topic;
-2. operations: delta debugging (Zeller's ddmin, complements only: a sequence of queue
+2. produces: merged per topic, then adjacent ones, then payloads emptied
+   (``shrink_merge``: a failure that needs a backlog keeps every small produce otherwise);
+3. operations: delta debugging (Zeller's ddmin, complements only: a sequence of queue
    operations rarely fails from a middle chunk alone) over the steps;
-3. values: fewer messages per produce, empty or shorter payloads, no properties, smaller
+4. values: fewer messages per produce, empty or shorter payloads, no properties, smaller
    polls and smaller crash hits.
 
 Dropping a step changes what later steps return, so every candidate is re-executed from
@@ -34,18 +36,14 @@ candidate that still fails wait out the bound once.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from rmqsim.conformance.adapter import Factory
-from rmqsim.conformance.consumer_run import (
-    is_consumer_header,
-    parse_run_lines,
-    read_run_trace,
-    run_consumer_steps,
-)
-from rmqsim.conformance.run import RunResult, replay_run_trace, replay_trace
+from rmqsim.conformance.layer import Layer, layer_for_header
+from rmqsim.conformance.run import RunResult, parse_run_lines, read_run_trace, replay, run_steps
 from rmqsim.conformance.shrink_budget import (
     DEFAULT_SHRINK_BUDGET,
     STOPPED_BY_OPERATIONS,
@@ -54,21 +52,13 @@ from rmqsim.conformance.shrink_budget import (
     ShrinkBudget,
     ShrinkStats,
 )
-from rmqsim.conformance.shrink_consumer import AnyStep, drop_batches
-from rmqsim.conformance.trace import Trace, TraceFormatError, TraceStep
+from rmqsim.conformance.shrink_merge import merge_produces
+from rmqsim.conformance.trace import Trace, TraceFormatError
 from rmqsim.conformance.watchdog import op_timeout, shrink_op_timeout_s
-from rmqsim.scenarios.consumer_ops import (
-    Complete,
-    ConsumerOp,
-    CrashClient,
-    CrashQueue,
-    Deliver,
-    Persist,
-    ProduceBatch,
-    Pull,
-    StartClient,
-)
-from rmqsim.scenarios.ops import ArmCrash, Consume, Message, Op, Produce, Step
+from rmqsim.scenarios.ops import Step
+
+#: A step of the runs the shrinker cuts (of any layer's vocabulary).
+AnyStep = Step[Any]
 
 #: Suffix of a shrunk trace written beside the original.
 SHRUNK_SUFFIX = ".shrunk.jsonl"
@@ -79,7 +69,7 @@ class _OutOfBudget(Exception):
 
 
 #: Executes a candidate's steps from scratch (outcomes decided by the model, none
-#: expected): a queue trace's replay, or a consumer run's.
+#: expected): ``run.run_steps``.
 Runner = Callable[[tuple[AnyStep, ...]], RunResult]
 
 
@@ -89,6 +79,8 @@ class _Search:
 
     run: Runner
     anomaly: str
+    #: Simpler variants of one operation (``Layer.simpler_ops``).
+    simpler: Callable[[Any], Iterable[Any]]
     budget: ShrinkBudget
     #: ``time.perf_counter()`` past which no candidate starts (None: no time limit).
     deadline: float | None
@@ -190,48 +182,13 @@ def _ddmin(search: _Search, steps: tuple[AnyStep, ...]) -> tuple[AnyStep, ...]:
     return steps
 
 
-def _simpler_messages(messages: tuple[Message, ...]) -> Iterator[tuple[Message, ...]]:
-    if len(messages) > 1:
-        yield messages[:1]
-        yield messages[: len(messages) // 2]
-    if any(m.payload or m.properties for m in messages):
-        yield tuple(Message(b"") for _ in messages)
-    if any(m.properties for m in messages):
-        yield tuple(Message(m.payload) for m in messages)
-    if any(len(m.payload) > 1 for m in messages):
-        yield tuple(replace(m, payload=m.payload[: len(m.payload) // 2]) for m in messages)
-
-
-def _simpler_payloads(payloads: tuple[bytes, ...]) -> Iterator[tuple[bytes, ...]]:
-    """A consumer run's produced batch: the same variants as a queue run's messages."""
-    for messages in _simpler_messages(tuple(Message(p) for p in payloads)):
-        yield tuple(m.payload for m in messages)
-
-
-def _simpler_ops(step: AnyStep) -> Iterator[AnyStep]:
-    """Simpler variants of one step, most aggressive first."""
-    op = step.op
-    if isinstance(op, Produce):
-        for messages in _simpler_messages(op.messages):
-            yield replace(step, op=replace(op, messages=messages))
-    elif isinstance(op, ProduceBatch):
-        for payloads in _simpler_payloads(op.payloads):
-            yield replace(step, op=replace(op, payloads=payloads))
-    elif isinstance(op, Complete) and op.refused_positions:
-        yield replace(step, op=replace(op, refused_positions=()))
-    elif isinstance(op, Consume) and op.n > 1:
-        yield replace(step, op=replace(op, n=1))
-        yield replace(step, op=replace(op, n=op.n // 2))
-    elif isinstance(op, ArmCrash) and op.hit > 1:
-        yield replace(step, op=replace(op, hit=1))
-        yield replace(step, op=replace(op, hit=op.hit - 1))
-
-
 def _simplify(search: _Search, steps: tuple[AnyStep, ...]) -> tuple[AnyStep, ...]:
     """Replace steps by simpler variants while the failure persists."""
     index = 0
     while index < len(steps):
-        for variant in _simpler_ops(steps[index]):
+        step = steps[index]
+        for op in search.simpler(step.op):
+            variant = replace(step, op=op)
             found = search.fails((*steps[:index], variant, *steps[index + 1 :]))
             if found is not None:
                 steps = found
@@ -241,13 +198,23 @@ def _simplify(search: _Search, steps: tuple[AnyStep, ...]) -> tuple[AnyStep, ...
     return steps
 
 
-PASSES: tuple[Callable[[_Search, tuple[AnyStep, ...]], tuple[AnyStep, ...]], ...] = (
-    _drop_actors,
-    _drop_topics,
-    drop_batches,  # consumer runs: a delivery with its completion
-    _ddmin,
-    _simplify,
-)
+#: A pass: the steps it ends with, having tried candidates on the search.
+Pass = Callable[[_Search, tuple[AnyStep, ...]], tuple[AnyStep, ...]]
+
+
+def passes(layer: Layer) -> tuple[Pass, ...]:
+    """The passes of one round, in order: drop actors, then topics, then the layer's own
+    (``Layer.shrink_passes``: the consumer's drops a delivery with its completion), then
+    merge produces, then delta debugging, then simpler operations
+    (``Layer.simpler_ops``)."""
+    return (
+        _drop_actors,
+        _drop_topics,
+        *layer.shrink_passes(),
+        merge_produces,  # volume, not order: produces to a topic merged (shrink_merge)
+        _ddmin,
+        _simplify,
+    )
 
 
 def shrink_result(
@@ -259,19 +226,24 @@ def shrink_result(
 ) -> RunResult | None:
     """The failing run of the smallest trace found that fails like ``result`` (same
     implementation, same anomaly), or None when ``result`` does not fail again when
-    re-run. Queue runs and consumer runs alike: a consumer run's candidates are re-run
-    through ``consumer_run``, where a step that no longer makes sense after a cut (say,
-    completing a batch that was never delivered) returns the same error on both sides;
-    as always, a candidate is kept only if it still fails with the same anomaly. Bounded
+    re-run. Runs of every layer alike: candidates run through ``run.run_steps``, where a
+    step that no longer makes sense after a cut (say, completing a batch that was never
+    delivered) returns the same error on both sides; as always, a candidate is kept only
+    if it still fails with the same anomaly. Bounded
     by ``budget``; the result's ``shrink_stats`` say how the search went, and ``on_run``
     hears how far it has gone after every candidate run."""
     assert not result.ok and result.anomaly is not None, "only a failing run can be shrunk"
-    trace, run = _runner(result.trace_lines, impl or result.impl)
+    trace, layer, run = _runner(result.trace_lines, impl or result.impl)
     deadline = None
     if budget.max_seconds is not None:
         deadline = time.perf_counter() + budget.max_seconds
     search = _Search(
-        run=run, anomaly=result.anomaly, budget=budget, deadline=deadline, on_run=on_run
+        run=run,
+        anomaly=result.anomaly,
+        simpler=layer.simpler_ops,
+        budget=budget,
+        deadline=deadline,
+        on_run=on_run,
     )
     try:
         steps = search.fails(_steps_of(trace))
@@ -279,7 +251,7 @@ def shrink_result(
             return None
         while True:
             before = steps
-            for shrink_pass in PASSES:
+            for shrink_pass in passes(layer):
                 steps = shrink_pass(search, steps)
             if steps == before:
                 break
@@ -290,41 +262,16 @@ def shrink_result(
     return search.best
 
 
-def _runner(lines: list[str], impl: str | Factory) -> tuple[Trace, Runner]:
-    """The trace in ``lines`` and how to run a candidate cut from it."""
+def _runner(lines: list[str], impl: str | Factory) -> tuple[Trace, Layer, Runner]:
+    """The trace in ``lines``, its layer, and how to run a candidate cut from it."""
     trace = parse_run_lines(lines)
-    consumer = is_consumer_header(trace.header)
     header = dict(trace.header)
     header.setdefault("shrunk_from_steps", len(trace.steps))
-    if consumer:
-        return trace, lambda steps: run_consumer_steps(header, steps, impl=impl)
 
-    def replay(steps: tuple[AnyStep, ...]) -> RunResult:
-        numbered = [
-            TraceStep(i, s.time_s, s.actor, _queue_op(s.op), None) for i, s in enumerate(steps, 1)
-        ]
-        return replay_trace(Trace(header=header, steps=numbered), impl=impl)
+    def run(steps: tuple[AnyStep, ...]) -> RunResult:
+        return run_steps(header, steps, impl=impl)
 
-    return trace, replay
-
-
-#: The operations only a consumer run has (``RunRetention`` is the queue's too).
-_CONSUMER_ONLY = (
-    ProduceBatch,
-    StartClient,
-    Pull,
-    Deliver,
-    Complete,
-    Persist,
-    CrashClient,
-    CrashQueue,
-)
-
-
-def _queue_op(op: Op | ConsumerOp) -> Op:
-    """``op`` of a queue run's candidate, which is cut from a queue trace."""
-    assert not isinstance(op, _CONSUMER_ONLY), f"a consumer operation in a queue run: {op!r}"
-    return op
+    return trace, layer_for_header(header), run
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,10 +327,10 @@ def shrink_file(
     ``<stem>.shrunk.jsonl`` beside it."""
     started = time.perf_counter()
     trace = read_run_trace(path)
-    consumer = is_consumer_header(trace.header)
+    layer = layer_for_header(trace.header)
     if not trace.steps:
         raise TraceFormatError(path, None, "the trace has no steps: nothing to shrink")
-    original = replay_run_trace(trace, impl=impl)
+    original = replay(trace, impl=impl)
     if original.ok:
         raise NotFailingError(f"{path}: the trace does not fail on {original.impl}")
     if original.anomaly == "trace-mismatch":
@@ -395,10 +342,10 @@ def shrink_file(
     shrunk = shrink_and_save(original, impl=impl, budget=budget, on_run=on_run)
     if shrunk is None:
         why = "the failure did not recur when re-run"
-        if consumer:
+        if layer.final_check_needs_whole_run:
             why += (
-                " (or it shows only at a consumer run's final check, which needs every "
-                "message finished: a cut trace fails that on any implementation)"
+                f" (or it shows only at a {layer.name} run's final check, which needs the "
+                "whole run: a cut trace fails that on any implementation)"
             )
         raise NotFailingError(f"{path}: {why}")
     assert shrunk.trace_path is not None and shrunk.anomaly is not None

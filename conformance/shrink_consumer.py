@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
-from rmqsim.conformance.run import RunResult
+from rmqsim.conformance.layer import ShrinkSearch
 from rmqsim.scenarios.consumer_ops import (
     Complete,
     ConsumerOp,
@@ -33,12 +33,8 @@ __all__ = ["AnyStep", "client_epochs", "drop_batches", "without_batch"]
 AnyStep = Step[Op | ConsumerOp]
 
 
-class Search(Protocol):
-    """What a pass needs of the shrink's search (``conformance.shrink._Search``)."""
-
-    best: RunResult | None
-
-    def fails(self, steps: tuple[AnyStep, ...]) -> tuple[AnyStep, ...] | None: ...
+#: What a pass needs of the shrink's search (``conformance.shrink``).
+Search = ShrinkSearch
 
 
 #: A batch: (the client, how many times it had started, its seq).

@@ -22,6 +22,7 @@ from typing import Any
 from rmqsim.conformance.adapter import Factory
 from rmqsim.conformance.cli_common import signals_raise
 from rmqsim.conformance.gate import save_failure
+from rmqsim.conformance.layer import RunSpec
 from rmqsim.conformance.run import RunResult, git_commit, run_seed
 from rmqsim.conformance.scratch import scratch_root
 from rmqsim.conformance.shrink import shrink_and_save
@@ -66,6 +67,9 @@ class TaskSpec:
     shrink: ShrinkBudget | None = DEFAULT_SHRINK_BUDGET
     #: Probability of arming a crash before each state-changing operation (``--crash-rate``).
     crash_rate: float = 0.0
+    #: The driver's ``code_version()`` (None: the task's own): a cluster's executors run
+    #: the code shipped from the driver, where no git checkout says which commit it is.
+    code_version: str | None = None
 
 
 @functools.cache
@@ -154,7 +158,7 @@ def result_row(
         "profile": item.profile,
         "seed": item.seed,
         "implementation": result.impl,
-        "code_version": code_version(),
+        "code_version": spec.code_version or code_version(),
         "determinism_repeat": item.repeat,
         "status": result.status,
         "anomaly": result.anomaly,
@@ -193,7 +197,7 @@ def error_row(item: WorkItem, spec: TaskSpec, exc: BaseException, wall_s: float)
         profile=item.profile,
         seed=item.seed,
         implementation=impl,
-        code_version=code_version(),
+        code_version=spec.code_version or code_version(),
         determinism_repeat=item.repeat,
         status=STATUS_ERROR,
         anomaly="internal-error",
@@ -277,4 +281,5 @@ def run_chunk(
 
 def _error_result(item: WorkItem, spec: TaskSpec) -> RunResult:
     impl = spec.impl if isinstance(spec.impl, str) else repr(spec.impl)
-    return RunResult(profile=item.profile, seed=item.seed, impl=impl, status=STATUS_ERROR, steps=0)
+    run = RunSpec(layer=layer_of(item.profile), profile=item.profile, seed=item.seed, impl=impl)
+    return RunResult(spec=run, status=STATUS_ERROR, steps=0)

@@ -23,12 +23,11 @@ from click.testing import CliRunner
 
 from rmqsim.conformance import watchdog
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.consumer_run import parse_run_lines
 from rmqsim.conformance.mutants.catalogue import select
 from rmqsim.conformance.mutants.consumer import core_factory
 from rmqsim.conformance.mutants.kill import KILLED, kill_mutant
 from rmqsim.conformance.process_sut import process_factory
-from rmqsim.conformance.run import replay_run_trace, replay_trace, run_seed
+from rmqsim.conformance.run import parse_run_lines, replay_run_trace, replay_trace, run_seed
 from rmqsim.conformance.shrink import shrink_and_save
 from rmqsim.conformance.shrink_budget import DEFAULT_SHRINK_BUDGET
 from rmqsim.conformance.trace import write_lines

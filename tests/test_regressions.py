@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL, make_model_factory, model_factory
-from rmqsim.conformance.consumer_run import read_run_trace
 from rmqsim.conformance.corpus import (
     corpus_files,
     program_digest,
@@ -19,7 +18,7 @@ from rmqsim.conformance.corpus import (
 )
 from rmqsim.conformance.gate import GateResult, junit_xml, run_corpus, summary_json
 from rmqsim.conformance.report import render_failure
-from rmqsim.conformance.run import replay_trace, run_seed
+from rmqsim.conformance.run import read_run_trace, replay_trace, run_seed
 from rmqsim.conformance.trace import read_trace
 from rmqsim.model import ReferenceMQ
 from tests.wrong_models import LostWrite

@@ -13,8 +13,9 @@ from click.testing import CliRunner
 from rmqsim.conformance.adapter import make_model_factory, model_factory
 from rmqsim.conformance.cli import cli
 from rmqsim.conformance.cli_common import UsageError
-from rmqsim.conformance.consumer_run import consumer_trace_header, replay_consumer_trace
+from rmqsim.conformance.consumer_run import consumer_trace_header
 from rmqsim.conformance.gate import GATE_CONSUMER_PROFILES, GATE_PROFILES
+from rmqsim.conformance.run import replay_file
 from rmqsim.conformance.trace import read_trace
 from rmqsim.reports.aggregate import SweepDirError, check_sweep_dir
 from rmqsim.reports.page import render_html
@@ -211,7 +212,7 @@ def test_a_failing_consumer_row_has_its_signature_and_a_shrunk_trace(tmp_path: P
     assert first["trace_shrunk"] and first["trace_path"].endswith(".shrunk.jsonl")
     path = tmp_path / first["trace_path"]
     assert consumer_trace_header(path) is not None
-    replayed = replay_consumer_trace(path, impl=mutant)
+    replayed = replay_file(path, impl=mutant)
     assert replayed.anomaly == "offset-passes-unacked"
     assert replayed.steps == first["repro_steps"] < first["steps"]
     # A queue profile under a consumer factory runs our queue, and conforms.

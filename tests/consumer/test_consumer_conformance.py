@@ -14,10 +14,10 @@ from click.testing import CliRunner
 from rmqsim.conformance.adapter import DEFAULT_IMPL
 from rmqsim.conformance.cli import cli
 from rmqsim.conformance.consumer_check import GroupHistory
-from rmqsim.conformance.consumer_run import DEFAULT_CONSUMER_IMPL, replay_consumer_trace
+from rmqsim.conformance.consumer_run import DEFAULT_CONSUMER_IMPL
 from rmqsim.conformance.gate import GATE_CONSUMER_PROFILES
 from rmqsim.conformance.mutants.consumer import MUTANTS
-from rmqsim.conformance.run import run_seed
+from rmqsim.conformance.run import replay_file, run_seed
 from rmqsim.impl import RocksMQ
 from rmqsim.impl.consumer import ConsumerCore, PushConsumer, PushOptions
 from rmqsim.model.api import Completion, ConsumerConfig, ConsumeResult, Delivered, Delivery
@@ -215,21 +215,21 @@ def test_replay_executes_the_recorded_operations_not_the_seed(tmp_path: Path) ->
     lines[0] = json.dumps({**header, "seed": 99})
     trace = tmp_path / "t.jsonl"
     trace.write_text("\n".join(lines) + "\n")
-    again = replay_consumer_trace(trace)
+    again = replay_file(trace)
     assert again.ok and again.steps == recorded.steps
     assert again.trace_lines[1:] == recorded.trace_lines[1:]
     cut = tmp_path / "cut.jsonl"
     end = '{"type":"end","steps":100}'  # a cut keeps an end line counting its steps
     cut.write_text("\n".join([*lines[:101], end]) + "\n")  # the header and 100 steps
-    short = replay_consumer_trace(cut)
+    short = replay_file(cut)
     assert short.steps == 100 and short.anomaly == "consumer-lost"  # not drained: reported
     mutant = MUTANTS[0]
     failing = run_seed("consumer", 0, impl=mutant.impl)
     saved = tmp_path / "m.jsonl"
     saved.write_text("\n".join(failing.trace_lines) + "\n")
-    replayed = replay_consumer_trace(saved)
+    replayed = replay_file(saved)
     assert (replayed.anomaly, replayed.steps) == (failing.anomaly, failing.steps)
-    fixed = replay_consumer_trace(saved, impl=DEFAULT_CONSUMER_IMPL)
+    fixed = replay_file(saved, impl=DEFAULT_CONSUMER_IMPL)
     # Our consumer passes the step where the mutant diverged; the cut run is not drained.
     assert (fixed.anomaly, fixed.steps) == ("consumer-lost", failing.steps)
 

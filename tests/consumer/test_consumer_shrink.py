@@ -13,11 +13,10 @@ from click.testing import CliRunner
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.consumer_run import replay_consumer_trace, run_consumer_steps
 from rmqsim.conformance.mutants.catalogue import select
 from rmqsim.conformance.mutants.consumer import MUTANTS as CONSUMER_MUTANTS
 from rmqsim.conformance.mutants.kill import KILLED, kill_mutant
-from rmqsim.conformance.run import run_seed
+from rmqsim.conformance.run import replay_file, run_seed, run_steps
 from rmqsim.conformance.shrink import (
     NotFailingError,
     shrink_file,
@@ -70,9 +69,9 @@ def test_a_wrong_consumer_shrinks_to_a_short_trace_that_replays(name: str, tmp_p
     write_lines(path, shrunk.trace_lines)
     header = _read(path).header
     assert header["final_check"] is False and header["shrunk_from_steps"] == failing.steps
-    assert replay_consumer_trace(path, impl=factory).anomaly == anomaly
+    assert replay_file(path, impl=factory).anomaly == anomaly
     # Once the bug is gone the reproducer passes: it fails because of the bug, not the cut.
-    assert replay_consumer_trace(path, impl=DEFAULT_IMPL).ok
+    assert replay_file(path, impl=DEFAULT_IMPL).ok
 
 
 def test_shrinking_is_deterministic() -> None:
@@ -107,7 +106,7 @@ def test_a_failure_only_at_the_final_check_is_not_shrunk(tmp_path: Path) -> None
     cut = [lines[0], *lines[1:30], '{"type":"end","steps":29}']
     path = tmp_path / "cut.jsonl"
     write_lines(path, cut)
-    replayed = replay_consumer_trace(path)
+    replayed = replay_file(path)
     assert replayed.anomaly == "consumer-lost" and "never finished" in replayed.divergence.detail
     assert shrink_result(replayed, impl=DEFAULT_IMPL) is None
     with pytest.raises(NotFailingError, match="final check"):
@@ -125,7 +124,7 @@ def test_a_candidate_with_steps_that_no_longer_make_sense_runs_to_its_end() -> N
     clients = [c["group"] for c in header["profile_config"]["clients"]]
     steps += [Step(1, "client", StartClient(group)) for group in clients]
     steps += [Step(2, "worker", Complete(group, 99, "success")) for group in clients]
-    result = run_consumer_steps(header, steps, impl=DEFAULT_IMPL)
+    result = run_steps(header, steps, impl=DEFAULT_IMPL)
     assert result.ok and result.steps == len(steps)
     completes = [json.loads(line) for line in result.trace_lines[-1 - len(clients) : -1]]
     assert all(line["outcome"]["error"] for line in completes), completes
@@ -138,7 +137,7 @@ def test_replay_refuses_a_final_check_that_is_not_a_bool(tmp_path: Path) -> None
     path = tmp_path / "bad.jsonl"
     write_lines(path, [json.dumps(header), *passing.trace_lines[1:]])
     with pytest.raises(TraceFormatError, match="final_check"):
-        replay_consumer_trace(path)
+        replay_file(path)
 
 
 def test_dropping_a_batch_renumbers_only_that_clients_later_batches() -> None:
@@ -175,7 +174,7 @@ def test_dropping_a_batch_renumbers_only_that_clients_later_batches() -> None:
 def _completion_of(steps: list[Step], impl: str = DEFAULT_IMPL) -> tuple:
     """The last step's outcome value, the steps run on the consumer profile."""
     header = json.loads(run_seed("consumer", 0, steps=3).trace_lines[0])
-    result = run_consumer_steps(header, steps, impl=impl)
+    result = run_steps(header, steps, impl=impl)
     assert result.ok, result.divergence and result.divergence.detail
     return tuple(json.loads(result.trace_lines[-2])["outcome"]["value"])
 

@@ -26,8 +26,7 @@ from click.testing import CliRunner
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.consumer_run import read_run_trace, run_consumer_steps
-from rmqsim.conformance.run import run_seed
+from rmqsim.conformance.run import read_run_trace, run_seed, run_steps
 from rmqsim.conformance.trace import TraceFormatError
 from rmqsim.scenarios.consumer_ops import (
     Complete,
@@ -188,7 +187,7 @@ def test_a_shrink_candidate_records_only_the_positions_its_batch_has(tmp_path: P
         Complete("busy", 1, "retry_later", (1, 5)),
         Complete("busy", 7, "retry_later", (0,)),  # no batch 7
     ]
-    result = run_consumer_steps(
+    result = run_steps(
         header, [Step(i, "x", op) for i, op in enumerate(ops)], impl=DEFAULT_IMPL
     )
     assert result.ok, result.divergence and result.divergence.detail
