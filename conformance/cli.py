@@ -549,7 +549,8 @@ def _gate_verdict(gate: Any, junit: Path, summary: Path) -> None:
 
 
 def _print_gate_tables(gate: Any) -> None:
-    """The gate's table of profiles and, when it swept, its table of crash sweeps."""
+    """The gate's table of profiles, when it swept its table of crash sweeps, and what
+    its coverage map says (``conformance.coverage``)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -582,6 +583,10 @@ def _print_gate_tables(gate: Any) -> None:
                 f"{s.wall_s:.1f}",
             )
         console.print(sweeps)
+    from rmqsim.conformance.coverage import coverage_lines
+
+    for line in coverage_lines(gate.results, gate.sweeps):
+        click.echo(line)
     if gate.power_sweeps:
         console.print(_power_table(gate))
 

@@ -164,6 +164,7 @@ def _storage_sweep(
     import json
 
     from rmqsim.conformance.power_loss import DEFAULT_POWER_STEPS, parse_case, power_loss_sweep
+    from rmqsim.conformance.power_trace import save_failures
     from rmqsim.scenarios.catalog import get_profile
 
     get_profile(profile_name)
@@ -182,13 +183,15 @@ def _storage_sweep(
     if result.base_problem is not None:
         click.echo(f"the run without power cuts failed: {result.base_problem}", err=True)
     impl_arg = f" --impl {impl}" if impl else ""
-    for failure in result.failures:
+    traces = save_failures(result, out) if result.failures else []
+    for failure, trace in zip(result.failures, traces, strict=True):
         name = f"{profile_name}-seed{seed}-power-{failure.case.point.index}-{failure.case.mode}"
         (out / f"{name}.json").write_text(json.dumps(failure.as_json(), sort_keys=True) + "\n")
         click.echo(
             f"  FAIL {failure.case.label()}: {failure.problem}\n"
             f"    rmqsim crash-sweep --storage {promise} --profile {profile_name} --seed {seed}"
-            f" --steps {steps}{impl_arg} --case {failure.case.spec}"
+            f" --steps {steps}{impl_arg} --case {failure.case.spec}\n"
+            f"    rmqsim replay {trace}"
         )
     by_mode: dict[str, int] = {}
     for (call, mode), count in sorted(result.counts.items()):

@@ -16,17 +16,21 @@ from typing import Any, TypeVar
 
 from rmqsim.conformance.adapter import Factory, resolve_impl
 from rmqsim.conformance.corpus import replay_corpus
+from rmqsim.conformance.coverage import coverage_summary, with_coverage
 from rmqsim.conformance.crash_sweep import SweepResult, crash_sweep
+from rmqsim.conformance.gate_power import power_suite, power_summary
+from rmqsim.conformance.layers import CONSUMER_LAYER, QUEUE_LAYER
 from rmqsim.conformance.pool import WorkerPool
+from rmqsim.conformance.power_loss import PowerSweepResult
 from rmqsim.conformance.report import render_failure
 from rmqsim.conformance.run import RunResult, run_seed
 from rmqsim.conformance.shrink_budget import OnRun, ShrinkBudget
 from rmqsim.conformance.trace import write_lines
 
-#: Profiles the gate runs, in this order (each seed of each).
-GATE_PROFILES = ("smoke", "crashy", "retention", "seek-storm", "churn", "digits", "swarm")
-#: Consumer profiles the gate runs after those (docs/CONSUMER.md; ``consumer_run``).
-GATE_CONSUMER_PROFILES = ("consumer", "consumer-crashy", "consumer-orderly")
+#: Profiles the gate runs, in this order (each seed of each): the queue layer's.
+GATE_PROFILES = QUEUE_LAYER.gate_profiles
+#: Consumer profiles the gate runs after those (docs/CONSUMER.md): the consumer layer's.
+GATE_CONSUMER_PROFILES = CONSUMER_LAYER.gate_profiles
 #: The gate's summary row and JUnit suite of the regression corpus replays.
 CORPUS_SUITE = "regressions"
 #: Default seeds per profile: sized so that the whole gate takes a few minutes here.
@@ -70,6 +74,9 @@ class GateResult:
     sweeps: list[SweepResult] = field(default_factory=list)
     #: Replays of the regression corpus (``conformance.corpus``), one per file.
     corpus: list[RunResult] = field(default_factory=list)
+    #: Power-loss sweeps (``conformance.gate_power``), when the implementation is a
+    #: file-system backend: one per profile, on the first seed.
+    power_sweeps: list[PowerSweepResult] = field(default_factory=list)
     #: The signal that stopped the gate before its end (``"SIGINT"``, ``"SIGTERM"``), or
     #: None: the outputs then hold only what had finished.
     interrupted_by: str | None = None
@@ -91,7 +98,8 @@ class GateResult:
 
     @property
     def ok(self) -> bool:
-        return not self.failures and all(s.ok for s in self.sweeps)
+        return (not self.failures and all(s.ok for s in self.sweeps)
+                and all(s.ok for s in self.power_sweeps))
 
 
 def trace_name(result: RunResult) -> str:
@@ -130,9 +138,14 @@ class GatePlan:
 
 
 def _run_one(profile: str, seed: int, plan: GatePlan) -> RunResult:
-    """One profile run, its trace dropped if it passed (memory stays flat) and rendered if
-    not (it may go to another process)."""
-    result = run_seed(profile, seed, impl=plan.impl, steps=plan.steps, crash_rate=plan.crash_rate)
+    """One profile run with its coverage map (``conformance.coverage``: the points it
+    passes are logged for it), its trace dropped if it passed (memory stays flat) and
+    rendered if not (it may go to another process)."""
+    result = run_seed(
+        profile, seed, impl=plan.impl, steps=plan.steps, crash_rate=plan.crash_rate,
+        log_faults=True,
+    )  # fmt: skip
+    result = with_coverage(result)
     if result.ok:
         result.trace_lines = []
     else:
@@ -382,6 +395,8 @@ def junit_xml(gate: GateResult) -> bytes:
                 failure.text = render_failure(result)
     if gate.sweeps:
         _sweep_suite(root, gate.sweeps)
+    if gate.power_sweeps:
+        power_suite(root, gate.power_sweeps)
     if gate.interrupted_by is not None:
         _interrupted_suite(root, gate)
     ET.indent(root)
@@ -448,6 +463,7 @@ def summary_json(gate: GateResult) -> dict[str, Any]:
             }
             for r in gate.failures
         ],
+        "coverage": coverage_summary(gate.results, gate.sweeps),
         "crash_sweep": {
             s.profile: {
                 "seed": s.seed,
@@ -464,6 +480,7 @@ def summary_json(gate: GateResult) -> dict[str, Any]:
             }
             for s in gate.sweeps
         },
+        "power_loss": power_summary(gate.power_sweeps),
     }
 
 

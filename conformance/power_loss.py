@@ -63,9 +63,13 @@ __all__ = [
     "PowerFailure",
     "PowerSweepResult",
     "StorageFactory",
+    "gate_promise",
     "parse_case",
     "power_loss_sweep",
+    "quiet_recovery",
     "record_scenario",
+    "run_case",
+    "storage_factory",
 ]
 
 #: What a backend promises after a power cut (module docstring).
@@ -92,11 +96,13 @@ class StorageFactory(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class PowerCase:
-    """Cut (or fail the sync) at ``point`` of step ``step`` (0: the first open), in ``mode``."""
+    """Cut (or fail the sync) at ``point`` of step ``step`` (0: the first open), in ``mode``;
+    ``point_in_step``: which point of that step (from 1), what a trace records."""
 
     point: PointRecord
     step: int
     mode: str
+    point_in_step: int = 0
 
     @property
     def spec(self) -> str:
@@ -135,10 +141,28 @@ class PowerSweepResult:
     #: Cases run, by (call, mode).
     counts: Counter[tuple[str, str]] = field(default_factory=Counter)
     wall_s: float = 0.0
+    #: The scenario's config and recorded steps (what a failing case's trace holds).
+    config: MQConfig | None = None
+    recorded: list[Step] = field(default_factory=list)
+    #: Traces written for failing cases (``power_trace.save_failures``), and the shrunk
+    #: trace of the first, with its number of steps.
+    trace_paths: list[Path] = field(default_factory=list)
+    shrunk: tuple[Path, int] | None = None
 
     @property
     def ok(self) -> bool:
         return self.base_problem is None and not self.failures
+
+
+def gate_promise(impl: str) -> str | None:
+    """The promise a gate's power-loss sweep holds ``impl`` to: None when its factory
+    takes no ``fs=`` (not a file-system backend), ``async`` for the async built-in
+    (``commitlog-async``), else ``sync`` (the full SPEC)."""
+    try:
+        factory = storage_factory(impl)
+    except BadImplError:
+        return None
+    return "async" if factory is load_factory(DEFAULT_STORAGE_IMPLS["async"]) else "sync"
 
 
 def storage_factory(impl: str) -> StorageFactory:
@@ -207,9 +231,12 @@ class _CaseRun:
         return self.factory(path=Path(STORE_PATH), config=self.config, clock=self.clock,
                             faults=None, fs=disk)
 
-    def run(self, steps: Sequence[Step]) -> None:
+    def run(self, steps: Sequence[Step], arm_last: tuple[int, str] | None = None) -> None:
         """Execute ``steps``; raise ``_Cut`` at the cut, ``RuntimeError`` (the problem)
-        when the SUT diverges before it."""
+        when the SUT diverges before it. ``arm_last`` (``point_in_step``, mode): arm the
+        disk at that point of the last step (of the first open when there is none)."""
+        if arm_last is not None and not steps:
+            self.disk.arm(arm_last[0], arm_last[1])
         try:
             self.sut = self.open(self.disk)
         except PowerCut:
@@ -225,6 +252,8 @@ class _CaseRun:
         self.marks.append(len(self.disk.points))
         for self.step, step in enumerate(steps, 1):
             self.clock.now_s = step.time_s
+            if arm_last is not None and self.step == len(steps):
+                self.disk.arm(len(self.disk.points) + arm_last[0], arm_last[1])
             self._execute(step)
             self._after_step()
             self.marks.append(len(self.disk.points))
@@ -319,16 +348,20 @@ def _describe(state: State, allowed: list[State]) -> str:
 
 def run_case(
     factory: StorageFactory, config: MQConfig, steps: Sequence[Step], promise: str,
-    case_spec: tuple[int, str], seed: int,
+    case_spec: tuple[int, str], seed: int, *, in_last_step: bool = False,
 ) -> tuple[str | None, dict[str, Any] | None, PointRecord | None]:  # fmt: skip
-    """Run one case: (problem or None, the cut's decisions, the point that fired)."""
+    """Run one case: (problem or None, the cut's decisions, the point that fired).
+    ``case_spec``: (point, mode); with ``in_last_step``, the point counts from the start
+    of the last step (a trace's case: ``PowerCase.point_in_step``)."""
     point, mode = case_spec
     disk = SimDisk(dirs=(STORE_PATH,))
-    disk.arm(point, mode)
+    if not in_last_step:
+        disk.arm(point, mode)
     run = _CaseRun(factory, config, promise, disk)
     try:
-        run.run(steps)
+        run.run(steps, (point, mode) if in_last_step else None)
     except _Cut as cut:
+        point = disk.fired.index if disk.fired is not None else point
         rng = random.Random(f"{seed}/{point}/{mode}")
         survivor = disk.cut("lose-unsynced" if run.sync_failed else mode, rng)
         return _recovery_problem(run, survivor, cut.allowed), disk.last_cut, disk.fired
@@ -339,15 +372,19 @@ def run_case(
 
 def _base_run(
     factory: StorageFactory, config: MQConfig, steps: Sequence[Step], promise: str
-) -> tuple[str | None, list[tuple[int, PointRecord]]]:
-    """The run without faults: a problem (or None), and every point with its step."""
+) -> tuple[str | None, list[tuple[int, PointRecord, int]]]:
+    """The run without faults: a problem (or None), and every point with its step and its
+    place in that step."""
     disk = SimDisk(dirs=(STORE_PATH,))
     run = _CaseRun(factory, config, promise, disk)
     try:
         run.run(steps)
         if run.sut.snapshot() != run.model.snapshot():
             return "the final state differs from the model's", []
-        seen = [(bisect.bisect_left(run.marks, p.index), p) for p in disk.points]
+        seen = []
+        for record in disk.points:
+            step = bisect.bisect_left(run.marks, record.index)
+            seen.append((step, record, record.index - (run.marks[step - 1] if step else 0)))
         run.sut.close()
     except (RuntimeError, _Cut) as exc:
         return str(exc), []
@@ -380,16 +417,17 @@ def power_loss_sweep(
     impl = impl or DEFAULT_STORAGE_IMPLS[promise]
     factory = storage_factory(impl)
     started = time.perf_counter()
-    with _quiet_recovery():
+    with quiet_recovery():
         config, recorded = record_scenario(profile, seed, steps)
-        result = PowerSweepResult(profile, seed, impl, promise, len(recorded))
+        result = PowerSweepResult(profile, seed, impl, promise, len(recorded), config=config,
+                                  recorded=recorded)
         _sweep(factory, config, recorded, result, modes, only, on_case)
     result.wall_s = time.perf_counter() - started
     return result
 
 
 @contextlib.contextmanager
-def _quiet_recovery() -> Iterator[None]:
+def quiet_recovery() -> Iterator[None]:
     """Recovery's warnings (what it dropped) are what every case provokes: not shown."""
     logger = logging.getLogger("rmqsim.impl.commitlog")
     level = logger.level
@@ -410,8 +448,8 @@ def _sweep(
     result.base_problem, points = _base_run(factory, config, recorded, promise)
     if result.base_problem is None:
         result.cases = [
-            PowerCase(record, step, mode)
-            for step, record in points
+            PowerCase(record, step, mode, in_step)
+            for step, record, in_step in points
             for mode in modes
             if (mode != "sync-error" or record.is_sync)
             and (only is None or only == (record.index, mode))

@@ -21,6 +21,7 @@ MUTANT_MODULES: tuple[str, ...] = (
     "rmqsim.conformance.mutants.names",
     "rmqsim.conformance.mutants.blind",
     "rmqsim.conformance.mutants.newcomer",
+    "rmqsim.conformance.mutants.storage",
 )
 
 

@@ -26,8 +26,11 @@ from rmqsim.conformance.gate import (
     GateResult,
     run_profiles,
 )
+from rmqsim.conformance.gate_power import run_power_sweeps
 from rmqsim.conformance.lockstep import Divergence
 from rmqsim.conformance.mutants import Mutant
+from rmqsim.conformance.power_loss import DEFAULT_POWER_STEPS
+from rmqsim.conformance.power_trace import power_anomaly
 from rmqsim.conformance.shrink import shrink_and_save
 from rmqsim.conformance.shrink_budget import DEFAULT_SHRINK_BUDGET, ShrinkBudget
 
@@ -36,7 +39,13 @@ from rmqsim.conformance.shrink_budget import DEFAULT_SHRINK_BUDGET, ShrinkBudget
 LAYER_PROFILES: dict[str, tuple[str, ...]] = {
     "queue": GATE_PROFILES,
     "consumer": GATE_CONSUMER_PROFILES,
+    "storage": GATE_PROFILES,
 }
+#: A storage mutant dies in a power-loss sweep (``conformance.gate_power``) of the first
+#: seed of each profile, of this many steps, held to the sync promise; its baseline is
+#: the correct backend over the same sweeps.
+STORAGE_POWER_STEPS = DEFAULT_POWER_STEPS
+STORAGE_BASELINE_IMPL = "commitlog"
 KILLED = "killed"
 SURVIVED = "survived"
 NOT_RUN = "not run"
@@ -169,6 +178,8 @@ def kill_mutant(
     if profiles is None:
         profiles = LAYER_PROFILES[mutant.layer]
     out_dir = out / mutant.name
+    if mutant.layer == "storage":
+        return _kill_by_power_loss(mutant, seeds.start, tuple(profiles), out_dir)
     gate = run_profiles(
         GatePlan(tuple(profiles), seeds, mutant.impl, out_dir, steps, until_failure=True)
     )
@@ -201,6 +212,35 @@ def kill_mutant(
     return kill
 
 
+def _kill_by_power_loss(mutant: Mutant, seed: int, profiles: tuple[str, ...], out: Path) -> Kill:
+    """A storage mutant against the power-loss sweeps of ``seed``, profile by profile,
+    until one fails (its first failing case is the kill, its trace the reproducer)."""
+    kill = Kill(mutant, SURVIVED)
+    for profile in profiles:
+        (sweep,) = run_power_sweeps([profile], seed, impl=mutant.impl, promise="sync",
+                                    out=out, steps=STORAGE_POWER_STEPS)  # fmt: skip
+        kill.runs += 1
+        kill.operations += sweep.steps * max(len(sweep.cases), 1)
+        kill.seconds += sweep.wall_s
+        if sweep.ok:
+            continue
+        kill.status, kill.profile, kill.seed, kill.check = KILLED, profile, seed, "power loss"
+        if not sweep.failures:
+            kill.anomaly, kill.detail = "power-cut-before-cut", sweep.base_problem or ""
+            return kill
+        # A cut inside an operation, when there is one, rather than in the first open.
+        index = next((i for i, f in enumerate(sweep.failures) if f.case.step), 0)
+        first = sweep.failures[index]
+        kill.anomaly, kill.detail = power_anomaly(first.problem), first.problem
+        kill.step = first.case.step
+        kill.trace = str(sweep.trace_paths[index])
+        kill.repro = f"rmqsim replay {kill.trace}"
+        if sweep.shrunk is not None:
+            kill.shrunk_trace, kill.shrunk_steps = str(sweep.shrunk[0]), sweep.shrunk[1]
+        return kill
+    return kill
+
+
 def run_matrix(
     mutants: Sequence[Mutant],
     seeds: range,
@@ -220,15 +260,22 @@ def run_matrix(
         kills.append(kill)
         if on_kill is not None:
             on_kill(kill)
-    if profiles is None:
-        layers = {mutant.layer for mutant in mutants} & set(LAYER_PROFILES)
-        profiles = [p for layer in LAYER_PROFILES if layer in layers for p in LAYER_PROFILES[layer]]
+    layers = {mutant.layer for mutant in mutants} & set(LAYER_PROFILES)
+    swept = list(profiles or LAYER_PROFILES["storage"]) if "storage" in layers else []
+    if profiles is None:  # storage mutants need no profile runs of the baseline
+        profiles = [p for layer in LAYER_PROFILES if layer in layers - {"storage"}
+                    for p in LAYER_PROFILES[layer]]  # fmt: skip
     reference = None
     if baseline:
         reference = run_profiles(
             GatePlan(tuple(profiles), seeds, DEFAULT_IMPL, out / "baseline", steps)
         )
-    return KillMatrix(seeds, tuple(profiles), kills, reference)
+        if swept:  # and the correct file-system backend over their power-loss sweeps
+            reference.power_sweeps = run_power_sweeps(
+                swept, seeds.start, impl=STORAGE_BASELINE_IMPL, promise="sync",
+                out=out / "baseline-power", steps=STORAGE_POWER_STEPS,
+            )  # fmt: skip
+    return KillMatrix(seeds, tuple(dict.fromkeys([*profiles, *swept])), kills, reference)
 
 
 def matrix_json(matrix: KillMatrix) -> dict[str, Any]:
@@ -247,6 +294,8 @@ def matrix_json(matrix: KillMatrix) -> dict[str, Any]:
             "failed": len(baseline.failures),
             "operations": sum(result.steps for result in baseline.results),
             "failures": [result.repro_command() for result in baseline.failures],
+            "power_sweeps": len(baseline.power_sweeps),
+            "power_failed": sum(not sweep.ok for sweep in baseline.power_sweeps),
         },
         "mutants": [kill.to_json() for kill in matrix.kills],
     }

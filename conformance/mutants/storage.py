@@ -2,9 +2,10 @@
 
 Each one is ``impl.commitlog`` (sync flush) opened over a ``FileSystem`` wrapper that
 changes what the backend asks of the disk, modelled on real bugs (the notes' part B): only
-a power cut shows them, so they are killed by ``rmqsim crash-sweep --storage`` (not by the
-gate, whose crashes kill the process and keep what the OS holds: they are not in the
-catalogue). Nothing is patched globally: the wrapper is the backend's own seam.
+a power cut shows them (a process crash keeps what the OS holds), so they are killed by
+``rmqsim crash-sweep --storage sync`` and by the gate's power-loss sweep; in the catalogue
+their layer is ``storage``, and the kill matrix kills them with power-loss sweeps.
+Nothing is patched globally: the wrapper is the backend's own seam.
 
 - ``no-fsync``: the commit log's segments are never synced (a flush that forgets the
   fsync): in sync mode an operation returns before its bytes are durable.
@@ -207,7 +208,7 @@ def _opener(
                                 fs=wrapper(fs or OsFileSystem()), geometry=geometry)
 
     factory.__qualname__ = factory.__name__ = name
-    factory.__doc__ = doc
+    factory.__doc__ = f"Bug class: storage (sync flush; only a power cut shows it). {doc}"
     return factory
 
 
@@ -227,6 +228,7 @@ open_roll_skips_previous_segment = _opener(
 open_small_segments = _opener(_Wrapped, "open_small_segments",
                               "The correct backend on 4 KiB segments (the control).",
                               ROLL_GEOMETRY)
+open_small_segments.__doc__ = "The correct backend on 4 KiB segments (the control: no bug)."
 open_truncate_one_record_off = _opener(_TruncateOneRecordOff, "open_truncate_one_record_off",
                                        "Recovery's truncation also cuts the last good record.")
 open_control_crc_unchecked = _opener(_ControlCrcUnchecked, "open_control_crc_unchecked",
@@ -237,30 +239,30 @@ open_fsync_retried = _opener(_FsyncRetried, "open_fsync_retried",
 _MODULE = "rmqsim.conformance.mutants.storage"
 MUTANTS: tuple[Mutant, ...] = (
     Mutant("no-fsync", "storage", "sync mode returns before the commit log is synced",
-           f"{_MODULE}:open_no_fsync"),
+           f"{_MODULE}:open_no_fsync", "storage"),
     Mutant("fsync-error-swallowed", "storage",
            "a failed fsync is ignored and the operation returns as durable",
-           f"{_MODULE}:open_fsync_error_swallowed"),
+           f"{_MODULE}:open_fsync_error_swallowed", "storage"),
     Mutant("no-dir-sync", "storage", "a created file's directory is never synced",
-           f"{_MODULE}:open_no_dir_sync"),
+           f"{_MODULE}:open_no_dir_sync", "storage"),
     Mutant("no-crc-check", "storage", "recovery takes the log's records without their CRC",
-           f"{_MODULE}:open_no_crc_check"),
+           f"{_MODULE}:open_no_crc_check", "storage"),
     Mutant("tmp-not-synced", "storage",
            "a checkpoint is renamed into place before its temporary file is synced",
-           f"{_MODULE}:open_tmp_not_synced"),
+           f"{_MODULE}:open_tmp_not_synced", "storage"),
     Mutant("rename-no-dir-sync", "storage",
            "the store directory is never synced after a rename (the checkpoint's)",
-           f"{_MODULE}:open_rename_no_dir_sync"),
+           f"{_MODULE}:open_rename_no_dir_sync", "storage"),
     Mutant("roll-skips-previous-segment", "storage",
            "at a segment roll the previous segment's tail is never synced",
-           f"{_MODULE}:open_roll_skips_previous_segment"),
+           f"{_MODULE}:open_roll_skips_previous_segment", "storage"),
     Mutant("truncate-one-record-off", "storage",
            "recovery's truncation of a torn tail also cuts the last good record",
-           f"{_MODULE}:open_truncate_one_record_off"),
+           f"{_MODULE}:open_truncate_one_record_off", "storage"),
     Mutant("control-crc-unchecked", "storage",
            "a metadata control record is applied before its CRC is checked",
-           f"{_MODULE}:open_control_crc_unchecked"),
+           f"{_MODULE}:open_control_crc_unchecked", "storage"),
     Mutant("fsync-retried", "storage",
            "a failed fsync is retried and the retry's success taken for durability",
-           f"{_MODULE}:open_fsync_retried"),
+           f"{_MODULE}:open_fsync_retried", "storage"),
 )
