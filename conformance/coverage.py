@@ -25,14 +25,18 @@ conditions come from replaying the operations through the reference model
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from rmqsim.conformance.apply import RUNNER_KINDS, apply_op
+from rmqsim.conformance.crash_sweep import SweepResult
+from rmqsim.conformance.layers.queue import QUEUE_LAYER
 from rmqsim.conformance.lockstep import PointPass, StepRecord
-from rmqsim.conformance.trace import Trace
+from rmqsim.conformance.run_result import RunResult, TraceRender
+from rmqsim.conformance.trace import Trace, parse_lines
 from rmqsim.model import ReferenceMQ
 from rmqsim.model.api import MQConfig
 from rmqsim.scenarios.ops import Consume, ExistGroup, Op
@@ -42,13 +46,20 @@ __all__ = [
     "CONDITIONS",
     "FIRST_OPEN",
     "LARGE_BACKLOG_MESSAGES",
+    "MAX_NAMED",
     "NO_POINT",
     "Cell",
     "CoverageMap",
     "CoverageStep",
+    "MappedRun",
+    "coverage_lines",
     "coverage_of_records",
+    "coverage_of_result",
     "coverage_of_trace",
+    "coverage_summary",
     "run_coverage",
+    "sweep_coverage",
+    "with_coverage",
 ]
 
 #: The crash point of an operation cell (the operation ran; no crash point involved).
@@ -380,3 +391,96 @@ def coverage_of_trace(
     """The map of a parsed queue trace (and of a crash sweep's cases on it)."""
     steps = [(s.time_s, s.op, s.crash) for s in trace.steps]
     return run_coverage(MQConfig(**trace.header["config"]), steps, fault_log, sweep_cases)
+
+
+@dataclass(slots=True)
+class MappedRun(RunResult):
+    """A gate's profile run with the coverage map of its steps, computed where it ran
+    (the gate drops a passing run's trace there: ``gate._run_one``)."""
+
+    coverage: CoverageMap | None = None
+
+
+def coverage_of_result(result: RunResult) -> CoverageMap | None:
+    """The map of a queue run (its trace and, when run with ``log_faults``, the points it
+    passed); None for a run of another layer (another vocabulary)."""
+    if result.spec.layer != QUEUE_LAYER.name:
+        return None
+    trace = result.trace
+    if isinstance(trace, TraceRender):
+        return coverage_of_records(trace.header["config"], trace.records, result.fault_log)
+    return coverage_of_trace(parse_lines(trace), result.fault_log)
+
+
+def with_coverage(result: RunResult) -> RunResult:
+    """``result`` as a ``MappedRun`` carrying its map, its fault log dropped (the map
+    holds what the gate needs of it); a consumer run as it is."""
+    coverage = coverage_of_result(result)
+    if coverage is None:
+        return result
+    values = {f.name: getattr(result, f.name) for f in dataclasses.fields(result) if f.init}
+    values["fault_log"] = []
+    return MappedRun(**values, coverage=coverage)
+
+
+def sweep_coverage(sweep: SweepResult) -> CoverageMap:
+    """The map of a crash sweep: its base run's, and a crash armed at every case."""
+    cases = [(case.step, case.point) for case in sweep.cases]
+    trace = parse_lines(sweep.base.trace_lines)
+    return coverage_of_trace(trace, sweep.base.fault_log, cases)
+
+
+def _merged(results: Iterable[RunResult], sweeps: Iterable[SweepResult]) -> tuple[CoverageMap, int]:
+    merged = CoverageMap()
+    runs = 0
+    for result in results:
+        if isinstance(result, MappedRun) and result.coverage is not None:
+            merged.merge(result.coverage)
+            runs += 1
+    for sweep in sweeps:
+        merged.merge(sweep_coverage(sweep))
+    return merged, runs
+
+
+def coverage_summary(results: Iterable[RunResult], sweeps: Sequence[SweepResult]) -> dict[str, Any]:
+    """The gate's ``summary.json`` entry: the map of its mapped profile runs (queue runs
+    made by the gate's own runner) and crash sweeps."""
+    merged, runs = _merged(results, sweeps)
+    return {"runs": runs, "crash_sweeps": len(sweeps), **merged.to_json()}
+
+
+#: Most never-hit cells the printed summary names on one line (summary.json has all).
+MAX_NAMED = 12
+
+
+def coverage_lines(results: Iterable[RunResult], sweeps: Sequence[SweepResult]) -> list[str]:
+    """The printed summary's lines about the map (summary.json holds it whole)."""
+    merged, runs = _merged(results, sweeps)
+    summary = merged.to_json()
+    operations, crashes = summary["operation_cells"], summary["crash_cells"]
+    lines = [
+        f"coverage ({runs} runs, {len(sweeps)} crash sweeps): {operations['hit']} of "
+        f"{operations['reachable']} operation cells hit, crashes armed in {crashes['hit']} of "
+        f"{crashes['reachable']} crash cells"
+    ]
+    never = [c for c in summary["never_hit"] if c.endswith("/" + NO_POINT)]
+    if never:
+        lines.append("operation cells never hit: " + _named(c[: -len(NO_POINT) - 1] for c in never))
+    unarmed = [
+        point for points in summary["write_points"].values() for point, n in points.items() if not n
+    ]
+    if unarmed:
+        lines.append("write points never crashed at: " + _named(sorted(unarmed)))
+    for kind, points in summary["multi_write"].items():
+        armed = [p for p in points["points"] if p not in points["never_armed"]]
+        lines.append(
+            f"multi-write {kind}: crash armed at {', '.join(armed) or 'none'}; never at "
+            f"{', '.join(points['never_armed']) or 'none'}"
+        )
+    return lines
+
+
+def _named(labels: Iterable[str]) -> str:
+    names = list(labels)
+    shown = ", ".join(names[:MAX_NAMED])
+    return shown + (f" (+{len(names) - MAX_NAMED} more)" if len(names) > MAX_NAMED else "")

@@ -80,6 +80,7 @@ __all__ = [
     "layer_named",
     "register_layer",
     "registered_layers",
+    "unregister_layer",
     "versions",
 ]
 
@@ -469,6 +470,11 @@ def register_layer(layer: Layer) -> Layer:
         )
     _LAYERS[layer.name] = layer
     return layer
+
+
+def unregister_layer(name: str) -> None:
+    """Remove the layer called ``name`` from the registry (a test's layer, at its end)."""
+    _LAYERS.pop(name, None)
 
 
 def registered_layers() -> tuple[Layer, ...]:
