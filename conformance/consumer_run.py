@@ -402,30 +402,44 @@ class ConsumerLockstep:
             assert self.open_failure is not None
             _, want = _outcome(lambda: model.apply(op))
             records.append(StepRecord(step, want))
-            raise Divergence(self.open_anomaly, index, step, want, None, [], self.open_failure)
+            raise Divergence(
+                anomaly=self.open_anomaly,
+                step_index=index,
+                step=step,
+                expected=want,
+                detail=self.open_failure,
+            )
         try:
             raw, got = _outcome(lambda: self.bound.call(op.kind, sut.apply, op))
         except OperationHang as hang:
             _, want = _outcome(lambda: model.apply(op))
             records.append(StepRecord(step, want))
-            raise Divergence("hang", index, step, want, None, [], hang.detail) from None
+            raise Divergence(
+                anomaly="hang", step_index=index, step=step, expected=want, detail=hang.detail
+            ) from None
         _, want = _outcome(lambda: model.apply(op))
         try:
             if got.error is None:
                 self.histories.observe(op, raw, sut.refused if type(op) is Complete else ())
         except ConsumerViolation as found:
             records.append(StepRecord(step, want, sut_outcome=got))
-            raise Divergence(found.anomaly, index, step, want, got, [], found.detail) from None
+            raise Divergence(
+                anomaly=found.anomaly,
+                step_index=index,
+                step=step,
+                expected=want,
+                actual=got,
+                detail=found.detail,
+            ) from None
         if got != want:
             records.append(StepRecord(step, want, sut_outcome=got))
             raise Divergence(
-                "consumer-mismatch",
-                index,
-                step,
-                want,
-                got,
-                [],
-                "the consumer under test and the model returned different values",
+                anomaly="consumer-mismatch",
+                step_index=index,
+                step=step,
+                expected=want,
+                actual=got,
+                detail="the consumer under test and the model returned different values",
             )
         records.append(StepRecord(step, want))
         return want
@@ -439,7 +453,7 @@ class ConsumerLockstep:
             # No outcomes: what marks a failure of the final check (see
             # ``run_result.failed_at_final_check``); a failing step always has both.
             raise Divergence(
-                found.anomaly, self.index, self.last, None, None, [], found.detail
+                anomaly=found.anomaly, step_index=self.index, step=self.last, detail=found.detail
             ) from None
 
     def close(self) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,16 +137,19 @@ class FaultInjector:
 
 
 class Divergence(Exception):
-    """The model and the SUT disagreed. Carries everything a report needs."""
+    """The model and the SUT disagreed. Carries everything a report needs: the anomaly's
+    name, the step (its 1-based index), the model's and the SUT's outcomes (None where
+    there is none: a state check, a final check), the state differences and a detail.
+    Built by keyword: ``Divergence(anomaly=..., step_index=..., step=..., ...)``."""
 
     def __init__(
         self,
         anomaly: str,
         step_index: int,
         step: Step[Op | ConsumerOp],  # a queue profile's operation or a consumer profile's
-        expected: Outcome | None,
-        actual: Outcome | None,
-        diffs: list[Difference],
+        expected: Outcome | None = None,
+        actual: Outcome | None = None,
+        diffs: Sequence[Difference] = (),
         detail: str = "",
     ) -> None:
         super().__init__(f"{anomaly} at step {step_index} ({step.op.kind}): {detail}")
@@ -155,7 +158,7 @@ class Divergence(Exception):
         self.step = step
         self.expected = expected
         self.actual = actual
-        self.diffs = diffs[:MAX_DIFFS]
+        self.diffs = list(diffs[:MAX_DIFFS])
         self.detail = detail
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -311,13 +314,12 @@ class Lockstep:
                 expected, actual = probe(closed_model), self.bound.call(what, probe, self.sut)
                 if actual != expected:
                     raise Divergence(
-                        "error-mismatch",
-                        index,
-                        step,
-                        expected,
-                        actual,
-                        [],
-                        f"{what} answered otherwise than the closed model (SPEC: after "
+                        anomaly="error-mismatch",
+                        step_index=index,
+                        step=step,
+                        expected=expected,
+                        actual=actual,
+                        detail=f"{what} answered otherwise than the closed model (SPEC: after "
                         "close(), every operation but close() raises NotServing; close() "
                         "twice is fine)",
                     )
@@ -421,19 +423,22 @@ class Lockstep:
             raise
         except Exception as exc:
             raise Divergence(
-                "outcome-mismatch",
-                index,
-                step,
-                None,
-                None,
-                [],
-                f"snapshot() raised {type(exc).__name__}: {exc}",
+                anomaly="outcome-mismatch",
+                step_index=index,
+                step=step,
+                detail=f"snapshot() raised {type(exc).__name__}: {exc}",
             ) from None
         if _equal(expected, actual, topics):
             return
         diffs = diff_states(expected, actual, topics)
         anomaly = classify_state(diffs, retention=step.op.kind == "run_retention")
-        raise Divergence(anomaly, index, step, None, None, diffs, note or "states differ")
+        raise Divergence(
+            anomaly=anomaly,
+            step_index=index,
+            step=step,
+            diffs=diffs,
+            detail=note or "states differ",
+        )
 
     def _full_check_done(self) -> None:
         """Count a whole-state comparison (it resets the cadence) and check the model."""
@@ -475,7 +480,7 @@ class Lockstep:
         into the SUT that did not return is the divergence ``hang``."""
         try:
             if index == 1 and self.open_hang is not None:
-                raise Divergence("hang", index, step, None, None, [], self.open_hang)
+                raise Divergence(anomaly="hang", step_index=index, step=step, detail=self.open_hang)
             if index == 1 and self.open_failure is not None:
                 raise _unrecoverable(index, step, self.open_failure)
             if index == 1 and self.open_crash_info is not None:
@@ -487,7 +492,9 @@ class Lockstep:
             return self._dispatch(index, step)
         except OperationHang as hang:
             expected = self._pending  # a queue operation's: the model's outcome
-            raise Divergence("hang", index, step, expected, None, [], hang.detail) from None
+            raise Divergence(
+                anomaly="hang", step_index=index, step=step, expected=expected, detail=hang.detail
+            ) from None
 
     def _dispatch(self, index: int, step: Step) -> tuple[Outcome, dict[str, Any] | None]:
         op = step.op
@@ -524,7 +531,14 @@ class Lockstep:
         self._pending = expected
         if expected != actual:
             anomaly = classify_outcome(kind, expected, actual, before)
-            raise Divergence(anomaly, index, step, expected, actual, [], "outcomes differ")
+            raise Divergence(
+                anomaly=anomaly,
+                step_index=index,
+                step=step,
+                expected=expected,
+                actual=actual,
+                detail="outcomes differ",
+            )
         if kind in STATE_CHANGING:
             self._changes_since_full += 1
             self._changes_since_check += 1
@@ -574,13 +588,12 @@ class Lockstep:
             diffs = diff_states(after, actual)
             before_diffs = diff_states(saved_model.snapshot(), actual)
             raise Divergence(
-                "torn-operation",
-                index,
-                step,
-                expected,
-                None,
-                diffs if len(diffs) <= len(before_diffs) else before_diffs,
-                f"after a crash at {crash.point} (hit {crash.hit}) the state is neither "
+                anomaly="torn-operation",
+                step_index=index,
+                step=step,
+                expected=expected,
+                diffs=diffs if len(diffs) <= len(before_diffs) else before_diffs,
+                detail=f"after a crash at {crash.point} (hit {crash.hit}) the state is neither "
                 "before nor after the operation",
             )
         # ``actual`` was just compared in full with the state the model now holds; reading
@@ -599,7 +612,9 @@ def _unrecoverable(
     index: int, step: Step, detail: str, expected: Outcome | None = None
 ) -> Divergence:
     """The SUT cannot be reopened (or read) after a crash or a close."""
-    return Divergence("unrecoverable", index, step, expected, None, [], detail)
+    return Divergence(
+        anomaly="unrecoverable", step_index=index, step=step, expected=expected, detail=detail
+    )
 
 
 def _closing(mq: MessageQueue) -> Outcome:

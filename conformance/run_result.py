@@ -257,7 +257,9 @@ def check_final_state(result: RunResult, trace: Trace, *, flipped: bool) -> RunR
         raise TraceFormatError(trace.path, trace.end_line, f"no steps, yet {detail}")
     last = trace.steps[-1]
     step = Step(last.time_s, last.actor, last.op)
-    divergence = Divergence("trace-mismatch", last.index, step, None, None, [], detail)
+    divergence = Divergence(
+        anomaly="trace-mismatch", step_index=last.index, step=step, detail=detail
+    )
     end = {
         "type": "end",
         "steps": result.steps,
@@ -340,13 +342,12 @@ def execute_recorded(
         armed = recorded.op.kind == "arm_crash"
         if flip is None and recorded.outcome is not None and recorded.outcome != outcome:
             raise Divergence(
-                "trace-mismatch",
-                recorded.index,
-                step,
-                recorded.outcome,
-                outcome,
-                [],
-                "the model's outcome differs from the one recorded in the trace "
+                anomaly="trace-mismatch",
+                step_index=recorded.index,
+                step=step,
+                expected=recorded.outcome,
+                actual=outcome,
+                detail="the model's outcome differs from the one recorded in the trace "
                 "(the trace was written by other code)",
             )
 

@@ -152,14 +152,23 @@ class CounterLockstep:
         if got != want:
             self.records.append(StepRecord(step, want, sut_outcome=got))
             anomaly = "lost-increment" if got.value < want.value else "counter-mismatch"  # type: ignore[operator]  # both ints: only reads and increments differ
-            raise Divergence(anomaly, self.stats.steps, step, want, got, [], "counts differ")
+            raise Divergence(
+                anomaly=anomaly,
+                step_index=self.stats.steps,
+                step=step,
+                expected=want,
+                actual=got,
+                detail="counts differ",
+            )
         self.records.append(StepRecord(step, want))
         return want
 
     def finish(self) -> None:
         if self.records and self.sut.value != self.model:
             last = self.records[-1].step
-            raise Divergence("lost-increment", self.stats.steps, last, None, None, [], "end")
+            raise Divergence(
+                anomaly="lost-increment", step_index=self.stats.steps, step=last, detail="end"
+            )
 
     def close(self) -> None:
         pass
