@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+from click.testing import CliRunner
+
+from rmqsim.conformance.cli import cli
 from rmqsim.conformance.coverage import (
     FIRST_OPEN,
     LARGE_BACKLOG_MESSAGES,
@@ -17,6 +21,7 @@ from rmqsim.conformance.coverage import (
     CoverageStep,
     run_coverage,
 )
+from rmqsim.conformance.gate import GatePlan, run_profiles, run_sweeps, summary_json
 from rmqsim.conformance.lockstep import PointPass
 from rmqsim.model.api import MQConfig
 from rmqsim.scenarios.ops import (
@@ -225,3 +230,43 @@ def test_the_map_merges_and_its_json_is_sorted_and_stable() -> None:
     assert cells == sorted(cells)
     assert _reached(merged, "create_topic", "any") == 3
     assert _reached(merged, FIRST_OPEN, "any") == 2
+
+
+TWO_STEP = "rmqsim.conformance.mutants.blind:two_step_destroy_topic"
+
+
+def _gate_coverage(tmp_path: Path, *, sweep: bool) -> dict[str, Any]:
+    plan = GatePlan(("churn",), range(0, 1), TWO_STEP, tmp_path, steps=20)
+    gate = run_profiles(plan)
+    if sweep:
+        gate.sweeps = run_sweeps(["churn"], 0, impl=TWO_STEP, out=tmp_path, steps=20)
+    return summary_json(gate)["coverage"]
+
+
+def test_the_gate_summary_names_the_write_points_a_crash_was_never_armed_at(
+    tmp_path: Path,
+) -> None:
+    between = "destroy_topic.between_writes"
+    unswept = _gate_coverage(tmp_path / "runs", sweep=False)
+    assert unswept["runs"] == 1 and unswept["crash_sweeps"] == 0
+    multi = unswept["multi_write"]["destroy_topic"]
+    assert between in multi["points"] and between in multi["never_armed"]
+    assert f"destroy_topic/any/{between}" in unswept["never_hit"]
+    # The crash sweep arms a crash at every point the steps pass, this one included.
+    swept = _gate_coverage(tmp_path / "swept", sweep=True)
+    assert swept["crash_sweeps"] == 1
+    assert swept["multi_write"]["destroy_topic"]["never_armed"] == []
+    assert swept["write_points"]["destroy_topic"][between] >= 1
+    assert swept["operation_cells"] == unswept["operation_cells"]
+
+
+def test_the_printed_gate_summary_shows_the_map(tmp_path: Path) -> None:
+    args = ["gate", "--profiles", "smoke", "--seeds", "0:1", "--steps", "50"]
+    args += ["--no-crash-sweep", "--jobs", "1", "--out", str(tmp_path)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert "coverage (1 runs, 0 crash sweeps):" in result.output
+    assert "operation cells never hit: " in result.output
+    assert "consume/large-backlog" in result.output
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["coverage"]["runs"] == 1
