@@ -34,8 +34,7 @@ from rmqsim.conformance.statediff import Difference, diff_states
 from rmqsim.conformance.watchdog import CallBound, OperationHang
 from rmqsim.model import ReferenceMQ
 from rmqsim.model.api import MessageQueue, MQConfig, State
-from rmqsim.scenarios.consumer_ops import ConsumerOp
-from rmqsim.scenarios.ops import STATE_CHANGING, ArmCrash, GetLatest, Op, Outcome, Step
+from rmqsim.scenarios.ops import STATE_CHANGING, ArmCrash, GetLatest, Outcome, Step
 
 #: Compare the whole state at least this often (state-changing operations) by default.
 DEFAULT_FULL_CHECK_EVERY = 64
@@ -146,7 +145,7 @@ class Divergence(Exception):
         self,
         anomaly: str,
         step_index: int,
-        step: Step[Op | ConsumerOp],  # a queue profile's operation or a consumer profile's
+        step: Step[Any],  # an operation of the run's layer
         expected: Outcome | None = None,
         actual: Outcome | None = None,
         diffs: Sequence[Difference] = (),
