@@ -244,8 +244,10 @@ def _checked_run_options(
     run and the implementation (noting on stderr when a push consumer factory is given
     for a queue profile)."""
     from rmqsim.conformance.adapter import DEFAULT_IMPL, is_consumer_factory, load_factory
+    from rmqsim.conformance.layer import layer_for_profile
+    from rmqsim.conformance.run import spec_for_seed  # noqa: F401 (registers the layers)
     from rmqsim.scenarios.catalog import get_profile
-    from rmqsim.scenarios.consumer_profiles import CONSUMER_PROFILES
+    from rmqsim.scenarios.profiles import PROFILES
 
     if (seeds is None) == (seed is None):
         raise UsageError("give exactly one of --seeds A:B or --seed S")
@@ -253,7 +255,8 @@ def _checked_run_options(
         raise UsageError("--trace needs --seed (one run, one trace)")
     get_profile(profile_name)
     impl = impl or DEFAULT_IMPL
-    if is_consumer_factory(load_factory(impl)) and profile_name not in CONSUMER_PROFILES:
+    layer_for_profile(profile_name).resolve_impl(impl, for_replay=False)  # BadImplError
+    if profile_name in PROFILES and is_consumer_factory(load_factory(impl)):
         click.echo(
             f"rmqsim: note: --impl {impl} is a push consumer factory: queue profile "
             f"{profile_name} checks rmqsim's own queue (consumer profiles check yours)",
@@ -509,16 +512,16 @@ def _gate_sweeps(
 def _gate_power(gate: Any, plan: Any, swept: list[str], steps: int | None, pool: Any) -> None:
     """The power-loss sweep of the first seed of each of ``swept``, added to ``gate``,
     when ``plan.impl`` is a file-system backend (``conformance.gate_power``)."""
-    from rmqsim.conformance.gate_power import GATE_POWER_STEPS, run_power_sweeps
+    from rmqsim.conformance.gate_power import GATE_POWER_STEPS, PowerPlan, run_power_sweeps
     from rmqsim.conformance.power_loss import gate_promise
 
     promise = gate_promise(plan.impl) if isinstance(plan.impl, str) else None
     if promise is None:
         return
+    power = PowerPlan(plan.impl, promise, plan.out, steps or GATE_POWER_STEPS, plan.shrink)
     with progress(len(swept), f"power-loss sweep ({promise})") as bar:
         run_power_sweeps(
-            swept, plan.seeds.start, impl=plan.impl, promise=promise, out=plan.out,
-            steps=steps or GATE_POWER_STEPS, pool=pool,
+            swept, plan.seeds.start, power, pool=pool,
             on_sweep=lambda done: (gate.power_sweeps.append(done),
                                    bar.advance(bar.task_ids[0])),
         )  # fmt: skip

@@ -193,6 +193,8 @@ def _storage_sweep(
             f" --steps {steps}{impl_arg} --case {failure.case.spec}\n"
             f"    rmqsim replay {trace}"
         )
+    if result.shrunk is not None:
+        click.echo(f"  shrunk to {result.shrunk[1]} operation(s): rmqsim replay {result.shrunk[0]}")
     by_mode: dict[str, int] = {}
     for (call, mode), count in sorted(result.counts.items()):
         by_mode[mode] = by_mode.get(mode, 0) + count

@@ -12,14 +12,16 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rmqsim.conformance.pool import WorkerPool
 from rmqsim.conformance.power_loss import PowerSweepResult, power_loss_sweep
 from rmqsim.conformance.power_trace import save_failures
+from rmqsim.conformance.shrink_budget import DEFAULT_SHRINK_BUDGET, ShrinkBudget
 
-__all__ = ["GATE_POWER_STEPS", "power_suite", "power_summary", "run_power_sweeps"]
+__all__ = ["GATE_POWER_STEPS", "PowerPlan", "power_suite", "power_summary", "run_power_sweeps"]
 
 #: Steps of each profile's power-loss sweep in the gate (README: what it costs).
 GATE_POWER_STEPS = 8
@@ -27,35 +29,47 @@ GATE_POWER_STEPS = 8
 _LISTED = 5
 
 
-def _sweep_one(profile: str, seed: int, impl: str, promise: str, steps: int) -> PowerSweepResult:
-    return power_loss_sweep(profile, seed, promise=promise, impl=impl, steps=steps)
+@dataclass(frozen=True, slots=True)
+class PowerPlan:
+    """What ``run_power_sweeps`` runs: ``impl`` held to ``promise`` over ``steps`` steps,
+    failing cases' traces saved under ``out``, the first of each sweep shrunk within
+    ``shrink`` (None: not shrunk)."""
+
+    impl: str
+    promise: str
+    out: Path
+    steps: int = GATE_POWER_STEPS
+    shrink: ShrinkBudget | None = DEFAULT_SHRINK_BUDGET
+
+
+def _sweep_one(profile: str, seed: int, plan: PowerPlan) -> PowerSweepResult:
+    """One sweep, its failing cases saved (in the worker, when there is a pool)."""
+    sweep = power_loss_sweep(profile, seed, promise=plan.promise, impl=plan.impl,
+                             steps=plan.steps)  # fmt: skip
+    if not sweep.ok and sweep.config is not None:
+        save_failures(sweep, plan.out, shrink=plan.shrink)
+    return sweep
 
 
 def run_power_sweeps(
     profiles: Iterable[str],
     seed: int,
+    plan: PowerPlan,
     *,
-    impl: str,
-    promise: str,
-    out: Path,
-    steps: int = GATE_POWER_STEPS,
     pool: WorkerPool | None = None,
     on_sweep: Callable[[PowerSweepResult], None] | None = None,
 ) -> list[PowerSweepResult]:
-    """The power-loss sweep of ``seed`` of every profile, failing cases' traces saved under
-    ``out``."""
-    args = [(profile, seed, impl, promise, steps) for profile in profiles]
+    """The power-loss sweep of ``seed`` of every profile by ``plan``, in the order of
+    ``profiles`` (tasks of ``pool`` when there is one)."""
     futures: list[Future[PowerSweepResult]] = []
     if pool is None:
-        done: Iterable[PowerSweepResult] = (_sweep_one(*a) for a in args)
+        done: Iterable[PowerSweepResult] = (_sweep_one(p, seed, plan) for p in profiles)
     else:
-        futures = [pool.submit(_sweep_one, *a) for a in args]
+        futures = [pool.submit(_sweep_one, profile, seed, plan) for profile in profiles]
         done = (future.result() for future in futures)
     sweeps: list[PowerSweepResult] = []
     try:
         for sweep in done:
-            if not sweep.ok and sweep.config is not None:
-                save_failures(sweep, out)
             sweeps.append(sweep)
             if on_sweep is not None:
                 on_sweep(sweep)
@@ -109,6 +123,8 @@ def power_summary(sweeps: list[PowerSweepResult]) -> dict[str, Any]:
             "failed": len(s.failures) + (0 if s.base_problem is None else 1),
             "base_problem": s.base_problem,
             "wall_s": round(s.wall_s, 3),
+            "shrunk_trace": str(s.shrunk[0]) if s.shrunk else None,
+            "shrunk_steps": s.shrunk[1] if s.shrunk else None,
             "failures": [
                 {"case": f.case.label(), "problem": f.problem, "trace": str(path)}
                 for f, path in list(zip(s.failures, s.trace_paths, strict=False))[:_LISTED]

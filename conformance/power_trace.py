@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rmqsim.conformance.layer import layer_for_profile
 from rmqsim.conformance.power_loss import (
     PROMISES,
     PowerFailure,
@@ -38,6 +39,8 @@ from rmqsim.conformance.power_loss import (
     run_case,
     storage_factory,
 )
+from rmqsim.conformance.shrink import shrink_steps, shrunk_path
+from rmqsim.conformance.shrink_budget import DEFAULT_SHRINK_BUDGET, ShrinkBudget
 from rmqsim.conformance.simdisk import FAULT_MODES
 from rmqsim.conformance.trace import TraceFormatError, dumps, write_lines
 from rmqsim.model.api import MQConfig
@@ -54,6 +57,7 @@ __all__ = [
     "read_power_trace",
     "run_power_trace",
     "save_failures",
+    "shrink_power_trace",
 ]
 
 POWER_FORMAT = "rmqsim-power-trace"
@@ -248,10 +252,33 @@ def _step(path: Path, number: int, obj: dict[str, Any], index: int) -> Step:
         raise TraceFormatError(path, number, str(exc)) from None
 
 
-def save_failures(result: PowerSweepResult, out: Path, *, prefix: str = "") -> list[Path]:
+def shrink_power_trace(
+    trace: PowerTrace, *, budget: ShrinkBudget = DEFAULT_SHRINK_BUDGET
+) -> PowerRun | None:
+    """The failing run of the smallest case found that fails like ``trace`` (same
+    implementation, same anomaly; the cut stays at the same call of the last step), by
+    ``conformance.shrink``'s search; None when ``trace`` does not fail."""
+    original = run_power_trace(trace)
+    if original.anomaly is None:
+        return None
+
+    def run(steps: tuple[Step, ...]) -> PowerRun:
+        return run_power_trace(dataclasses.replace(trace, steps=tuple(steps)))
+
+    shrunk = shrink_steps(trace.steps, run, original.anomaly, layer_for_profile(trace.profile),
+                          budget=budget)  # fmt: skip
+    return shrunk if isinstance(shrunk, PowerRun) else None
+
+
+def save_failures(
+    result: PowerSweepResult, out: Path, *, prefix: str = "",
+    shrink: ShrinkBudget | None = DEFAULT_SHRINK_BUDGET,
+) -> list[Path]:  # fmt: skip
     """Write the trace of every failing case of ``result`` under ``out``
     (``<prefix><profile>-seed<seed>-power-<point>-<mode>.jsonl``), in
-    ``result.trace_paths``."""
+    ``result.trace_paths``; shrink the first case cut inside an operation (the first
+    case when none is) within ``shrink`` into ``<stem>.shrunk.jsonl`` beside it
+    (``result.shrunk``)."""
     assert result.config is not None, "a sweep that ran records its scenario"
     out.mkdir(parents=True, exist_ok=True)
     for failure in result.failures:
@@ -261,4 +288,12 @@ def save_failures(result: PowerSweepResult, out: Path, *, prefix: str = "") -> l
         name = (f"{prefix}{result.profile}-seed{result.seed}-power-"
                 f"{failure.case.point.index}-{failure.case.mode}.jsonl")
         result.trace_paths.append(save_power_trace(trace, out / name))
+    if shrink is not None and result.failures:
+        index = next((i for i, f in enumerate(result.failures) if f.case.step), 0)
+        path = result.trace_paths[index]
+        shrunk = shrink_power_trace(read_power_trace(path), budget=shrink)
+        if shrunk is not None:
+            target = shrunk_path(path)
+            write_lines(target, shrunk.trace_lines)
+            result.shrunk = (target, shrunk.steps)
     return result.trace_paths

@@ -234,21 +234,41 @@ def shrink_result(
     hears how far it has gone after every candidate run."""
     assert not result.ok and result.anomaly is not None, "only a failing run can be shrunk"
     trace, layer, run = _runner(result.trace_lines, impl or result.impl)
+    return shrink_steps(_steps_of(trace), run, result.anomaly, layer, budget=budget,
+                        on_run=on_run)
+
+
+def shrink_steps(
+    steps: tuple[AnyStep, ...],
+    run: Runner,
+    anomaly: str,
+    layer: Layer,
+    *,
+    budget: ShrinkBudget = DEFAULT_SHRINK_BUDGET,
+    on_run: OnRun | None = None,
+) -> RunResult | None:
+    """``shrink_result``'s search over any ``run``ner of candidates (a power-cut case's,
+    say: ``conformance.power_trace``): the failing run of the smallest sequence found from
+    ``steps`` that ``run`` fails with ``anomaly``, by ``layer``'s passes and simpler
+    operations; None when ``steps`` themselves do not fail so. A run is what ``run``
+    returns: it has ``steps`` (executed; a candidate is cut there), ``anomaly``,
+    ``replay_only`` and ``shrink_stats``."""
     deadline = None
     if budget.max_seconds is not None:
         deadline = time.perf_counter() + budget.max_seconds
     search = _Search(
         run=run,
-        anomaly=result.anomaly,
+        anomaly=anomaly,
         simpler=layer.simpler_ops,
         budget=budget,
         deadline=deadline,
         on_run=on_run,
     )
     try:
-        steps = search.fails(_steps_of(trace))
-        if steps is None:
+        found = search.fails(steps)
+        if found is None:
             return None
+        steps = found
         while True:
             before = steps
             for shrink_pass in passes(layer):

@@ -26,7 +26,7 @@ from rmqsim.conformance.gate import (
     GateResult,
     run_profiles,
 )
-from rmqsim.conformance.gate_power import run_power_sweeps
+from rmqsim.conformance.gate_power import PowerPlan, run_power_sweeps
 from rmqsim.conformance.lockstep import Divergence
 from rmqsim.conformance.mutants import Mutant
 from rmqsim.conformance.power_loss import DEFAULT_POWER_STEPS
@@ -179,7 +179,7 @@ def kill_mutant(
         profiles = LAYER_PROFILES[mutant.layer]
     out_dir = out / mutant.name
     if mutant.layer == "storage":
-        return _kill_by_power_loss(mutant, seeds.start, tuple(profiles), out_dir)
+        return _kill_by_power_loss(mutant, seeds.start, tuple(profiles), out_dir, shrink)
     gate = run_profiles(
         GatePlan(tuple(profiles), seeds, mutant.impl, out_dir, steps, until_failure=True)
     )
@@ -212,13 +212,15 @@ def kill_mutant(
     return kill
 
 
-def _kill_by_power_loss(mutant: Mutant, seed: int, profiles: tuple[str, ...], out: Path) -> Kill:
+def _kill_by_power_loss(
+    mutant: Mutant, seed: int, profiles: tuple[str, ...], out: Path, shrink: ShrinkBudget | None
+) -> Kill:
     """A storage mutant against the power-loss sweeps of ``seed``, profile by profile,
     until one fails (its first failing case is the kill, its trace the reproducer)."""
     kill = Kill(mutant, SURVIVED)
     for profile in profiles:
-        (sweep,) = run_power_sweeps([profile], seed, impl=mutant.impl, promise="sync",
-                                    out=out, steps=STORAGE_POWER_STEPS)  # fmt: skip
+        plan = PowerPlan(mutant.impl, "sync", out, STORAGE_POWER_STEPS, shrink)
+        (sweep,) = run_power_sweeps([profile], seed, plan)
         kill.runs += 1
         kill.operations += sweep.steps * max(len(sweep.cases), 1)
         kill.seconds += sweep.wall_s
@@ -271,10 +273,9 @@ def run_matrix(
             GatePlan(tuple(profiles), seeds, DEFAULT_IMPL, out / "baseline", steps)
         )
         if swept:  # and the correct file-system backend over their power-loss sweeps
-            reference.power_sweeps = run_power_sweeps(
-                swept, seeds.start, impl=STORAGE_BASELINE_IMPL, promise="sync",
-                out=out / "baseline-power", steps=STORAGE_POWER_STEPS,
-            )  # fmt: skip
+            plan = PowerPlan(STORAGE_BASELINE_IMPL, "sync", out / "baseline-power",
+                             STORAGE_POWER_STEPS, None)  # fmt: skip
+            reference.power_sweeps = run_power_sweeps(swept, seeds.start, plan)
     return KillMatrix(seeds, tuple(dict.fromkeys([*profiles, *swept])), kills, reference)
 
 

@@ -46,6 +46,12 @@ def test_the_gate_fails_a_storage_mutant_and_passes_the_backend(tmp_path: Path) 
     assert on_mutant.exit_code == 1 and "power-cut-" in on_mutant.output, on_mutant.output
     fixed = runner.invoke(cli, ["replay", str(trace), "--impl", "commitlog"])
     assert fixed.exit_code == 0 and "keeps the sync promise" in fixed.output, fixed.output
+    # The first failing case is shrunk (here to the one operation and the open it needs).
+    shrunk = Path(power["shrunk_trace"])
+    assert 0 < power["shrunk_steps"] <= 10
+    assert len(read_power_trace(shrunk).steps) == power["shrunk_steps"]
+    assert runner.invoke(cli, ["replay", str(shrunk)]).exit_code == 1
+    assert runner.invoke(cli, ["replay", str(shrunk), "--impl", "commitlog"]).exit_code == 0
     passed = runner.invoke(cli, [*GATE_ARGS, "--impl", "commitlog", "--out", str(tmp_path / "c")])
     assert passed.exit_code == 0, passed.output
     summary = json.loads((tmp_path / "c" / "summary.json").read_text())
@@ -66,6 +72,8 @@ def test_a_power_cut_trace_records_the_cut_and_reproduces_it(tmp_path: Path) -> 
     assert swept.exit_code == 1, swept.output
     traces = sorted(tmp_path.glob("crashy-seed0-power-*.jsonl"))
     assert traces and all(f"rmqsim replay {t}" in swept.output for t in traces)
+    shrunk = [t for t in traces if t.name.endswith(".shrunk.jsonl")]
+    assert len(shrunk) == 1 and "shrunk to " in swept.output
     for path in traces:
         trace = read_power_trace(path)
         header = json.loads(path.read_text().splitlines()[0])
@@ -107,12 +115,13 @@ def test_the_kill_matrix_kills_storage_mutants_by_power_loss(
     monkeypatch.setattr(kill, "STORAGE_POWER_STEPS", 3)
     mutants = select(["no-fsync", "fsync-retried"])
     assert {m.layer for m in mutants} == {"storage"}
-    matrix = kill.run_matrix(mutants, range(0, 1), out=tmp_path, shrink=None,
-                             profiles=("smoke", "crashy"))
+    matrix = kill.run_matrix(mutants, range(0, 1), out=tmp_path, profiles=("smoke", "crashy"))
     assert matrix.ok and matrix.profiles == ("smoke", "crashy")
     assert matrix.baseline is not None and len(matrix.baseline.power_sweeps) == 2
     assert all(s.impl == "commitlog" and s.ok for s in matrix.baseline.power_sweeps)
     for record in matrix.kills:
         assert record.status == kill.KILLED and record.check == "power loss", record
         assert record.repro == f"rmqsim replay {record.trace}"
+        assert record.shrunk_steps is not None and 0 < record.shrunk_steps <= 10
+        assert record.step and record.step >= record.shrunk_steps  # a cut in an operation
         assert run_power_trace(read_power_trace(Path(str(record.trace)))).anomaly == record.anomaly
