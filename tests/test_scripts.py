@@ -91,13 +91,42 @@ def test_gate_installs_java_only_for_spark(repo: Path) -> None:
     done, log = run(repo, ["./scripts/gate.sh", "--seeds", "0:2"])
     assert done.returncode == 0, done.stderr
     assert installs(log) == [] and not any(line.startswith("apt-get") for line in log)
-    assert log == ["rmqsim gate --seeds 0:2 [require=]"]
+    assert log[0] == "rmqsim gate --seeds 0:2 [require=]"
 
     done, log = run(repo, ["./scripts/gate.sh", "--spark", "--seeds", "0:2"])
     assert done.returncode == 0, done.stderr
     assert installs(log) == ["openjdk-17-jre-headless"]
-    assert log[-1] == "rmqsim gate --spark --seeds 0:2 [require=]"
+    assert log[-2] == "rmqsim gate --spark --seeds 0:2 [require=]"
     assert "installing Java" in done.stderr
+
+
+def test_gate_checks_both_backends(repo: Path) -> None:
+    """The main job gates the default queue, then the commit-log backend (its outputs
+    beside the first's); with --impl, only that one."""
+    done, log = run(repo, ["./scripts/gate.sh", "--seeds", "0:2"])
+    assert done.returncode == 0, done.stderr
+    assert log == [
+        "rmqsim gate --seeds 0:2 [require=]",
+        "rmqsim gate --seeds 0:2 --impl commitlog --out rmqsim-out/commitlog [require=]",
+    ]
+    done, log = run(repo, ["./scripts/gate.sh", "--out", "o", "--seeds", "0:2"])
+    assert log[-1] == (
+        "rmqsim gate --out o --seeds 0:2 --impl commitlog --out o/commitlog [require=]"
+    )
+    done, log = run(repo, ["./scripts/gate.sh", "--impl", "commitlog-async"])
+    assert done.returncode == 0 and log == ["rmqsim gate --impl commitlog-async [require=]"]
+
+
+@pytest.mark.parametrize(("first_exit", "expected"), [(1, 1), (2, 2), (0, 1)])
+def test_gate_exit_status_of_both_backends(repo: Path, first_exit: int, expected: int) -> None:
+    """A finding in either gate fails the job; bad usage stops it before the second."""
+    second_exit = 1 if first_exit == 0 else 0
+    _stand_in(repo / ".venv" / "bin" / "rmqsim", STAND_IN + (
+        f'case "$*" in *commitlog*) exit {second_exit} ;; *) exit {first_exit} ;; esac\n'
+    ))  # fmt: skip
+    done, log = run(repo, ["./scripts/gate.sh"])
+    assert done.returncode == expected, done.stderr
+    assert len(log) == (1 if first_exit == 2 else 2)
 
 
 def test_the_test_command_installs_what_the_tests_need_before_pytest_saying_so(
