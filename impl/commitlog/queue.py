@@ -24,14 +24,14 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from rmqsim.impl.commitlog import records
 from rmqsim.impl.commitlog.fs import FileSystem, OsFileSystem
 from rmqsim.impl.commitlog.log import PendingRecord
 from rmqsim.impl.commitlog.recovery import Geometry, OpenStore, open_store, write_checkpoint
-from rmqsim.impl.commitlog.state import TopicMeta, apply_event, apply_message
+from rmqsim.impl.commitlog.state import TopicMeta, apply_event, apply_messages
 from rmqsim.impl.errors import CorruptDatabaseError, StorageError
 from rmqsim.impl.faults import FaultHook, write_points
 from rmqsim.impl.lifecycle import CLOSED, CRASHED, FAILED, SERVING, check_serving
@@ -78,6 +78,17 @@ class FlushPolicy:
         if interval is not None and not (isinstance(interval, (int, float)) and
                                          math.isfinite(interval) and interval > 0):
             raise InvalidArgumentError(f"background_flush_interval_s must be > 0: {interval!r}")
+
+
+@dataclass(slots=True)
+class _Run:
+    """Consecutive message records of one topic incarnation, applied together."""
+
+    incarnation: int = 0
+    first_id: int = 0
+    next_id: int = 0
+    messages: list[tuple[int, bool, int]] = field(default_factory=list)  # size, closes, time
+    entries: list[tuple[int, int, int]] = field(default_factory=list)  # consume-queue entries
 
 
 def _system_clock() -> int:
@@ -449,34 +460,34 @@ class CommitLogMQ:
 
     def _apply(self, batch: list[PendingRecord], placed: list[tuple[int, int]]) -> None:
         """Apply the written records (the same functions recovery replays) and dispatch:
-        the consume-queue entries of consecutive messages are written as one run."""
+        consecutive messages of one topic as one run (one ``apply_messages``, one write of
+        their consume-queue entries)."""
         meta = self._store.meta
-        run: list[tuple[int, int, int]] = []
-        run_inc = run_index = run_next_id = 0  # the run's incarnation, first index, next id
+        run = _Run()
         for (flags, msg_id, store_time, inc, _topic, _props, body), (offset, size) in zip(
             batch, placed, strict=True
         ):
             if flags & records.FLAG_CONTROL:
-                self._dispatch(run_inc, run_index, run)
-                run = []
+                self._apply_run(run)
+                run = _Run()
                 apply_event(meta, json.loads(body))
                 continue
-            topic = apply_message(meta, inc, msg_id, len(body),
-                                  bool(flags & records.FLAG_PAGE_CLOSE), store_time)
-            assert topic is not None
-            if run and (inc != run_inc or msg_id != run_next_id):
-                self._dispatch(run_inc, run_index, run)
-                run = []
-            if not run:
-                run_inc, run_index = inc, topic.cq_index(msg_id)
-            run.append((offset, size, msg_id))
-            run_next_id = msg_id + 1
-        self._dispatch(run_inc, run_index, run)
+            if run.messages and (inc != run.incarnation or msg_id != run.next_id):
+                self._apply_run(run)
+                run = _Run()
+            if not run.messages:
+                run.incarnation, run.first_id = inc, msg_id
+            run.messages.append((len(body), bool(flags & records.FLAG_PAGE_CLOSE), store_time))
+            run.entries.append((offset, size, msg_id))
+            run.next_id = msg_id + 1
+        self._apply_run(run)
 
-    def _dispatch(self, incarnation: int, first_index: int,
-                  run: list[tuple[int, int, int]]) -> None:
-        if run:
-            self._store.cq(incarnation).put_run(first_index, run)
+    def _apply_run(self, run: _Run) -> None:
+        if not run.messages:
+            return
+        topic = apply_messages(self._store.meta, run.incarnation, run.first_id, run.messages)
+        assert topic is not None
+        self._store.cq(run.incarnation).put_run(topic.cq_index(run.first_id), run.entries)
 
     def _after_write(self, rolled: bool) -> None:
         """Async flush policy, and a checkpoint when a new segment was started."""

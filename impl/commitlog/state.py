@@ -3,7 +3,8 @@
 Every change of metadata is an *event* written to the commit log in the same batch as the
 operation's messages: a message record (its id, payload size and whether it closed the
 page) or a control record whose body is one JSON event. ``apply_message`` and
-``apply_event`` are the only code that changes a ``Meta``: a live operation writes its
+``apply_event`` (and ``apply_messages``, which ``apply_message`` is for one record) are
+the only code that changes a ``Meta``: a live operation writes its
 events and then applies them, recovery reads them back and applies the same functions,
 so the recovered metadata cannot differ from what the operations made.
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -27,6 +29,7 @@ __all__ = [
     "TopicMeta",
     "apply_event",
     "apply_message",
+    "apply_messages",
     "decode_checkpoint",
     "encode_checkpoint",
 ]
@@ -80,18 +83,32 @@ def apply_message(
 ) -> TopicMeta | None:
     """A message record: the id is issued and the open page grows or closes. Returns the
     topic, or None for a record of a destroyed incarnation (replay of old records)."""
+    return apply_messages(meta, incarnation, msg_id, [(size_bytes, closes_page, now)])
+
+
+def apply_messages(
+    meta: Meta, incarnation: int, first_id: int, messages: Sequence[tuple[int, bool, int]]
+) -> TopicMeta | None:
+    """``apply_message`` of consecutive message records, ids from ``first_id`` on, each
+    given as ``(size_bytes, closes_page, now)``: one lookup and one id check per run, as a
+    produce writes them (``apply_message`` is this for one record)."""
     topic = meta.by_incarnation.get(incarnation)
     if topic is None:
         return None
-    if msg_id != topic.last_id + 1:
-        raise ValueError(f"message id {msg_id} follows {topic.last_id} in {topic.name!r}")
-    topic.last_id = msg_id
-    meta.high_water_marks[topic.name] = msg_id
-    if closes_page:
-        topic.pages.append(Page(msg_id, topic.open_page_bytes + size_bytes, now, None))
-        topic.open_page_bytes = 0
-    else:
-        topic.open_page_bytes += size_bytes
+    if first_id != topic.last_id + 1:
+        raise ValueError(f"message id {first_id} follows {topic.last_id} in {topic.name!r}")
+    if not messages:
+        return topic
+    open_bytes = topic.open_page_bytes
+    for msg_id, (size_bytes, closes_page, now) in enumerate(messages, start=first_id):
+        if closes_page:
+            topic.pages.append(Page(msg_id, open_bytes + size_bytes, now, None))
+            open_bytes = 0
+        else:
+            open_bytes += size_bytes
+    topic.open_page_bytes = open_bytes
+    topic.last_id = first_id + len(messages) - 1
+    meta.high_water_marks[topic.name] = topic.last_id
     return topic
 
 
