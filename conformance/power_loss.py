@@ -22,9 +22,11 @@ losing everything unsynced), reopens the store on the disk the cut left, and che
   nothing.
 
 A case is repeated from its ``spec`` (``POINT:MODE``); its cut's decisions (``SimDisk.cut``)
-are plain data in its result. The steps before the cut must give the model's outcomes (a
-case whose SUT diverged earlier says so). Cost: case ``i`` replays the steps before its
-point, so a sweep is quadratic in ``steps``.
+are plain data in its result, and ``conformance.power_trace`` writes it as a trace that
+``rmqsim replay`` reproduces (the steps up to the cut; the cut as ``PowerCase.point_in_step``
+of the last step, ``run_case(..., in_last_step=True)``). The steps before the cut must
+give the model's outcomes (a case whose SUT diverged earlier says so). Cost: case ``i``
+replays the steps before its point, so a sweep is quadratic in ``steps``.
 """
 
 from __future__ import annotations
