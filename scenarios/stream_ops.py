@@ -112,10 +112,13 @@ def _is_stream_msg(msg: StreamMsg) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class OpenProducer:
-    """A new plain stream ``producer``, a producer of every channel (the old one closed)."""
+    """A new plain stream ``producer``, a producer of every channel (the old one closed);
+    ``whole``: its repack function keeps each message whole, on its first hash key's
+    channel (so multi-row messages reach the consumers), else the default repack."""
 
     kind: ClassVar[str] = "open_producer"
     producer: str
+    whole: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +208,7 @@ _FIELD_CHECKS: dict[str, Any] = {
     "group": lambda v: type(v) is str,
     "tt": lambda v: type(v) is bool,
     "latest": lambda v: type(v) is bool,
+    "whole": lambda v: type(v) is bool,
     "include_current": lambda v: type(v) is bool,
     "positions": _is_positions,
 }

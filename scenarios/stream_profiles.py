@@ -33,6 +33,9 @@ class StreamProfile:
     steps: int
     channels: int = 2
     producers: int = 2
+    #: How many of the producers (the last ones) keep messages whole instead of splitting
+    #: them by row, so that multi-row messages (rows straddling a tick) are delivered.
+    whole_producers: int = 1
     tt_consumers: int = 1
     plain_consumers: int = 1
     produce_every_s: Span = (1, 3)
@@ -97,9 +100,7 @@ class StreamProfile:
         known = {f.name for f in dataclasses.fields(cls)}
         if not isinstance(obj, dict) or set(obj) - known or "channels" not in obj:
             raise ProfileError("not a stream profile (unknown or missing fields)")
-        values: dict[str, Any] = {
-            k: tuple(v) if isinstance(v, list) else v for k, v in obj.items()
-        }
+        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in obj.items()}
         try:
             return cls(**values)
         except TypeError as exc:
@@ -169,6 +170,7 @@ def resolve_stream(profile: StreamProfile, seed: int) -> StreamProfile:
         name=f"{profile.name}#{seed}",
         channels=rng.randint(1, 4),
         producers=rng.randint(1, 3),
+        whole_producers=rng.randint(0, 1),
         tt_consumers=rng.randint(1, 2),
         plain_consumers=rng.randint(0, 2),
         produce_every_s=(low, low + rng.randint(0, 3)),

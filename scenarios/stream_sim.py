@@ -179,9 +179,13 @@ class StreamSimulation:
 
     # ------------------------------------------------------------------ opening
 
-    def _open_all(self) -> None:
+    def _open_producers(self, actor: str) -> None:
+        whole = set(self.producers[len(self.producers) - self.profile.whole_producers :])
         for name in [*self.producers, TICKER, DDL]:
-            self._emit("setup", OpenProducer(name))
+            self._emit(actor, OpenProducer(name, name in whole))
+
+    def _open_all(self) -> None:
+        self._open_producers("setup")
         for name in self.world.readers:
             self._reopen(name)
 
@@ -327,7 +331,6 @@ class StreamSimulation:
             if self.draining:
                 return
             self._emit("crasher", CrashQueue())
-            for name in [*self.producers, TICKER, DDL]:
-                self._emit("crasher", OpenProducer(name))
+            self._open_producers("crasher")
             for name in self.world.readers:
                 self._reopen(name)

@@ -1,13 +1,16 @@
-"""The built-in layers, registered on import: the queue (``layers.queue``) and the push
-consumer (``layers.consumer``). See ``conformance.layer`` for what a layer supplies."""
+"""The built-in layers, registered on import: the queue (``layers.queue``), the push
+consumer (``layers.consumer``) and the message streams (``layers.stream``). See
+``conformance.layer`` for what a layer supplies."""
 
 from __future__ import annotations
 
 from rmqsim.conformance.layer import register_layer
 from rmqsim.conformance.layers.consumer import CONSUMER_LAYER
 from rmqsim.conformance.layers.queue import QUEUE_LAYER
+from rmqsim.conformance.layers.stream import STREAM_LAYER
 
-__all__ = ["CONSUMER_LAYER", "QUEUE_LAYER"]
+__all__ = ["CONSUMER_LAYER", "QUEUE_LAYER", "STREAM_LAYER"]
 
 register_layer(QUEUE_LAYER)
 register_layer(CONSUMER_LAYER)
+register_layer(STREAM_LAYER)

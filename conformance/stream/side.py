@@ -33,7 +33,7 @@ from rmqsim.scenarios.stream_ops import (
     StreamOp,
 )
 
-__all__ = ["NO_STREAM", "StreamSide", "pack_to_plain", "to_ts_msg"]
+__all__ = ["NO_STREAM", "StreamSide", "pack_to_plain", "to_ts_msg", "whole_messages"]
 
 #: The outcome error of an operation on a stream no actor opened (a shrunk trace's).
 NO_STREAM = "NoStream"
@@ -70,6 +70,16 @@ def pack_to_plain(pack: MsgPack | None) -> Any:
     msgs = tuple(_msg_to_plain(msg) for msg in pack.msgs)
     return (pack.begin_ts, pack.end_ts, msgs, _positions(pack.start_positions),
             _positions(pack.end_positions))  # fmt: skip
+
+
+def whole_messages(
+    msgs: tuple[TsMsg, ...], buckets: tuple[tuple[int, ...], ...]
+) -> dict[int, list[TsMsg]]:
+    """A repack function keeping each message whole, on its first hash key's channel."""
+    out: dict[int, list[TsMsg]] = {}
+    for msg, keys in zip(msgs, buckets, strict=True):
+        out.setdefault(keys[0], []).append(msg)
+    return out
 
 
 class StreamSide:
@@ -124,6 +134,8 @@ class StreamSide:
         if isinstance(op, OpenProducer):
             stream = self.factory.new_msg_stream()
             stream.as_producer(list(self.channels))
+            if op.whole:
+                stream.set_repack_func(whole_messages)
         else:
             stream = self.factory.new_tt_msg_stream() if op.tt else self.factory.new_msg_stream()
             start = SubscriptionPosition.LATEST if op.latest else SubscriptionPosition.EARLIEST

@@ -1,0 +1,294 @@
+"""The stream layer's lockstep (a ``layer.LayerLockstep``): the model streams over a
+``ReferenceMQ`` and the streams under test over the queue under test, fed the same steps of
+``scenarios.stream_sim``; each step's outcomes must be equal, every stream's state too
+(``snapshot()``), and the implementation's outcomes must keep the properties of
+``check.StreamChecker``. At the end both queues must hold the same records.
+
+``--impl`` names either a stream factory (``factory(queue=...) -> StreamFactory``, run over
+our RocksMQ), one of ``STREAM_IMPLS``, or a queue factory (our streams over that queue).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import inspect
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from rmqsim.conformance.adapter import (
+    DEFAULT_IMPL,
+    BadImplError,
+    Factory,
+    checked_queue,
+    load_factory,
+)
+from rmqsim.conformance.layer import RunSpec
+from rmqsim.conformance.lockstep import Divergence, PointPass, Stats, StepRecord
+from rmqsim.conformance.statediff import state_digest
+from rmqsim.conformance.stream.check import (
+    StreamChecker,
+    StreamViolation,
+    describe_outcomes,
+    describe_states,
+)
+from rmqsim.conformance.stream.side import StreamSide
+from rmqsim.conformance.trace import Trace, TraceFormatError
+from rmqsim.conformance.watchdog import CallBound, OperationHang
+from rmqsim.model import ReferenceMQ
+from rmqsim.model.api import InvalidArgumentError, MessageQueue, MQConfig
+from rmqsim.model.stream import StreamModelFactory
+from rmqsim.model.stream.api import StreamFactory
+from rmqsim.scenarios.ops import Outcome, Step
+from rmqsim.scenarios.profiles import ProfileError
+from rmqsim.scenarios.stream_profiles import StreamProfile
+
+__all__ = [
+    "DEFAULT_STREAM_IMPL",
+    "STREAM_IMPLS",
+    "StreamLockstep",
+    "StreamSut",
+    "check_stream_trace",
+    "resolve_stream_impl",
+    "stream_profile_of",
+]
+
+DEFAULT_STREAM_IMPL = "rmqsim.impl.stream:stream_factory"
+#: Named built-in stream implementations for ``--impl``.
+STREAM_IMPLS: dict[str, str] = {
+    "stream": DEFAULT_STREAM_IMPL,
+    "stream-threaded": "rmqsim.impl.stream:threaded_stream_factory",
+}
+StreamFactoryFn = Callable[..., StreamFactory]
+#: What a stream run opens: the queue factory and the stream factory over its queues.
+StreamSut = tuple[Factory, StreamFactoryFn]
+
+
+def _takes_queue_only(target: object) -> bool:
+    try:
+        inspect.signature(target).bind(queue=None)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def resolve_stream_impl(impl: Any) -> tuple[str, StreamSut]:
+    """``(name, (queue factory, stream factory))`` for ``--impl`` (see the module doc)."""
+    queue_factory: Factory = load_factory(DEFAULT_IMPL)
+    if not isinstance(impl, str):
+        name = f"{getattr(impl, '__module__', '?')}:{getattr(impl, '__qualname__', repr(impl))}"
+        return name, (queue_factory, impl)
+    if impl == DEFAULT_IMPL:  # our streams over our queue
+        impl = "stream"
+    spec = STREAM_IMPLS.get(impl, impl)
+    module_name, _, attribute = spec.partition(":")
+    target: Any = None
+    if module_name and attribute:
+        with contextlib.suppress(ImportError, AttributeError):
+            target = getattr(importlib.import_module(module_name), attribute)
+    if callable(target) and _takes_queue_only(target):
+        return impl, (queue_factory, target)
+    default_streams = _load(DEFAULT_STREAM_IMPL)
+    return impl, (load_factory(impl), default_streams)  # a queue: BadImplError if not
+
+
+def _load(spec: str) -> StreamFactoryFn:
+    module_name, _, attribute = spec.partition(":")
+    target: StreamFactoryFn = getattr(importlib.import_module(module_name), attribute)
+    return target
+
+
+class _Clock:
+    """The simulated clock both queues read: the current step's ``time_s``."""
+
+    def __init__(self) -> None:
+        self.now = 0
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def _outcome(apply: Callable[[], Outcome]) -> Outcome:
+    """``apply()``; an exception outside the contract's errors is an ``unexpected:`` one."""
+    try:
+        return apply()
+    except Exception as exc:
+        return Outcome(error=f"unexpected:{type(exc).__name__}: {str(exc)[:200]}")
+
+
+class StreamLockstep:
+    """One stream run in progress: ``open`` it, ``execute`` steps, ``finish``, ``close``."""
+
+    def __init__(self, spec: RunSpec, profile: StreamProfile) -> None:
+        self.spec = spec
+        self.profile = profile
+        self.clock = _Clock()
+        self.config = MQConfig(**profile.config)
+        self.model_queue = ReferenceMQ(config=self.config, clock=self.clock)
+        channels = profile.channel_names
+        self.model = StreamSide(StreamModelFactory(self.model_queue), channels, lambda f: f)
+        self.checker = StreamChecker(channels)
+        self.records: list[StepRecord] = []
+        self.stats = Stats()
+        self.index = 0
+        self.last: Step[Any] | None = None
+        self.sut: StreamSide | None = None
+        self.open_failure: str | None = None
+        self.exits = contextlib.ExitStack()
+        self.bound = CallBound()
+
+    def open(self, root: Path, sut: StreamSut) -> None:
+        """Open the queue under test in ``root`` and the streams over it; a failure is
+        the run's, reported at its first step."""
+        queue_factory, stream_factory_fn = sut
+        self.bound = self.exits.enter_context(CallBound())
+
+        def open_queue() -> MessageQueue:
+            queue = queue_factory(
+                path=root / "queue", config=self.config, clock=self.clock, faults=None
+            )
+            return checked_queue(queue, queue_factory)
+
+        def reopen(factory: StreamFactory) -> StreamFactory:
+            # checked_queue made sure the queue under test has crash()
+            factory.mq.crash()  # type: ignore[attr-defined]
+            return stream_factory_fn(queue=open_queue())
+
+        try:
+            factory = self.bound.call("open", lambda: stream_factory_fn(queue=open_queue()))
+            self.sut = StreamSide(factory, self.profile.channel_names, reopen)
+        except BadImplError:
+            self.exits.close()
+            raise
+        except OperationHang as hang:
+            self.open_failure = f"opening a fresh directory: {hang.detail}"
+        except Exception as exc:
+            self.open_failure = f"opening a fresh directory raised {type(exc).__name__}: {exc}"
+
+    def execute(self, step: Step[Any]) -> Outcome:
+        """Run ``step`` on both sides; the model's outcome, or ``Divergence``."""
+        self.index += 1
+        self.last = step
+        self.clock.now = step.time_s
+        self.stats.steps += 1
+        self.stats.op_counts[step.op.kind] += 1
+        if step.op.kind == "stream_crash_queue":
+            self.stats.crashes_injected += 1
+            self.stats.reopens += 1
+        sut = self.sut
+        if sut is None:
+            assert self.open_failure is not None
+            want = _outcome(lambda: self.model.apply(step.op))
+            self.records.append(StepRecord(step, want))
+            raise Divergence("unrecoverable", self.index, step, want, None, [], self.open_failure)
+        try:
+            got = _outcome(lambda: self.bound.call(step.op.kind, sut.apply, step.op))
+        except OperationHang as hang:
+            want = _outcome(lambda: self.model.apply(step.op))
+            self.records.append(StepRecord(step, want))
+            raise Divergence("hang", self.index, step, want, None, [], hang.detail) from None
+        want = _outcome(lambda: self.model.apply(step.op))
+        self._compare(step, want, got)
+        self.records.append(StepRecord(step, want))
+        return want
+
+    def _compare(self, step: Step[Any], want: Outcome, got: Outcome) -> None:
+        try:
+            self.checker.observe(step.op, got, want)
+        except StreamViolation as found:
+            self._diverge(found.anomaly, step, want, got, found.detail)
+        if got != want:
+            self._diverge("stream-mismatch", step, want, got, describe_outcomes(want, got))
+        assert self.sut is not None
+        self.stats.full_checks += 1
+        for name, model_stream in self.model.streams.items():
+            sut_stream = self.sut.streams.get(name)
+            model_state = model_stream.snapshot()
+            sut_state = (
+                None if sut_stream is None else self.bound.call("snapshot", sut_stream.snapshot)
+            )
+            if sut_state != model_state:
+                detail = describe_states(name, model_state, sut_state)
+                self._diverge("stream-state-mismatch", step, want, got, detail)
+
+    def _diverge(
+        self, anomaly: str, step: Step[Any], want: Outcome, got: Outcome, detail: str
+    ) -> None:
+        self.records.append(StepRecord(step, want, sut_outcome=got))
+        raise Divergence(anomaly, self.index, step, want, got, [], detail)
+
+    def finish(self) -> None:
+        """The final check: both queues hold the same records (the encoding is the
+        contract's)."""
+        if self.sut is None or self.last is None:
+            return
+        sut_state = self.bound.call("snapshot", self.sut.factory.mq.snapshot)
+        if sut_state != self.model_queue.snapshot():
+            raise Divergence(
+                "stream-state-mismatch", self.index, self.last, None, None, [],
+                "the queue under the streams holds other records than the model's queue",
+            )  # fmt: skip
+
+    def close(self) -> None:
+        try:
+            if self.sut is not None:
+                with contextlib.suppress(OperationHang, Exception):
+                    self.sut.close_streams()
+                    queue: Any = self.sut.factory.mq  # a checked queue: it has crash()
+                    self.bound.call("crash()", queue.crash)
+            self.model.close_streams()
+        finally:
+            self.exits.close()
+
+    def state_digest(self) -> str:
+        return state_digest(self.model_queue.snapshot())
+
+    def last_crash(self) -> dict[str, Any] | None:
+        return None  # a stream run's crashes are its operations
+
+    @property
+    def fault_points(self) -> Mapping[str, int]:
+        return {}
+
+    @property
+    def fault_log(self) -> list[PointPass]:
+        return []
+
+
+def stream_profile_of(header: Mapping[str, Any], path: Path | str) -> StreamProfile:
+    """The profile a stream trace's header records, its queue configuration checked, so
+    that a bad value is the trace's error (file and line 1)."""
+    try:
+        profile = StreamProfile.from_json(header.get("profile_config"))
+        MQConfig(**profile.config)
+    except (ProfileError, InvalidArgumentError, TypeError, ValueError) as exc:
+        raise TraceFormatError(path, 1, f"header profile_config: {exc}") from None
+    if profile.swarm:
+        raise TraceFormatError(path, 1, "header profile_config: a swarm family, not a profile")
+    return profile
+
+
+def _actors(profile: StreamProfile) -> tuple[set[str], set[str]]:
+    producers = {f"producer-{i}" for i in range(profile.producers)} | {"ticker", "ddl"}
+    consumers = {f"tt-{i}" for i in range(profile.tt_consumers)}
+    consumers |= {f"plain-{i}" for i in range(profile.plain_consumers)}
+    return producers, consumers
+
+
+def check_stream_trace(trace: Trace) -> StreamProfile:
+    """What one line cannot say alone: every stream an operation names is one of the
+    header's profile's actors; ``TraceFormatError`` naming file and line otherwise."""
+    profile = stream_profile_of(trace.header, trace.path)
+    producers, consumers = _actors(profile)
+    for step in trace.steps:
+        for field_name, known in (("producer", producers), ("consumer", consumers)):
+            name = getattr(step.op, field_name, None)
+            if name is not None and name not in known:
+                raise TraceFormatError(
+                    trace.path,
+                    step.line,
+                    f"step {step.index}: op({step.op.kind}).{field_name}: {name!r} is not an "
+                    f"actor of the header's profile ({', '.join(sorted(known))})",
+                )
+    return profile
