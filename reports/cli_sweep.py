@@ -34,6 +34,17 @@ master_option = click.option(
 )
 
 
+archives_option = click.option(
+    "--archives",
+    default=None,
+    metavar="FILE[#DIR]",
+    help="A packed Python environment (venv-pack, conda-pack: .tar.gz, .zip) with "
+    "rmqsim's dependencies, unpacked next to each executor as DIR (default environment), "
+    "whose bin/python runs the tasks. Default: the executors run this Python "
+    "(or PYSPARK_PYTHON).",
+)
+
+
 @click.command("sweep")
 @click.option("--seeds", type=SEEDS, required=True, help="Seed range A:B (B excluded).")
 @click.option(
@@ -44,6 +55,7 @@ master_option = click.option(
 )
 @impl_option
 @master_option
+@archives_option
 @steps_option
 @click.option(
     "--out",
@@ -66,6 +78,7 @@ def sweep_command(
     profiles: str | None,
     impl: str | None,
     master: str,
+    archives: str | None,
     steps: int | None,
     out: Path,
     determinism_sample: float,
@@ -79,7 +92,7 @@ def sweep_command(
     """
     from rmqsim.conformance.adapter import DEFAULT_IMPL, load_factory
     from rmqsim.conformance.gate import GATE_CONSUMER_PROFILES, GATE_PROFILES
-    from rmqsim.reports.spark import check_master, spark_session
+    from rmqsim.reports.spark import Shipping, check_master, spark_session
     from rmqsim.reports.sweep import SweepSpec, check_appendable, run_sweep
 
     # The gate's profiles, as `rmqsim gate` runs them: the queue's, then the consumer's.
@@ -90,7 +103,11 @@ def sweep_command(
     writable_dir(out)
     if append:
         check_appendable(out)
-    with spark_session(master, "rmqsim sweep") as spark, progress(0, "sweep tasks") as bar:
+    shipping = Shipping(impl=impl, archives=archives)
+    with (
+        spark_session(master, "rmqsim sweep", shipping=shipping, quick_start=True) as spark,
+        progress(0, "sweep tasks") as bar,
+    ):
         task_id = bar.task_ids[0]
         outcome = run_sweep(
             spark,

@@ -17,7 +17,7 @@ from rmqsim.conformance.gate import GatePlan, GateResult, ProfileSummary
 from rmqsim.conformance.run import RunResult
 from rmqsim.conformance.shrink_budget import OnRun
 from rmqsim.reports.schema import STATUS_ERROR
-from rmqsim.reports.spark import DEFAULT_MASTER, spark_session
+from rmqsim.reports.spark import DEFAULT_MASTER, Shipping, spark_session
 from rmqsim.reports.sweep import SweepSpec, run_sweep
 
 
@@ -42,7 +42,9 @@ def run_profiles_spark(
     """
     names, seeds, impl, out = plan.profiles, plan.seeds, plan.impl, plan.out
     gate = GateResult(impl=resolve_impl(impl)[0], seeds=seeds)
-    with spark_session(master or DEFAULT_MASTER, "rmqsim gate") as spark:
+    shipping = Shipping(impl=impl)
+    master = master or DEFAULT_MASTER
+    with spark_session(master, "rmqsim gate", shipping=shipping, quick_start=True) as spark:
         sweep = SweepSpec(
             names, seeds, impl, plan.steps, sample=0, shrink=plan.shrink, crash_rate=plan.crash_rate
         )

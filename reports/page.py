@@ -19,7 +19,7 @@ from rmqsim.reports.aggregate import MAX_SIGNATURES
 
 def _environment() -> Environment:
     return Environment(
-        loader=PackageLoader("reports", "templates"),
+        loader=PackageLoader("rmqsim.reports", "templates"),
         autoescape=True,
         undefined=StrictUndefined,
         trim_blocks=True,

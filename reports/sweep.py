@@ -287,6 +287,7 @@ def run_sweep(
         steps=sweep.steps,
         shrink=sweep.shrink,
         crash_rate=sweep.crash_rate,
+        code_version=code_version(),
     )
     outcome = SweepOutcome(sweep_id=sweep_id, out=out)
     started = time.perf_counter()

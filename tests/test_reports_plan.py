@@ -386,3 +386,57 @@ def test_page_escapes_every_string_from_the_rows() -> None:
     # The consumer profiles' table and each profile's layer.
     assert page.count('<tr class="consumer-profile">') == 1
     assert "<td>consumer</td>" in page and "<td>queue</td>" in page
+
+
+def test_the_shipped_zip_holds_rmqsim_with_its_links_resolved(tmp_path: Path) -> None:
+    """The executors import rmqsim from the zip: every package's files, under ``rmqsim/``
+    (the tree's rmqsim/ holds links to model/, impl/, ...), no bytecode."""
+    import zipfile
+
+    from rmqsim.reports.shipping import package_zip
+
+    names = set(zipfile.ZipFile(package_zip(tmp_path)).namelist())
+    for module in ("__init__.py", "model/api.py", "impl/__init__.py", "reports/tasks.py",
+                   "scenarios/catalog.py", "conformance/run.py"):  # fmt: skip
+        assert f"rmqsim/{module}" in names
+    assert not [name for name in names if name.endswith(".pyc") or "__pycache__" in name]
+
+
+def test_what_is_shipped_of_an_impl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user's module is shipped (a file as it is, a package zipped); rmqsim's own
+    implementations, by any spelling, and installed packages are not."""
+    import zipfile
+
+    from rmqsim.reports.shipping import impl_code
+
+    project = tmp_path / "project"
+    (project / "userpkg").mkdir(parents=True)
+    (project / "my_adapter.py").write_text("def factory(**kw): ...\n")
+    (project / "userpkg" / "__init__.py").write_text("")
+    (project / "userpkg" / "queue.py").write_text("def factory(**kw): ...\n")
+    monkeypatch.syspath_prepend(str(project))
+    ship = tmp_path / "ship"
+    ship.mkdir()
+    assert impl_code("my_adapter:factory", ship) == project / "my_adapter.py"
+    package = impl_code("userpkg.queue:factory", ship)
+    assert package is not None
+    assert {"userpkg/__init__.py", "userpkg/queue.py"} <= set(zipfile.ZipFile(package).namelist())
+    for own in ("rocksmq", "rmqsim.conformance.adapter:rocksmq_factory",
+                "conformance.mutants.consumer:commit_highest_acked", model_factory):  # fmt: skip
+        assert impl_code(own, ship) is None
+    assert impl_code("click:command", ship) is None  # installed: the executors' Python has it
+
+
+def test_an_environment_archive_must_exist_and_be_one(tmp_path: Path) -> None:
+    from rmqsim.reports.shipping import archive_spec, executor_python
+
+    packed = tmp_path / "env.tar.gz"
+    packed.write_bytes(b"")
+    assert archive_spec(str(packed)) == (f"{packed}#environment", "environment")
+    assert archive_spec(f"{packed}#py") == (f"{packed}#py", "py")
+    assert executor_python("py") == "./py/bin/python"
+    with pytest.raises(UsageError, match="no such file"):
+        archive_spec(str(tmp_path / "missing.tar.gz"))
+    (tmp_path / "env.txt").write_text("")
+    with pytest.raises(UsageError, match="not a packed environment"):
+        archive_spec(str(tmp_path / "env.txt"))

@@ -1,0 +1,185 @@
+"""A sweep on a real standalone Spark cluster: a master and a worker on 127.0.0.1, started
+as the README's cluster recipe starts them (pyspark's ``spark-class``), whose worker runs
+with a PATH where ``python3`` has no rmqsim. A user's adapter module in a temporary
+directory is the implementation; the rows must be those of the same sweep on ``local[2]``.
+
+Budget: about two minutes on a quiet 2-core machine, most of it JVMs starting.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pytest
+
+from rmqsim.reports.schema import RUNS_DIR
+
+pytestmark = pytest.mark.slow
+
+#: How long the master and the worker get to start, seconds.
+DAEMON_START_S = 120.0
+#: The sweep both masters run.
+SWEEP = ["--seeds", "0:3", "--profiles", "smoke,consumer", "--steps", "30"]
+#: Columns that differ between two runs of the same sweep by design.
+PER_SWEEP = ("sweep_id", "wall_s")
+
+ADAPTER = '''"""A user's adapter module: rmqsim's queue behind the user's own factory."""
+
+from rmqsim.conformance.adapter import rocksmq_factory
+
+
+def factory(*, path, config, clock, faults):
+    return rocksmq_factory(path=path, config=config, clock=clock, faults=faults)
+'''
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def spark_class() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "bin" / "spark-class"
+
+
+def bare_env() -> dict[str, str]:
+    """The daemons' environment: a PATH of the system's directories only, whose
+    ``python3`` has no rmqsim (checked), nothing pointing Spark or Python at ours."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH", "VIRTUAL_ENV")
+    }
+    env["PATH"] = "/usr/bin:/bin"
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    return env
+
+
+def wait_for(condition: Callable[[], bool], what: str, daemons: list[subprocess.Popen]) -> None:
+    deadline = time.monotonic() + DAEMON_START_S
+    while not condition():
+        for daemon in daemons:
+            assert daemon.poll() is None, f"{what}: a Spark daemon exited ({daemon.args})"
+        assert time.monotonic() < deadline, f"{what}: not within {DAEMON_START_S:.0f}s"
+        time.sleep(0.5)
+
+
+def accepts(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def stop(daemons: list[subprocess.Popen]) -> None:
+    """Stop the daemons by their process ids (the worker first: it ends its executors)."""
+    for daemon in reversed(daemons):
+        if daemon.poll() is None:
+            daemon.terminate()
+        try:
+            daemon.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``spark://127.0.0.1:PORT``: a standalone master and one 2-core worker."""
+    if shutil.which("java") is None:
+        pytest.skip("no java on PATH: Spark needs Java 17")
+    env = bare_env()
+    logs = tmp_path_factory.mktemp("spark-daemons")
+    probe = subprocess.run(
+        ["python3", "-c", "import rmqsim"], env=env, cwd=logs, capture_output=True, check=False
+    )
+    assert probe.returncode != 0, "the worker's python3 must not have rmqsim for this test"
+    port = free_port()
+    master_url = f"spark://127.0.0.1:{port}"
+    master = ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+              "--port", str(port), "--webui-port", str(free_port())]  # fmt: skip
+    worker = ["org.apache.spark.deploy.worker.Worker", master_url, "--host", "127.0.0.1",
+              "--webui-port", str(free_port()), "--cores", "2", "--memory", "2g",
+              "--work-dir", str(logs / "work")]  # fmt: skip
+    daemons: list[subprocess.Popen] = []
+    try:
+        for name, args in (("master", master), ("worker", worker)):
+            with (logs / f"{name}.log").open("w") as log:
+                daemons.append(
+                    subprocess.Popen(
+                        [spark_class(), *args],
+                        env=env,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        cwd=logs,
+                    )
+                )
+            if name == "master":
+                wait_for(lambda: accepts(port), "the master", daemons)
+        master_log = logs / "master.log"
+        wait_for(lambda: "Registering worker" in master_log.read_text(), "the worker", daemons)
+        yield master_url
+    finally:
+        stop(daemons)
+
+
+def rmqsim(user_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``rmqsim ARGS`` run from the user's directory as a user would: a fresh driver
+    process, no PYTHONPATH, no PYSPARK_PYTHON, and not in a git checkout (``GIT_DIR``
+    names none), as an installed rmqsim is: the rows' code version and the traces'
+    recorded commit are then the same whichever process ran them, and another
+    engineer's commit between the two sweeps changes neither."""
+    env = bare_env()
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    env["GIT_DIR"] = str(user_dir / "no-such-git-dir")
+    return subprocess.run(
+        ["rmqsim", *args], cwd=user_dir, env=env, capture_output=True, text=True,
+        timeout=600, check=False,
+    )  # fmt: skip
+
+
+def sweep(master: str, user_dir: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    """``rmqsim sweep`` of the user's adapter module."""
+    impl = ["--impl", "my_adapter:factory"]
+    return rmqsim(user_dir, "sweep", *SWEEP, *impl, "--master", master, "--out", str(out))
+
+
+def rows(out: Path) -> list[dict]:
+    table = ds.dataset(out / RUNS_DIR, format="parquet", partitioning="hive").to_table()
+    found = [{k: v for k, v in row.items() if k not in PER_SWEEP} for row in table.to_pylist()]
+    return sorted(found, key=lambda r: (r["profile"], r["seed"], r["determinism_repeat"]))
+
+
+def test_a_sweep_on_a_standalone_cluster_gives_the_rows_of_local(
+    cluster: str, tmp_path: Path
+) -> None:
+    user_dir = tmp_path / "project"
+    user_dir.mkdir()
+    (user_dir / "my_adapter.py").write_text(ADAPTER, encoding="utf-8")
+
+    on_cluster = sweep(cluster, user_dir, tmp_path / "cluster-out")
+    assert on_cluster.returncode == 0, on_cluster.stdout + on_cluster.stderr[-3000:]
+    assert "6 runs" in on_cluster.stdout and "0 error(s)" in on_cluster.stdout
+    report = rmqsim(user_dir, "report", str(tmp_path / "cluster-out"), "--master", cluster)
+    assert report.returncode == 0, report.stdout + report.stderr[-3000:]
+    assert report.stdout.startswith("rmqsim report: 6 runs, 0 failed")
+    local = sweep("local[2]", user_dir, tmp_path / "local-out")
+    assert local.returncode == 0, local.stdout + local.stderr[-3000:]
+
+    cluster_rows, local_rows = rows(tmp_path / "cluster-out"), rows(tmp_path / "local-out")
+    assert len(cluster_rows) >= 6
+    assert {r["implementation"] for r in cluster_rows} == {"my_adapter:factory"}
+    assert {r["status"] for r in cluster_rows} == {"ok"}
+    assert cluster_rows == local_rows
