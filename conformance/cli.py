@@ -406,6 +406,7 @@ def gate_command(
         DEFAULT_GATE_SEEDS,
         GATE_CONSUMER_PROFILES,
         GATE_PROFILES,
+        GATE_STREAM_PROFILES,
         GatePlan,
         GateResult,
         run_corpus,
@@ -415,7 +416,8 @@ def gate_command(
 
     impl = impl or DEFAULT_IMPL
     load_factory(impl)
-    names = parse_profiles(profiles, GATE_PROFILES + GATE_CONSUMER_PROFILES)
+    every = GATE_PROFILES + GATE_CONSUMER_PROFILES + GATE_STREAM_PROFILES
+    names = parse_profiles(profiles, every)
     if corpus is not None and not corpus.is_dir():
         raise UsageError(f"--corpus {corpus}: not a directory")
     if master is not None and not spark:
@@ -430,9 +432,10 @@ def gate_command(
         worker_pool(jobs or default_jobs()) as pool,
     ):
         _gate_profiles(gate, plan, runner, pool)
-        # The crash sweep replays queue scenarios; consumer runs crash their own way (client
-        # and process crashes drawn by the scenario) and are not swept.
-        swept = [name for name in names if name not in GATE_CONSUMER_PROFILES]
+        # The crash sweep replays queue scenarios; consumer and stream runs crash their own
+        # way (client and process crashes drawn by the scenario) and are not swept.
+        unswept = GATE_CONSUMER_PROFILES + GATE_STREAM_PROFILES
+        swept = [name for name in names if name not in unswept]
         if sweep and swept:
             _gate_sweeps(gate, plan, swept, sweep_steps, sweep_crash_mode, pool)
         if power_loss and swept:

@@ -19,7 +19,7 @@ from rmqsim.conformance.corpus import replay_corpus
 from rmqsim.conformance.coverage import coverage_summary, with_coverage
 from rmqsim.conformance.crash_sweep import SweepResult, crash_sweep
 from rmqsim.conformance.gate_power import power_suite, power_summary
-from rmqsim.conformance.layers import CONSUMER_LAYER, QUEUE_LAYER
+from rmqsim.conformance.layers import CONSUMER_LAYER, QUEUE_LAYER, STREAM_LAYER
 from rmqsim.conformance.pool import WorkerPool
 from rmqsim.conformance.power_loss import PowerSweepResult
 from rmqsim.conformance.report import render_failure
@@ -31,6 +31,8 @@ from rmqsim.conformance.trace import write_lines
 GATE_PROFILES = QUEUE_LAYER.gate_profiles
 #: Consumer profiles the gate runs after those (docs/CONSUMER.md): the consumer layer's.
 GATE_CONSUMER_PROFILES = CONSUMER_LAYER.gate_profiles
+#: Stream profiles the gate runs after those (docs/STREAM.md): the stream layer's.
+GATE_STREAM_PROFILES = STREAM_LAYER.gate_profiles
 #: The gate's summary row and JUnit suite of the regression corpus replays.
 CORPUS_SUITE = "regressions"
 #: Default seeds per profile: sized so that the whole gate takes a few minutes here.

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.gate import CORPUS_SUITE, GATE_CONSUMER_PROFILES
+from rmqsim.conformance.gate import CORPUS_SUITE, GATE_CONSUMER_PROFILES, GATE_STREAM_PROFILES
 from rmqsim.conformance.trace import TraceFormatError, parse_lines, read_trace
 
 MODEL = "rmqsim.conformance.adapter:model_factory"
@@ -208,7 +208,8 @@ def test_gate_writes_junit_and_summary(tmp_path: Path) -> None:
     # runs crash their clients their own way and are not swept).
     assert suites[-1] == "rmqsim.crash-sweep"
     assert sorted(suites[:-1]) == sorted(f"rmqsim.{p}" for p in summary["profiles"])
-    swept = set(summary["profiles"]) - set(GATE_CONSUMER_PROFILES) - {CORPUS_SUITE}
+    unswept = {*GATE_CONSUMER_PROFILES, *GATE_STREAM_PROFILES, CORPUS_SUITE}
+    swept = set(summary["profiles"]) - unswept
     assert set(summary["crash_sweep"]) == swept
     assert all(s.get("failures") == "0" for s in root.findall("testsuite"))
 
