@@ -215,3 +215,11 @@ def test_a_run_of_entries_writes_what_one_put_per_entry_writes(tmp_path: Path) -
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
     one.close()
     run.close()
+
+
+def test_all_zero_tells_the_clean_end_of_a_segment() -> None:
+    from rmqsim.impl.commitlog.log import all_zero
+
+    data = bytes(1 << 20) + b"\x01" + bytes(100)
+    assert all_zero(data, (1 << 20) + 1) and all_zero(b"") and all_zero(data, len(data))
+    assert not all_zero(data) and not all_zero(data, 1 << 20) and not all_zero(b"\0\x80\0", 1)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from rmqsim.impl.commitlog.fs import FileSystem
+from rmqsim.impl.commitlog.log import all_zero
 from rmqsim.impl.errors import CorruptDatabaseError
 
 __all__ = ["ENTRY_SIZE_BYTES", "ConsumeQueue", "Entry", "correct_min_offset"]
@@ -134,7 +135,7 @@ class ConsumeQueue:
             handle = self.handles[first]
             position = (start - first) * ENTRY_SIZE_BYTES
             length = (end - start) * ENTRY_SIZE_BYTES
-            if any(self.fs.read(handle, position, length)):
+            if not all_zero(self.fs.read(handle, position, length)):
                 self.fs.write_at(handle, position, bytes(length))
                 self.dirty.add(first)
                 changed = True

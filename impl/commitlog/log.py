@@ -22,10 +22,16 @@ from rmqsim.impl.commitlog.fs import FileSystem
 from rmqsim.impl.commitlog.records import Record, RecordError
 from rmqsim.impl.errors import CorruptDatabaseError
 
-__all__ = ["CommitLog", "PendingRecord", "ScanResult", "Segment", "segment_name"]
+__all__ = ["CommitLog", "PendingRecord", "ScanResult", "Segment", "all_zero", "segment_name"]
 
 _NAME_DIGITS = 20
 _ZERO_CHUNK_BYTES = 1 << 20
+
+
+def all_zero(data: bytes, start: int = 0) -> bool:
+    """Whether ``data[start:]`` holds only zero bytes (counted in C: ``any()`` over a 1 MiB
+    segment's bytes took ≈25 ms in Python, at every recovery)."""
+    return data.count(0, start) == len(data) - start
 
 
 def segment_name(start_offset: int) -> str:
@@ -180,7 +186,7 @@ class CommitLog:
         """None when the scan reached the clean end (zeros to the end of the last
         segment); otherwise what is wrong and where."""
         last = index == len(self.segments) - 1
-        if last and not any(data[relative:]):
+        if last and all_zero(data, relative):
             return None
         segment = self.segments[index]
         return f"{segment.path} at byte {relative}: {exc}"
