@@ -1,7 +1,9 @@
 """The report's numbers, computed by Spark over a sweep directory's rows.
 
 Spark does every pass over the rows; what comes back to the driver is small (a few
-thousand groups at most) and is shaped into the JSON summary here. The passes:
+thousand groups at most) and is shaped into the JSON summary here. The aggregations are
+queries over the rows, all collected by ONE Spark job (``collect_all``: their union), so
+the report pays a job's fixed cost once, not once per aggregation:
 
 1. one grouped scan by (profile, layer, status, config knobs): totals, failure rates by
    profile and by config dimension (over the rows that have that config), and the
@@ -54,6 +56,10 @@ PERCENTILES = (0.5, 0.9, 0.99)
 WALL_BUCKETS_PER_OCTAVE = 16
 #: Failure groups listed in full (the JSON keeps them all).
 MAX_SIGNATURES = 200
+#: How ``collect_all`` runs its union: adaptive execution would run every shuffle of it
+#: as a job of its own (one per aggregation), and the report's groups are few, so a
+#: couple of shuffle partitions hold them.
+ONE_JOB_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "2"}
 
 
 class SweepDirError(Exception):
@@ -61,9 +67,10 @@ class SweepDirError(Exception):
     holds a data file that cannot be read."""
 
 
-def check_sweep_dir(sweep_dir: Path) -> None:
-    """``SweepDirError`` unless ``sweep_dir`` holds rows of this schema version (checked
-    from the manifest, before Spark starts: bad input fails in a fraction of a second).
+def check_sweep_dir(sweep_dir: Path) -> int:
+    """The rows of ``sweep_dir`` (from its files' footers), or ``SweepDirError`` unless it
+    holds rows of this schema version (checked from the manifest, before Spark starts: bad
+    input fails in a fraction of a second).
 
     Every data file's Parquet footer is read too (a few KiB per file, no row data): a
     truncated or overwritten file is then named here, in one line, instead of failing a
@@ -88,9 +95,11 @@ def check_sweep_dir(sweep_dir: Path) -> None:
         raise SweepDirError(str(exc)) from None
     runs = sweep_dir / RUNS_DIR
     files = data_files(runs) if runs.is_dir() else []
-    check_listed_files(sweep_dir, manifest, check_footers(files))
+    found = check_footers(files)
+    check_listed_files(sweep_dir, manifest, found)
     if not files or not any(runs.glob("profile=*")):
         raise SweepDirError(f"{sweep_dir}: holds no rows ({runs} is missing or empty)")
+    return sum(found.values())
 
 
 def _listed_files(sweep_dir: Path, manifest: dict[str, Any]) -> dict[str, int]:
@@ -224,24 +233,20 @@ def _rate(failed: int, runs: int) -> float:
     return round(failed / runs, 6) if runs else 0.0
 
 
-def _base_groups(frame: DataFrame) -> list[Any]:
+def _base_groups(frame: DataFrame) -> DataFrame:
     """One grouped pass over every row: counts, sums, seed range and operation counts per
     (repeat, profile, layer, status, implementation, code version, config) group."""
     from pyspark.sql import functions as F
 
     sums = [F.sum(F.col(f"op_counts.{kind}")).alias(f"op_{kind}") for kind in ALL_OP_KINDS]
     keys = ["determinism_repeat", "profile", "layer", "status", "implementation", "code_version"]
-    return (
-        frame.groupBy(*keys, *CONFIG_COLUMNS)
-        .agg(
-            F.count(F.lit(1)).alias("runs"),
-            F.sum("steps").alias("steps"),
-            F.sum("wall_s").alias("wall_s"),
-            F.min("seed").alias("min_seed"),
-            F.max("seed").alias("max_seed"),
-            *sums,
-        )
-        .collect()
+    return frame.groupBy(*keys, *CONFIG_COLUMNS).agg(
+        F.count(F.lit(1)).alias("runs"),
+        F.sum("steps").alias("steps"),
+        F.sum("wall_s").alias("wall_s"),
+        F.min("seed").alias("min_seed"),
+        F.max("seed").alias("max_seed"),
+        *sums,
     )
 
 
@@ -278,10 +283,10 @@ def _tally(groups: list[Any], key: str | None) -> list[dict[str, Any]]:
     return rows
 
 
-def _kinds_off(first: DataFrame) -> list[dict[str, Any]]:
+def _kinds_off_query(first: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
-    rows = (
+    return (
         first.where(F.size("kinds_off") > 0)
         .select(F.explode("kinds_off").alias("kind"), "status")
         .groupBy("kind")
@@ -289,8 +294,10 @@ def _kinds_off(first: DataFrame) -> list[dict[str, Any]]:
             F.count(F.lit(1)).alias("runs"),
             F.sum((F.col("status") != STATUS_OK).cast("long")).alias("failed"),
         )
-        .collect()
     )
+
+
+def _kinds_off(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     order = {kind: i for i, kind in enumerate(OP_KINDS)}
     return [
         {
@@ -375,20 +382,22 @@ def _describe_consumer(config: dict[str, Any]) -> dict[str, Any]:
     return {"clients": clients, "crashes": crashes, "other": other}
 
 
-def _consumer_profiles(first: DataFrame) -> list[dict[str, Any]]:
-    """Each consumer profile's configuration as its rows carry it, with its runs (one
-    entry per distinct configuration: appended sweeps of other code may differ)."""
+def _consumers_query(first: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
-    rows = (
+    return (
         first.where(F.col("layer") == LAYER_CONSUMER)
         .groupBy("profile", "consumer_config")
         .agg(
             F.count(F.lit(1)).alias("runs"),
             F.sum((F.col("status") != STATUS_OK).cast("long")).alias("failed"),
         )
-        .collect()
     )
+
+
+def _consumer_profiles(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each consumer profile's configuration as its rows carry it, with its runs (one
+    entry per distinct configuration: appended sweeps of other code may differ)."""
     out = []
     for r in sorted(rows, key=lambda r: (r["profile"], r["consumer_config"] or "")):
         try:
@@ -409,9 +418,7 @@ def _consumer_profiles(first: DataFrame) -> list[dict[str, Any]]:
     return out
 
 
-def _failures(first: DataFrame, sweep_dir: Path) -> list[dict[str, Any]]:
-    """Failures grouped by signature; a row's trace path (relative, so that a sweep
-    directory can move) is shown under ``sweep_dir``."""
+def _failures_query(first: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     smallest = F.struct(
@@ -425,7 +432,7 @@ def _failures(first: DataFrame, sweep_dir: Path) -> list[dict[str, Any]]:
         "detail",
         "implementation",
     )
-    rows = (
+    return (
         first.where(F.col("status") != STATUS_OK)
         .groupBy("signature")
         .agg(
@@ -435,8 +442,12 @@ def _failures(first: DataFrame, sweep_dir: Path) -> list[dict[str, Any]]:
             F.min(smallest).alias("smallest"),
             F.sort_array(F.collect_set("profile")).alias("profiles"),
         )
-        .collect()
     )
+
+
+def _failures(rows: list[dict[str, Any]], sweep_dir: Path) -> list[dict[str, Any]]:
+    """Failures grouped by signature; a row's trace path (relative, so that a sweep
+    directory can move) is shown under ``sweep_dir``."""
     out = [
         {
             "signature": r["signature"],
@@ -444,7 +455,7 @@ def _failures(first: DataFrame, sweep_dir: Path) -> list[dict[str, Any]]:
             "count": r["count"],
             "profiles": list(r["profiles"]),
             "first_seen": {"seed": r["first"]["seed"], "profile": r["first"]["profile"]},
-            "smallest": r["smallest"].asDict(),
+            "smallest": dict(r["smallest"]),
         }
         for r in rows
     ]
@@ -456,34 +467,40 @@ def _failures(first: DataFrame, sweep_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _fault_points(first: DataFrame) -> list[dict[str, Any]]:
+def _fault_points_query(first: DataFrame) -> DataFrame:
     """Times each crash point was passed (a point is recorded per operation kind as
     ``op:point``; the report counts the point itself)."""
     from pyspark.sql import functions as F
 
-    rows = (
+    return (
         first.select(F.explode("fault_points").alias("key", "hits"))
         .groupBy(F.substring_index("key", ":", -1).alias("point"))
         .agg(F.sum("hits").alias("hits"))
-        .collect()
     )
+
+
+def _fault_points(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     found = ({"point": r["point"], "hits": r["hits"]} for r in rows)
     return sorted(found, key=lambda p: p["point"])
 
 
-def _determinism(frame: DataFrame) -> dict[str, Any]:
+def _determinism_query(frame: DataFrame) -> DataFrame:
+    """The determinism pairs: one row per twin (a small share of the sweep), joined with
+    its first run."""
     from pyspark.sql import functions as F
 
     keys = ["sweep_id", "profile", "seed", "implementation"]
     twins = frame.where(F.col("determinism_repeat") == 1).select(
         *keys, F.col("trace_digest").alias("repeat_digest")
     )
-    pairs = (
+    return (
         frame.where(F.col("determinism_repeat") == 0)
         .join(F.broadcast(twins), keys)
         .select("profile", "seed", "implementation", "trace_digest", "repeat_digest")
     )
-    found = pairs.collect()  # one row per twin: a small share of the sweep
+
+
+def _determinism(found: list[dict[str, Any]]) -> dict[str, Any]:
     mismatches = [r for r in found if r["trace_digest"] != r["repeat_digest"]]
     return {
         "pairs_checked": len(found),
@@ -519,17 +536,19 @@ def _percentiles(buckets: list[tuple[int, int]], largest: float) -> dict[str, fl
     return {**values, "max": round(largest, 4)}
 
 
-def _wall_percentiles(first: DataFrame) -> dict[str, Any]:
-    """Wall-time percentiles per profile and overall, from one pass: a histogram of
-    logarithmic buckets per profile (mergeable, unlike exact or sketch percentiles)."""
+def _wall_query(first: DataFrame) -> DataFrame:
+    """A histogram of logarithmic buckets of wall time per profile (mergeable, unlike
+    exact or sketch percentiles)."""
     from pyspark.sql import functions as F
 
     bucket = F.floor(F.log2(F.greatest("wall_s", F.lit(1e-6))) * WALL_BUCKETS_PER_OCTAVE)
-    rows = (
-        first.groupBy("profile", bucket.alias("bucket"))
-        .agg(F.count(F.lit(1)).alias("runs"), F.max("wall_s").alias("max"))
-        .collect()
+    return first.groupBy("profile", bucket.alias("bucket")).agg(
+        F.count(F.lit(1)).alias("runs"), F.max("wall_s").alias("max")
     )
+
+
+def _wall_percentiles(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Wall-time percentiles per profile and overall, from ``_wall_query``'s histogram."""
     per_profile: dict[str, list[tuple[int, int]]] = defaultdict(list)
     largest: dict[str, float] = defaultdict(float)
     for r in rows:
@@ -565,18 +584,73 @@ def summarize(spark: SparkSession, sweep_dir: Path) -> dict[str, Any]:
         return _summarize(spark, sweep_dir)
 
 
-def _summarize(spark: SparkSession, sweep_dir: Path) -> dict[str, Any]:
+def collect_all(queries: dict[str, DataFrame]) -> dict[str, list[dict[str, Any]]]:
+    """The rows of every query, by name, from ONE Spark job: each query's rows become
+    JSON text (nulls kept) tagged with its name, and the tagged queries are one union,
+    collected once. Spark plans the branches as stages of the same job, so the rows are
+    scanned as the union needs them, and the job's fixed cost (scheduling, code
+    generation, a round trip per ``collect``) is paid once instead of once per query."""
+    from functools import reduce
+
     from pyspark.sql import functions as F
 
-    frame = load_rows(spark, sweep_dir)
+    tagged = [
+        query.select(
+            F.lit(name).alias("query"),
+            F.to_json(F.struct(*query.columns), {"ignoreNullFields": "false"}).alias("row"),
+        )
+        for name, query in queries.items()
+    ]
+    found: dict[str, list[dict[str, Any]]] = {name: [] for name in queries}
+    union = reduce(lambda a, b: a.unionAll(b), tagged)
+    with _session_conf(union.sparkSession, ONE_JOB_CONF):
+        rows = union.collect()
+    for row in rows:
+        found[row["query"]].append(json.loads(row["row"]))
+    return found
+
+
+@contextmanager
+def _session_conf(spark: SparkSession, conf: dict[str, str]) -> Iterator[None]:
+    """``conf`` set on ``spark`` for the block, the previous values restored after."""
+    before = {key: spark.conf.get(key, None) for key in conf}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, earlier in before.items():
+            if earlier is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, earlier)
+
+
+def _queries(frame: DataFrame) -> dict[str, DataFrame]:
+    """Every aggregation of the report, as a query over the rows (``frame``)."""
+    from pyspark.sql import functions as F
+
     first = frame.where(F.col("determinism_repeat") == 0)
-    every_group = _base_groups(frame)
+    return {
+        "groups": _base_groups(frame),
+        "kinds_off": _kinds_off_query(first),
+        "failures": _failures_query(first),
+        "consumers": _consumers_query(first),
+        "fault_points": _fault_points_query(first),
+        "determinism": _determinism_query(frame),
+        "wall": _wall_query(first),
+    }
+
+
+def _summarize(spark: SparkSession, sweep_dir: Path) -> dict[str, Any]:
+    found = collect_all(_queries(load_rows(spark, sweep_dir)))
+    every_group = found["groups"]
     groups = [g for g in every_group if g["determinism_repeat"] == 0]
     implementations = sorted({g["implementation"] for g in groups})
     totals = _tally(groups, None)
     total = totals[0] if totals else {"runs": 0, "divergences": 0, "errors": 0, "failed": 0}
     op_kinds = _op_coverage(groups)
-    points = _fault_points(first)
+    points = _fault_points(found["fault_points"])
     hit = {p["point"] for p in points}
     manifest = read_manifest(sweep_dir) or {}
     return {
@@ -598,18 +672,18 @@ def _summarize(spark: SparkSession, sweep_dir: Path) -> dict[str, Any]:
         "by_profile": _by_profile(groups),
         "by_config": {
             **{knob: _tally(groups, knob) for knob in CONFIG_COLUMNS},
-            "kinds_off": _kinds_off(first),
+            "kinds_off": _kinds_off(found["kinds_off"]),
         },
-        "failures": _failures(first, sweep_dir),
-        "consumer_profiles": _consumer_profiles(first),
+        "failures": _failures(found["failures"], sweep_dir),
+        "consumer_profiles": _consumer_profiles(found["consumers"]),
         "coverage": {
             "op_kinds": op_kinds,
             "op_kinds_never": [k["label"] for k in op_kinds if not k["count"]],
             "fault_points": points,
             "fault_points_never": [p for p in _known_fault_points(implementations) if p not in hit],
         },
-        "determinism": _determinism(frame),
-        "wall_time_s": _wall_percentiles(first),
+        "determinism": _determinism(found["determinism"]),
+        "wall_time_s": _wall_percentiles(found["wall"]),
     }
 
 

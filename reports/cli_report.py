@@ -11,6 +11,10 @@ import click
 from rmqsim.conformance.cli_common import EXIT_DIVERGENCE, EXIT_OK, UsageError, friendly_errors
 from rmqsim.reports.cli_sweep import master_option
 
+#: Reports over at most this many rows start Spark with ``quick_start`` (its JVM's work
+#: is then mostly its own start; larger inputs keep the optimizing JIT for the scan).
+QUICK_START_ROWS = 1_000_000
+
 #: File names under the sweep directory.
 HTML_NAME = "report.html"
 JSON_NAME = "report.json"
@@ -68,7 +72,7 @@ def report_command(
     from rmqsim.reports.spark import spark_session
 
     try:
-        check_sweep_dir(sweep_dir)
+        rows = check_sweep_dir(sweep_dir)
     except SweepDirError as exc:
         raise UsageError(str(exc)) from None
     html_file = writable_target(html_file or sweep_dir / HTML_NAME, "--html", html_file is not None)
@@ -77,7 +81,8 @@ def report_command(
         raise UsageError(
             f"--html and --json name the same file ({html_file}): one would overwrite the other"
         )
-    with spark_session(master, "rmqsim report") as spark:
+    quick = rows <= QUICK_START_ROWS
+    with spark_session(master, "rmqsim report", quick_start=quick) as spark:
         try:
             summary = summarize(spark, sweep_dir.resolve())
         except SweepDirError as exc:

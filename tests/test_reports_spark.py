@@ -206,6 +206,25 @@ def test_report_totals_match_an_independent_pyarrow_recount(
     assert "Total runs: <strong>120</strong>" in page
 
 
+def test_the_report_runs_its_aggregations_as_one_spark_job(
+    spark: Any, good_sweep: tuple[Path, Any]
+) -> None:
+    """Every aggregation comes back from one collect: Spark jobs are the rows' schema
+    read, the twins' broadcast and the union of the aggregations, however many there are."""
+    from rmqsim.reports.aggregate import summarize
+
+    out, _ = good_sweep
+    sc = spark.sparkContext
+    group = "rmqsim-test-report-jobs"
+    sc.setJobGroup(group, "the report's jobs")
+    try:
+        summary = summarize(spark, out.resolve())
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    assert summary["totals"]["runs"] == 120
+    assert len(sc.statusTracker().getJobIdsForGroup(group)) <= 3
+
+
 def test_wrong_implementation_is_grouped_with_a_shrunk_reproducer(
     wrong_sweep: tuple[Path, Any],
 ) -> None:
