@@ -223,3 +223,13 @@ def test_all_zero_tells_the_clean_end_of_a_segment() -> None:
     data = bytes(1 << 20) + b"\x01" + bytes(100)
     assert all_zero(data, (1 << 20) + 1) and all_zero(b"") and all_zero(data, len(data))
     assert not all_zero(data) and not all_zero(data, 1 << 20) and not all_zero(b"\0\x80\0", 1)
+
+
+def test_decoded_properties_are_fresh_each_time_and_a_damaged_block_is_always_refused() -> None:
+    data = records.encode_properties({"k": "v", "ü": "x"})
+    first = records.decode_properties(data)
+    first["k"] = "changed"
+    assert records.decode_properties(data) == {"k": "v", "ü": "x"}
+    for _ in range(2):
+        with pytest.raises(records.RecordError):
+            records.decode_properties(data[:-1])

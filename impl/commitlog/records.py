@@ -124,10 +124,29 @@ def encode_properties(properties: Mapping[str, str]) -> bytes:
     return b"".join(parts)
 
 
+#: Decoded properties by their bytes (the same few recur across messages): at most
+#: ``_DECODED_MAX`` entries of at most ``_DECODED_MAX_BYTES``, emptied when full.
+_DECODED: dict[bytes, dict[str, str]] = {}
+_DECODED_MAX = 4096
+_DECODED_MAX_BYTES = 4096
+
+
 def decode_properties(data: bytes) -> dict[str, str]:
-    """The properties of ``encode_properties``; ``RecordError`` if they do not parse."""
+    """The properties of ``encode_properties`` (a fresh dict each time); ``RecordError``
+    if they do not parse (never cached: a damaged record is refused on every read)."""
     if not data:
         return {}
+    cached = _DECODED.get(data)
+    if cached is None:
+        cached = _decode_properties(data)
+        if len(data) <= _DECODED_MAX_BYTES:
+            if len(_DECODED) >= _DECODED_MAX:
+                _DECODED.clear()
+            _DECODED[data] = cached
+    return dict(cached)
+
+
+def _decode_properties(data: bytes) -> dict[str, str]:
     try:
         (count,) = _U32.unpack_from(data, 0)
         position = 4
