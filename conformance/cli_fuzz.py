@@ -2,19 +2,25 @@
 
 Exit 0 when no example failed; 1 with the shrunk program, the failure report and a trace
 file (which ``rmqsim replay`` reproduces) when one did; 2 for bad usage.
+
+A campaign runs in rounds (``stateful.RoundSpec``) and prints a line per round: examples,
+operations, coverage and what is new, failures. ``--budget 60s`` bounds it by time,
+``--jobs 2`` runs rounds side by side, ``--db DIR`` keeps hypothesis's example database
+there and resumes a campaign after its last round.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from rmqsim.conformance.cli_common import (
     EXIT_DIVERGENCE,
     EXIT_OK,
+    UsageError,
     friendly_errors,
     impl_option,
     op_timeout_option,
@@ -24,9 +30,34 @@ from rmqsim.conformance.cli_common import (
     writable_dir,
 )
 
+if TYPE_CHECKING:
+    from rmqsim.conformance.stateful import FuzzResult, RoundResult
+
 #: The fuzz profiles (``conformance.stateful.FUZZ_PROFILES``), restated so that ``--help``
 #: does not import hypothesis; a test keeps the two equal.
 PROFILE_NAMES = ("dev", "ci", "nightly")
+#: Seconds per unit of ``--budget``.
+_DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+class Duration(click.ParamType):
+    """A positive duration: ``90``, ``90s``, ``10m`` or ``2h``; converted to seconds."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, float):
+            return value
+        text = str(value).strip().lower()
+        unit = _DURATION_UNITS.get(text[-1:])
+        number = text[:-1] if unit is not None else text
+        try:
+            seconds = float(number) * (unit or 1.0)
+        except ValueError:
+            seconds = -1.0
+        if not 0 < seconds < float("inf"):
+            self.fail(f"{value!r} is not a duration such as 90s, 10m or 2h", param, ctx)
+        return seconds
 
 
 class _SettingsProfile(click.Choice):
@@ -79,6 +110,35 @@ class _SettingsProfile(click.Choice):
     default=None,
     help="Seed of the campaign (default: 0 for ci, a fresh one, printed, otherwise).",
 )
+@click.option(
+    "--budget",
+    type=Duration(),
+    default=None,
+    help="Start rounds until this much wall time is spent (90s, 10m, 2h); the summary "
+    "prints the --examples that repeat the campaign.",
+)
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Worker processes running rounds side by side (same rounds, same results).",
+)
+@click.option(
+    "--db",
+    "database",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Keep hypothesis's example database in DIR; a campaign there resumes after its "
+    "last round (not deterministic: what the database holds steers generation).",
+)
+@click.option(
+    "--corpus",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Regression corpus whose programs examples may start from (default: "
+    "./regressions if it exists).",
+)
 @out_option("the trace of a failure")
 @save_regression_option
 @op_timeout_option
@@ -89,12 +149,17 @@ def fuzz_command(
     examples: int | None,
     steps: int | None,
     seed: int | None,
+    budget: float | None,
+    jobs: int,
+    database: Path | None,
+    corpus: Path | None,
     out: Path,
     save_regression: Path | None,
 ) -> None:
     """Fuzz the implementation with a hypothesis state machine in lockstep with the model;
     a failure is shrunk to a short program and written as a replayable trace."""
     from rmqsim.conformance.adapter import DEFAULT_IMPL, load_factory
+    from rmqsim.conformance.corpus import DEFAULT_CORPUS
     from rmqsim.conformance.gate import save_failure
     from rmqsim.conformance.report import render_failure
     from rmqsim.conformance.stateful import fuzz, render_program
@@ -102,13 +167,18 @@ def fuzz_command(
     impl = impl or DEFAULT_IMPL
     load_factory(impl)
     writable_dir(out)
-    result = fuzz(impl, profile=profile, examples=examples, steps=steps, seed=seed)
-    rate = result.examples / result.wall_s if result.wall_s else 0.0
-    click.echo(
-        f"rmqsim fuzz: {impl}, profile {profile}, seed {result.seed}: {result.examples} "
-        f"examples, {result.steps} operations, {result.crashes_injected} crashes injected "
-        f"in {result.wall_s:.1f}s ({rate:.1f} examples/s)"
-    )
+    if database is not None:
+        writable_dir(database, "--db")
+    if corpus is not None and not corpus.is_dir():
+        raise UsageError(f"--corpus {corpus}: no such directory")
+    try:
+        result = fuzz(
+            impl, profile=profile, examples=examples, steps=steps, seed=seed, budget_s=budget,
+            jobs=jobs, database=database, corpus=corpus or DEFAULT_CORPUS, on_round=_progress,
+        )  # fmt: skip
+    except ValueError as exc:  # a --db holding another campaign
+        raise UsageError(str(exc)) from None
+    _summary(impl, result)
     if result.failure is None:
         click.echo("rmqsim fuzz: no failure found")
         sys.exit(EXIT_OK)
@@ -125,3 +195,29 @@ def fuzz_command(
         click.echo(f"  hypothesis {result.reproduce_line.strip()}", err=True)
     save_regressions([failure], save_regression)
     sys.exit(EXIT_DIVERGENCE)
+
+
+def _progress(campaign: FuzzResult, done: RoundResult) -> None:
+    """One line per round, on stderr: what the campaign has done so far."""
+    click.echo(
+        f"rmqsim fuzz: round {done.index}: {campaign.examples} examples, {campaign.steps} "
+        f"operations, {campaign.crashes_injected} crashes injected, coverage "
+        f"{len(campaign.coverage)} (+{campaign.new_coverage} new), "
+        f"{1 if done.failure else 0} failure(s), "
+        f"{campaign.wall_s:.0f}s",
+        err=True,
+    )
+
+
+def _summary(impl: str, result: FuzzResult) -> None:
+    rate = result.examples / result.wall_s if result.wall_s else 0.0
+    resumed = f" (resumed at round {result.first_round})" if result.first_round else ""
+    click.echo(
+        f"rmqsim fuzz: {impl}, profile {result.profile}, seed {result.seed}{resumed}: "
+        f"{result.rounds} rounds, {result.examples} examples, {result.steps} operations, "
+        f"{result.crashes_injected} crashes injected, coverage {len(result.coverage)}, in "
+        f"{result.wall_s:.1f}s ({rate:.1f} examples/s, {result.cpu_s:.1f} CPU s); "
+        f"stopped by {result.stopped_by}"
+    )
+    if result.stopped_by == "budget":
+        click.echo(f"rmqsim fuzz: the same rounds again: {result.repro_command()}")

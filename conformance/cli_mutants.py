@@ -2,6 +2,8 @@
 
 Exit 0 only when every mutant the gate can run is killed and the unmodified
 implementation passes the same seeds; 1 otherwise; 2 for bad usage (an unknown mutant).
+With ``--fuzz``, a fuzz column: ``rmqsim fuzz`` at its default profile against each mutant
+(reported beside the gate's; the exit status stays the gate's).
 """
 
 from __future__ import annotations
@@ -30,10 +32,12 @@ from rmqsim.conformance.shrink_budget import ShrinkBudget
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from rmqsim.conformance.mutants.kill import KillMatrix
+    from rmqsim.conformance.mutants.kill import FuzzKill, KillMatrix
 
 #: Width of the matrix when the output is not a terminal.
-_LOG_WIDTH = 160
+_LOG_WIDTH = 200
+#: Columns of the matrix aligned left (the others are numbers).
+LEFT_COLUMNS = ("mutant", "class", "status", "check", "anomaly", "profile/seed", "fuzz")
 
 
 @click.command("mutants")
@@ -41,6 +45,12 @@ _LOG_WIDTH = 160
     "--seeds", type=SEEDS, default=None, help="Seed range A:B per profile (default: the gate's)."
 )
 @click.option("--only", default=None, metavar="NAME[,NAME]", help="Run only these mutants.")
+@click.option(
+    "--fuzz",
+    "with_fuzz",
+    is_flag=True,
+    help="Also run `rmqsim fuzz` (default profile, ./regressions) against each mutant.",
+)
 @out_option(
     "kill-matrix.json, kill-matrix.junit.xml and the killing traces", Path("rmqsim-out/mutants")
 )
@@ -54,13 +64,15 @@ def mutants_command(
     out: Path,
     steps: int | None,
     shrink: ShrinkBudget | None,
+    with_fuzz: bool,
 ) -> None:
     """Run the gate against every seeded bug and print the kill matrix."""
     from rich.console import Console
 
+    from rmqsim.conformance.corpus import DEFAULT_CORPUS
     from rmqsim.conformance.gate import DEFAULT_GATE_SEEDS
     from rmqsim.conformance.mutants.catalogue import UnknownMutantError, select
-    from rmqsim.conformance.mutants.kill import run_matrix, write_outputs
+    from rmqsim.conformance.mutants.kill import add_fuzz_column, run_matrix, write_outputs
 
     try:
         mutants = select(only.split(",") if only is not None else None)
@@ -77,6 +89,11 @@ def mutants_command(
             shrink=shrink,
             on_kill=lambda _kill: bar.advance(bar.task_ids[0]),
         )
+    if with_fuzz:
+        with progress(len(mutants), "mutants fuzzed") as bar:
+            add_fuzz_column(
+                matrix, out, DEFAULT_CORPUS, on_kill=lambda _kill: bar.advance(bar.task_ids[0])
+            )
     data, junit = write_outputs(matrix, out)
     table = _kill_table(matrix, seed_range)
     console = Console()
@@ -93,6 +110,14 @@ def mutants_command(
         f"operations; baseline {summary['baseline']}; "
         f"{data}, {junit}"
     )
+    fuzz_summary = matrix.fuzz_summary()
+    if fuzz_summary is not None:
+        click.echo(
+            f"rmqsim mutants: fuzz (default profile) killed {fuzz_summary['killed']} of "
+            f"{fuzz_summary['run']} it ran, the gate {fuzz_summary['gate_killed_of_those']} "
+            f"of those; time to kill median {fuzz_summary['median_seconds_to_kill']} s; "
+            f"{fuzz_summary['cpu_seconds']} CPU s in all"
+        )
     sys.exit(EXIT_OK if matrix.ok else EXIT_DIVERGENCE)
 
 
@@ -103,7 +128,7 @@ def _kill_table(matrix: KillMatrix, seed_range: range) -> Table:
     from rmqsim.conformance.mutants.kill import KILLED
 
     table = Table(title=f"rmqsim mutants: seeds {seed_range.start}:{seed_range.stop}")
-    columns = (
+    columns: tuple[str, ...] = (
         "mutant",
         "class",
         "status",
@@ -114,10 +139,14 @@ def _kill_table(matrix: KillMatrix, seed_range: range) -> Table:
         "s",
         "shrunk",
     )
+    with_fuzz = any(kill.fuzz is not None for kill in matrix.kills)
+    if with_fuzz:
+        columns += ("fuzz", "fuzz ex", "fuzz s", "fuzz shrunk")
     for column in columns:
-        table.add_column(column, justify="right" if column in ("ops", "s", "shrunk") else "left")
+        table.add_column(column, justify="left" if column in LEFT_COLUMNS else "right")
     for kill in matrix.kills:
         where = f"{kill.profile}/{kill.seed}" if kill.status == KILLED else "-"
+        fuzz_cells = _fuzz_cells(kill.fuzz) if with_fuzz else ()
         table.add_row(
             kill.mutant.name,
             kill.mutant.bug_class,
@@ -128,5 +157,17 @@ def _kill_table(matrix: KillMatrix, seed_range: range) -> Table:
             str(kill.operations),
             f"{kill.seconds:.2f}",
             "-" if kill.shrunk_steps is None else str(kill.shrunk_steps),
+            *fuzz_cells,
         )
     return table
+
+
+def _fuzz_cells(fuzz: FuzzKill | None) -> tuple[str, ...]:
+    """A mutant's fuzz column: status, examples and seconds to kill, shrunk length."""
+    from rmqsim.conformance.mutants.kill import KILLED, NOT_RUN
+
+    if fuzz is None or fuzz.status == NOT_RUN:
+        return ("-", "-", "-", "-")
+    status = fuzz.status if fuzz.status == KILLED else f"[bold red]{fuzz.status}[/]"
+    shrunk = "-" if fuzz.shrunk_steps is None else str(fuzz.shrunk_steps)
+    return (status, str(fuzz.examples), f"{fuzz.seconds:.2f}", shrunk)

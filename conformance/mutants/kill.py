@@ -6,6 +6,10 @@ which check caught it and with which anomaly, on which profile and seed, how man
 operations and seconds the gate spent until then, and how short the failing run shrinks.
 The unmodified implementation runs over the same profiles and seeds: a harness that fails
 everything would "kill" every mutant, so the matrix only counts when the baseline passes.
+
+The fuzz column (``add_fuzz_column``, ``rmqsim mutants --fuzz``) runs ``rmqsim fuzz`` at its
+default profile against each queue-layer mutant: killed or not, the examples and seconds
+until the first failing example, the campaign's CPU seconds and the shrunk program's length.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from rmqsim.conformance.gate import (
     GatePlan,
     GateResult,
     run_profiles,
+    save_failure,
 )
 from rmqsim.conformance.gate_power import PowerPlan, run_power_sweeps
 from rmqsim.conformance.lockstep import Divergence
@@ -33,6 +38,7 @@ from rmqsim.conformance.power_loss import DEFAULT_POWER_STEPS
 from rmqsim.conformance.power_trace import power_anomaly
 from rmqsim.conformance.shrink import shrink_and_save
 from rmqsim.conformance.shrink_budget import DEFAULT_SHRINK_BUDGET, ShrinkBudget
+from rmqsim.conformance.stateful import fuzz
 
 #: The gate profiles that exercise each layer: a consumer-layer mutant is only reached
 #: through the consumer profiles (the queue profiles never start a push consumer).
@@ -49,6 +55,40 @@ STORAGE_BASELINE_IMPL = "commitlog"
 KILLED = "killed"
 SURVIVED = "survived"
 NOT_RUN = "not run"
+
+
+#: The layers ``rmqsim fuzz`` drives.
+FUZZ_LAYERS = ("queue",)
+
+
+@dataclass(slots=True)
+class FuzzKill:
+    """How one mutant fared against ``rmqsim fuzz`` at its default profile."""
+
+    status: str  # KILLED | SURVIVED | NOT_RUN
+    #: Examples and wall seconds until the first failing example (killed), or of the
+    #: whole campaign (survived); CPU seconds of the whole campaign, shrinking included.
+    examples: int = 0
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    anomaly: str | None = None
+    shrunk_steps: int | None = None
+    trace: str | None = None
+    repro: str | None = None
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "examples": self.examples,
+            "seconds": round(self.seconds, 3),
+            "cpu_seconds": round(self.cpu_seconds, 3),
+            "anomaly": self.anomaly,
+            "shrunk_steps": self.shrunk_steps,
+            "trace": self.trace,
+            "repro": self.repro,
+            "note": self.note,
+        }
 
 
 @dataclass(slots=True)
@@ -74,6 +114,8 @@ class Kill:
     shrunk_steps: int | None = None
     shrunk_trace: str | None = None
     note: str = ""
+    #: The fuzz column (None: not asked for).
+    fuzz: FuzzKill | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -97,6 +139,7 @@ class Kill:
             "shrunk_steps": self.shrunk_steps,
             "shrunk_trace": self.shrunk_trace,
             "note": self.note,
+            "fuzz": self.fuzz.to_json() if self.fuzz is not None else None,
         }
 
 
@@ -128,6 +171,24 @@ class KillMatrix:
 
     def seconds_to_kill(self) -> list[float]:
         return [kill.seconds for kill in self.killed]
+
+    def fuzz_summary(self) -> dict[str, Any] | None:
+        """The fuzz column's totals (None when it was not run)."""
+        ran = [kill.fuzz for kill in self.kills if kill.fuzz and kill.fuzz.status != NOT_RUN]
+        if not ran:
+            return None
+        killed = [fuzz for fuzz in ran if fuzz.status == KILLED]
+        return {
+            "run": len(ran),
+            "killed": len(killed),
+            "gate_killed_of_those": sum(
+                1 for k in self.kills if k.fuzz in ran and k.status == KILLED
+            ),
+            "median_seconds_to_kill": round(statistics.median(f.seconds for f in killed), 3)
+            if killed
+            else None,
+            "cpu_seconds": round(sum(fuzz.cpu_seconds for fuzz in ran), 3),
+        }
 
     def summary(self) -> dict[str, Any]:
         seconds = self.seconds_to_kill()
@@ -243,6 +304,40 @@ def _kill_by_power_loss(
     return kill
 
 
+def fuzz_mutant(mutant: Mutant, out: Path, corpus: Path | None = None) -> FuzzKill:
+    """Run ``rmqsim fuzz`` at its default profile (``corpus``: the regression corpus its
+    examples may start from) against ``mutant``; a failure's trace goes under ``out``."""
+    if mutant.layer not in FUZZ_LAYERS:
+        return FuzzKill(NOT_RUN, note=f"{mutant.layer} layer: the fuzzer drives the queue")
+    campaign = fuzz(mutant.impl, corpus=corpus)
+    fuzz_kill = FuzzKill(
+        SURVIVED, examples=campaign.examples, seconds=campaign.wall_s, cpu_seconds=campaign.cpu_s
+    )
+    failure = campaign.failure
+    if failure is None:
+        return fuzz_kill
+    fuzz_kill.status, fuzz_kill.anomaly = KILLED, failure.anomaly
+    fuzz_kill.examples, fuzz_kill.seconds = campaign.examples_to_find, campaign.seconds_to_find
+    fuzz_kill.shrunk_steps = failure.steps
+    fuzz_kill.repro = failure.repro_command()
+    out.mkdir(parents=True, exist_ok=True)
+    fuzz_kill.trace = str(save_failure(failure, out, prefix="fuzz-"))
+    return fuzz_kill
+
+
+def add_fuzz_column(
+    matrix: KillMatrix,
+    out: Path,
+    corpus: Path | None = None,
+    on_kill: Callable[[Kill], None] | None = None,
+) -> None:
+    """Fill in every mutant's fuzz column (``fuzz_mutant``); traces under ``out/NAME``."""
+    for kill in matrix.kills:
+        kill.fuzz = fuzz_mutant(kill.mutant, out / kill.mutant.name, corpus)
+        if on_kill is not None:
+            on_kill(kill)
+
+
 def run_matrix(
     mutants: Sequence[Mutant],
     seeds: range,
@@ -287,6 +382,7 @@ def matrix_json(matrix: KillMatrix) -> dict[str, Any]:
         "seeds": [matrix.seeds.start, matrix.seeds.stop],
         "profiles": list(matrix.profiles),
         "summary": matrix.summary(),
+        "fuzz_summary": matrix.fuzz_summary(),
         "baseline": None
         if baseline is None
         else {
