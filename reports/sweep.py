@@ -267,8 +267,9 @@ def run_sweep(
 ) -> SweepOutcome:
     """Run ``sweep`` on ``spark`` and write its rows under ``out``.
 
-    ``keep_results`` also brings every run's ``RunResult`` back to the driver (the gate
-    needs them for its JUnit report; a large sweep does not). ``on_plan(tasks)`` is called
+    ``keep_results`` also brings every run's ``RunResult`` back to the driver, with its
+    coverage map (the gate needs them for its JUnit report and its coverage; a large
+    sweep does not). ``on_plan(tasks)`` is called
     once the number of tasks is known, ``on_tasks(n)`` as tasks finish.
     """
     out = out.resolve()
@@ -288,6 +289,7 @@ def run_sweep(
         shrink=sweep.shrink,
         crash_rate=sweep.crash_rate,
         code_version=code_version(),
+        coverage=keep_results,
     )
     outcome = SweepOutcome(sweep_id=sweep_id, out=out)
     started = time.perf_counter()

@@ -21,6 +21,7 @@ from typing import Any
 
 from rmqsim.conformance.adapter import Factory
 from rmqsim.conformance.cli_common import signals_raise
+from rmqsim.conformance.coverage import with_coverage
 from rmqsim.conformance.gate import save_failure
 from rmqsim.conformance.layer import RunSpec
 from rmqsim.conformance.run import RunResult, git_commit, run_seed
@@ -70,6 +71,9 @@ class TaskSpec:
     #: The driver's ``code_version()`` (None: the task's own): a cluster's executors run
     #: the code shipped from the driver, where no git checkout says which commit it is.
     code_version: str | None = None
+    #: Log the crash points each run passes and give its result its coverage map, as
+    #: ``rmqsim gate`` does (``conformance.coverage``): ``gate --spark``'s results.
+    coverage: bool = False
 
 
 @functools.cache
@@ -236,7 +240,10 @@ def run_item(
         steps=spec.steps,
         workdir=workdir,
         crash_rate=spec.crash_rate,
+        log_faults=spec.coverage,
     )
+    if spec.coverage:
+        result = with_coverage(result)
     trace_path: str | None = None
     shrunk: RunResult | None = None
     if not result.ok and item.repeat == 0:
