@@ -159,3 +159,23 @@ def test_each_stream_mutant_shrinks_to_at_most_ten_operations(mutant) -> None:
     shrunk = shrink_result(result)
     assert shrunk is not None and shrunk.anomaly == result.anomaly
     assert shrunk.steps <= 10, shrunk.steps
+
+
+STREAM_CORPUS = sorted(
+    path
+    for path in (Path(__file__).resolve().parents[2] / "regressions").glob("*.jsonl")
+    if json.loads(path.read_text().splitlines()[0]).get("layer") == "stream"
+)
+
+
+def test_the_corpus_holds_stream_failures() -> None:
+    assert len(STREAM_CORPUS) >= 3
+
+
+@pytest.mark.parametrize("path", STREAM_CORPUS, ids=lambda p: p.name)
+def test_a_stream_regression_replays_clean_and_fails_on_its_mutant(path: Path) -> None:
+    header = json.loads(path.read_text().splitlines()[0])
+    assert _invoke("replay", str(path))[0] == 0
+    code, output = _invoke("replay", str(path), "--impl", header["found_on"])
+    anomaly = path.stem.rsplit("-", 1)[0]
+    assert code == 1 and f"{anomaly} at operation" in output
