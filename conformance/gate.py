@@ -175,7 +175,9 @@ def run_profiles(
     (profile, seed) order and ``on_shrink_run`` as each shrink goes on. With a ``pool``
     (``conformance.pool.worker_pool``) the runs and shrinks are its tasks (the same
     results, traces and files; ``on_shrink_run`` is not called)."""
-    gate = GateResult(impl=resolve_impl(plan.impl)[0], seeds=plan.seeds)
+    # A name is kept as given (each run's layer loads it: a stream factory is no queue's).
+    name = plan.impl if isinstance(plan.impl, str) else resolve_impl(plan.impl)[0]
+    gate = GateResult(impl=name, seeds=plan.seeds)
     for profile in plan.profiles:
         gate.summaries.setdefault(profile, ProfileSummary(profile))
     pairs = [(profile, seed) for profile in plan.profiles for seed in plan.seeds]

@@ -26,6 +26,7 @@ from rmqsim.conformance.adapter import DEFAULT_IMPL
 from rmqsim.conformance.gate import (
     GATE_CONSUMER_PROFILES,
     GATE_PROFILES,
+    GATE_STREAM_PROFILES,
     GatePlan,
     GateResult,
     run_profiles,
@@ -46,6 +47,7 @@ LAYER_PROFILES: dict[str, tuple[str, ...]] = {
     "queue": GATE_PROFILES,
     "consumer": GATE_CONSUMER_PROFILES,
     "storage": GATE_PROFILES,
+    "stream": GATE_STREAM_PROFILES,
 }
 #: A storage mutant dies in a power-loss sweep (``conformance.gate_power``) of the first
 #: seed of each profile, of this many steps, held to the sync promise; its baseline is

@@ -62,7 +62,8 @@ def stream_factory_of(
 
 
 class _FirstPositionOnly(PlainStream):
-    """Milvus #7535: ``MqMsgStream.Seek`` applied only the first position (a ``break`` in
+    """Bug class: stream seek.
+    Milvus #7535: ``MqMsgStream.Seek`` applied only the first position (a ``break`` in
     the loop); the other channels go on where they were."""
 
     def _apply_seek(self, positions: Sequence[MsgPosition], include_current: bool) -> None:
@@ -70,7 +71,8 @@ class _FirstPositionOnly(PlainStream):
 
 
 class _ReadAhead(PlainStream):
-    """Milvus #11418: each channel's next message is read ahead into the consumer's channel
+    """Bug class: stream seek.
+    Milvus #11418: each channel's next message is read ahead into the consumer's channel
     buffer, and a seek does not clear it: the message from before the seek is delivered
     after it."""
 
@@ -94,7 +96,8 @@ class _ReadAhead(PlainStream):
 
 
 class _SkipEarliestPlain(PlainStream):
-    """Milvus #40733: a position that looks like the earliest (id <= 1) is not sought at
+    """Bug class: stream seek.
+    Milvus #40733: a position that looks like the earliest (id <= 1) is not sought at
     all, so the channel goes on from wherever its group stands."""
 
     def _apply_seek(self, positions: Sequence[MsgPosition], include_current: bool) -> None:
@@ -102,7 +105,8 @@ class _SkipEarliestPlain(PlainStream):
 
 
 class _SkipEarliestTt(TtStream):
-    """Milvus #40733 in the time-tick stream: a checkpoint at id <= 1 is ignored."""
+    """Bug class: stream seek.
+    Milvus #40733 in the time-tick stream: a checkpoint at id <= 1 is ignored."""
 
     def _apply_seek(self, positions: Sequence[MsgPosition]) -> None:
         super()._apply_seek([p for p in positions if p.queue_id > 1])
@@ -122,7 +126,8 @@ class _SkippingReader(ChannelReader):
 
 
 class _DropNextAfterExclusiveSeek(PlainStream):
-    """Milvus's RocksMQ wrapper: an exclusive seek seeks the queue inclusively and drops
+    """Bug class: stream seek.
+    Milvus's RocksMQ wrapper: an exclusive seek seeks the queue inclusively and drops
     the next delivered message, whatever its id: a seek to an id no longer stored resets to
     the earliest message and then loses it."""
 
@@ -140,7 +145,8 @@ class _DropNextAfterExclusiveSeek(PlainStream):
 
 
 class _SeekDropsByBeginTs(TtStream):
-    """Milvus's time-tick seek keeps a message only if its BeginTs is above the position's
+    """Bug class: stream seek.
+    Milvus's time-tick seek keeps a message only if its BeginTs is above the position's
     timestamp, while packs take messages by EndTs: a message whose rows straddle a tick is
     dropped (here: on every channel read, as the rule is one comparison)."""
 
@@ -152,7 +158,8 @@ class _SeekDropsByBeginTs(TtStream):
 
 
 class _DedupByMsgId(TtStream):
-    """Milvus #18216: a pack drops every DML message whose message id it already holds, so
+    """Bug class: stream packs.
+    Milvus #18216: a pack drops every DML message whose message id it already holds, so
     distinct Inserts sharing an id are lost."""
 
     def _take(self, reader: ChannelReader, end_ts: int) -> list[TsMsg]:
@@ -169,7 +176,8 @@ class _DedupByMsgId(TtStream):
 
 
 class _EndPastBuffered(TtStream):
-    """A checkpoint past a still-buffered message: the end position names the last
+    """Bug class: stream packs.
+    A checkpoint past a still-buffered message: the end position names the last
     message read even when an earlier one waits for a later tick, so a resume skips it."""
 
     def resume_id(self, reader: ChannelReader) -> int | None:
@@ -177,7 +185,8 @@ class _EndPastBuffered(TtStream):
 
 
 class _AnyTick(TtStream):
-    """A tick that is not strictly increasing is taken: a repeated tick is not listed as
+    """Bug class: stream ticks.
+    A tick that is not strictly increasing is taken: a repeated tick is not listed as
     ignored, and an older one moves the channel's tick back."""
 
     def raises_tick(self, reader: ChannelReader, tick: int) -> bool:
@@ -185,7 +194,8 @@ class _AnyTick(TtStream):
 
 
 class _PackByBeginTs(TtStream):
-    """Milvus's newest stream takes a message into a pack by its begin timestamp: a
+    """Bug class: stream packs.
+    Milvus's newest stream takes a message into a pack by its begin timestamp: a
     message whose last row is above the pack's end is delivered in it."""
 
     def in_pack(self, msg: TsMsg, end_ts: int) -> bool:
@@ -193,7 +203,8 @@ class _PackByBeginTs(TtStream):
 
 
 class _LateWriteDelivered(TtStream):
-    """Milvus: a message written below the channel's last tick is buffered and delivered
+    """Bug class: stream ticks.
+    Milvus: a message written below the channel's last tick is buffered and delivered
     in the next pack, outside its interval (only a resume from a checkpoint drops it)."""
 
     def __init__(self, mq: MessageQueue) -> None:
@@ -209,7 +220,8 @@ class _LateWriteDelivered(TtStream):
 
 
 class _EqualTicksOnly(TtStream):
-    """Milvus's ``allChanReachSameTtMsg``: a pack is cut only when every channel holds the
+    """Bug class: stream liveness.
+    Milvus's ``allChanReachSameTtMsg``: a pack is cut only when every channel holds the
     same tick value; channels whose ticks differ deliver nothing."""
 
     def cut(self, readers: list[ChannelReader]) -> int | None:
@@ -232,7 +244,8 @@ class _SleepyReader(ChannelReader):
 
 
 class _LostWakeup(TtStream):
-    """Milvus #34045: a lost wake-up: a channel reader that caught up sleeps until a
+    """Bug class: stream liveness.
+    Milvus #34045: a lost wake-up: a channel reader that caught up sleeps until a
     notify that other producers' writes never send, so delivery stalls."""
 
     def _subscribe(self, name: str, group: str, initial_position: Any) -> None:
@@ -252,7 +265,8 @@ class _LostWakeup(TtStream):
 
 
 class _RepackByFirstType(PlainStream):
-    """Milvus's ``Produce``: the repack function is chosen by the type of the pack's first
+    """Bug class: stream produce.
+    Milvus's ``Produce``: the repack function is chosen by the type of the pack's first
     message: an Insert first splits every message by row (refusing other types), a Delete
     first sends every message whole to its first key's channel."""
 
