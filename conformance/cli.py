@@ -516,18 +516,19 @@ def _gate_power(gate: Any, plan: Any, swept: list[str], steps: int | None, pool:
     """The power-loss sweep of the first seed of each of ``swept``, added to ``gate``,
     when ``plan.impl`` is a file-system backend (``conformance.gate_power``)."""
     from rmqsim.conformance.gate_power import GATE_POWER_STEPS, PowerPlan, run_power_sweeps
-    from rmqsim.conformance.power_loss import gate_promise
+    from rmqsim.conformance.power_loss import PowerSweepResult, gate_promise
 
     promise = gate_promise(plan.impl) if isinstance(plan.impl, str) else None
     if promise is None:
         return
     power = PowerPlan(plan.impl, promise, plan.out, steps or GATE_POWER_STEPS, plan.shrink)
     with progress(len(swept), f"power-loss sweep ({promise})") as bar:
-        run_power_sweeps(
-            swept, plan.seeds.start, power, pool=pool,
-            on_sweep=lambda done: (gate.power_sweeps.append(done),
-                                   bar.advance(bar.task_ids[0])),
-        )  # fmt: skip
+
+        def on_sweep(done: PowerSweepResult) -> None:
+            gate.power_sweeps.append(done)
+            bar.advance(bar.task_ids[0])
+
+        run_power_sweeps(swept, plan.seeds.start, power, pool=pool, on_sweep=on_sweep)
 
 
 def _gate_verdict(gate: Any, junit: Path, summary: Path) -> None:

@@ -265,9 +265,8 @@ def shrink_power_trace(
     def run(steps: tuple[Step, ...]) -> PowerRun:
         return run_power_trace(dataclasses.replace(trace, steps=tuple(steps)))
 
-    shrunk = shrink_steps(trace.steps, run, original.anomaly, layer_for_profile(trace.profile),
-                          budget=budget)  # fmt: skip
-    return shrunk if isinstance(shrunk, PowerRun) else None
+    return shrink_steps(trace.steps, run, original.anomaly, layer_for_profile(trace.profile),
+                        budget=budget)  # fmt: skip
 
 
 def save_failures(

@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from rmqsim.conformance.adapter import Factory
 from rmqsim.conformance.layer import Layer, layer_for_header
@@ -238,15 +238,20 @@ def shrink_result(
                         on_run=on_run)
 
 
+#: What a runner given to ``shrink_steps`` returns (a ``RunResult``, or a run of the same
+#: shape: ``steps``, ``anomaly``, ``replay_only``, ``shrink_stats``).
+R = TypeVar("R")
+
+
 def shrink_steps(
     steps: tuple[AnyStep, ...],
-    run: Runner,
+    run: Callable[[tuple[AnyStep, ...]], R],
     anomaly: str,
     layer: Layer,
     *,
     budget: ShrinkBudget = DEFAULT_SHRINK_BUDGET,
     on_run: OnRun | None = None,
-) -> RunResult | None:
+) -> R | None:
     """``shrink_result``'s search over any ``run``ner of candidates (a power-cut case's,
     say: ``conformance.power_trace``): the failing run of the smallest sequence found from
     ``steps`` that ``run`` fails with ``anomaly``, by ``layer``'s passes and simpler
@@ -257,7 +262,7 @@ def shrink_steps(
     if budget.max_seconds is not None:
         deadline = time.perf_counter() + budget.max_seconds
     search = _Search(
-        run=run,
+        run=cast(Runner, run),  # the search reads only what R has (docstring)
         anomaly=anomaly,
         simpler=layer.simpler_ops,
         budget=budget,
@@ -279,7 +284,7 @@ def shrink_steps(
         pass
     if search.best is not None:
         search.best.shrink_stats = search.stats()
-    return search.best
+    return cast("R | None", search.best)
 
 
 def _runner(lines: list[str], impl: str | Factory) -> tuple[Trace, Layer, Runner]:
