@@ -22,6 +22,7 @@ from rmqsim.conformance.adapter import (
     BadImplError,
     Factory,
     checked_queue,
+    is_consumer_factory,
     load_factory,
 )
 from rmqsim.conformance.layer import RunSpec
@@ -89,8 +90,13 @@ def resolve_stream_impl(impl: Any) -> tuple[str, StreamSut]:
             target = getattr(importlib.import_module(module_name), attribute)
     if callable(target) and _takes_queue_only(target):
         return impl, (queue_factory, target)
-    default_streams = _load(DEFAULT_STREAM_IMPL)
-    return impl, (load_factory(impl), default_streams)  # a queue: BadImplError if not
+    queue_factory = load_factory(impl)  # a queue factory (BadImplError if it is none)
+    if is_consumer_factory(queue_factory):
+        raise BadImplError(
+            f"--impl {impl} is a push consumer factory; a stream profile needs a stream "
+            "factory(queue=) or a queue factory"
+        )
+    return impl, (queue_factory, _load(DEFAULT_STREAM_IMPL))
 
 
 def _load(spec: str) -> StreamFactoryFn:

@@ -179,3 +179,16 @@ def test_a_stream_regression_replays_clean_and_fails_on_its_mutant(path: Path) -
     code, output = _invoke("replay", str(path), "--impl", header["found_on"])
     anomaly = path.stem.rsplit("-", 1)[0]
     assert code == 1 and f"{anomaly} at operation" in output
+
+
+@pytest.mark.parametrize(
+    ("impl", "says"),
+    [
+        ("rmqsim.conformance.mutants.consumer:commit_highest_acked", "push consumer factory"),
+        ("rmqsim.impl.stream:no_such_factory", "no attribute"),
+        ("nonsense", "module:factory"),
+    ],
+)
+def test_a_bad_stream_impl_is_exit_2_in_one_line(impl: str, says: str) -> None:
+    code, output = _invoke("run", "--profile", "stream", "--seed", "0", "--impl", impl)
+    assert code == 2 and says in output and "Traceback" not in output
