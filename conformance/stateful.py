@@ -609,13 +609,21 @@ def make_machine(
 
 
 def corpus_starts(directory: Path) -> tuple[Start, ...]:
-    """The queue traces of a regression corpus as starts (consumer traces are skipped:
-    the machine drives the queue); none if ``directory`` does not exist."""
+    """The queue traces of a regression corpus as starts (those of other layers, whose
+    header names a ``layer`` or consumer clients, are skipped: the machine drives the
+    queue); none if ``directory`` does not exist."""
     found = []
     for path in sorted(directory.glob("*.jsonl")) if directory.is_dir() else ():
-        trace = read_trace(path)
-        if is_consumer_header(trace.header):
+        with path.open(encoding="utf-8") as lines:
+            try:
+                header = json.loads(lines.readline())
+            except ValueError:
+                header = None  # read_trace says what is wrong with it
+        if isinstance(header, dict) and (
+            header.get("layer", "queue") != "queue" or is_consumer_header(header)
+        ):
             continue
+        trace = read_trace(path)
         config = MQConfig(**trace.header["config"])
         prefix = tuple((step.time_s, step.op) for step in trace.steps)
         found.append(Start(config, prefix, path.name))
