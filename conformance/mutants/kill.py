@@ -323,7 +323,7 @@ def fuzz_mutant(mutant: Mutant, out: Path, corpus: Path | None = None) -> FuzzKi
     fuzz_kill.shrunk_steps = failure.steps
     fuzz_kill.repro = failure.repro_command()
     out.mkdir(parents=True, exist_ok=True)
-    fuzz_kill.trace = str(save_failure(failure, out, prefix="fuzz-"))
+    fuzz_kill.trace = str(save_failure(failure, out))  # fuzz-seed0-<anomaly>.jsonl
     return fuzz_kill
 
 
