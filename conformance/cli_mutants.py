@@ -95,7 +95,7 @@ def mutants_command(
                 matrix, out, DEFAULT_CORPUS, on_kill=lambda _kill: bar.advance(bar.task_ids[0])
             )
     data, junit = write_outputs(matrix, out)
-    table = _kill_table(matrix, seed_range)
+    table = kill_table(matrix, seed_range)
     console = Console()
     if not console.is_terminal:  # a log or a pipe: do not squeeze the matrix to 80 columns
         console = Console(width=_LOG_WIDTH)
@@ -121,7 +121,7 @@ def mutants_command(
     sys.exit(EXIT_OK if matrix.ok else EXIT_DIVERGENCE)
 
 
-def _kill_table(matrix: KillMatrix, seed_range: range) -> Table:
+def kill_table(matrix: KillMatrix, seed_range: range) -> Table:
     """The kill matrix as a table: a row per mutant, its killing check and reproducer."""
     from rich.table import Table
 

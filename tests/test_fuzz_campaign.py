@@ -145,3 +145,27 @@ def test_cli_refuses_a_budget_that_is_not_a_duration(budget: str, tmp_path: Path
     done = CliRunner().invoke(cli, ["fuzz", "--budget", budget, "--out", str(tmp_path)])
     assert done.exit_code == 2, done.output
     assert "not a duration" in done.output and "Traceback" not in done.output
+
+
+def test_the_kill_matrix_shows_and_sums_the_fuzz_column() -> None:
+    from rich.console import Console
+
+    from rmqsim.conformance.cli_mutants import kill_table
+    from rmqsim.conformance.mutants.kill import SURVIVED, FuzzKill, Kill, KillMatrix, matrix_json
+
+    first, second, consumer = select(["ack-off-by-one", "capped-poll", "commit-highest-acked"])
+    kills = [
+        Kill(first, KILLED, fuzz=FuzzKill(KILLED, examples=10, seconds=3.5, cpu_seconds=2.0)),
+        Kill(second, KILLED, fuzz=FuzzKill(SURVIVED, examples=812, seconds=90, cpu_seconds=80)),
+        Kill(consumer, KILLED, fuzz=FuzzKill(NOT_RUN)),
+    ]
+    matrix = KillMatrix(range(0, 1), ("smoke",), kills, None)
+    assert matrix.fuzz_summary() == {
+        "run": 2, "killed": 1, "gate_killed_of_those": 2, "median_seconds_to_kill": 3.5,
+        "cpu_seconds": 82.0,
+    }  # fmt: skip
+    assert matrix_json(matrix)["mutants"][1]["fuzz"]["status"] == SURVIVED
+    console = Console(width=250, record=True)
+    console.print(kill_table(matrix, range(0, 1)))
+    text = console.export_text()
+    assert "fuzz ex" in text and "fuzz shrunk" in text and "3.50" in text and "survived" in text
