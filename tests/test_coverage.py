@@ -4,6 +4,7 @@ crash cells reachable, and the map's JSON is sorted and stable."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,10 +20,15 @@ from rmqsim.conformance.coverage import (
     Cell,
     CoverageMap,
     CoverageStep,
+    MappedRun,
+    coverage_of_trace,
     run_coverage,
+    with_coverage,
 )
 from rmqsim.conformance.gate import GatePlan, run_profiles, run_sweeps, summary_json
 from rmqsim.conformance.lockstep import PointPass
+from rmqsim.conformance.run import run_seed
+from rmqsim.conformance.trace import parse_lines
 from rmqsim.model.api import MQConfig
 from rmqsim.scenarios.ops import (
     AdvanceClock,
@@ -270,3 +276,19 @@ def test_the_printed_gate_summary_shows_the_map(tmp_path: Path) -> None:
     assert "consume/large-backlog" in result.output
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["coverage"]["runs"] == 1
+
+
+def test_a_mapped_run_keeps_every_field_and_its_map_is_the_traces() -> None:
+    result = run_seed("crashy", 0, steps=120, log_faults=True, crash_rate=0.2)
+    assert result.fault_log
+    mapped = with_coverage(result)
+    assert isinstance(mapped, MappedRun) and mapped.coverage is not None
+    for name in (f.name for f in dataclasses.fields(result)):
+        if name != "fault_log":
+            assert getattr(mapped, name) is getattr(result, name), name
+    assert mapped.fault_log == []
+    # From the lockstep's records (the gate) or from the rendered trace (a sweep's base):
+    # the same map.
+    parsed = coverage_of_trace(parse_lines(result.trace_lines), result.fault_log)
+    assert parsed.to_json() == mapped.coverage.to_json()
+    assert mapped.coverage.crashed  # the crash rate armed crashes inside operations
