@@ -4,16 +4,22 @@
    a fresh Spark session after a warm-up job (Python workers started), so the ratio shows
    how the pipeline scales with cores.
 2. ``rmqsim report`` over N synthetic rows of the real schema (``reports.synthetic``), as a
-   subprocess so that Spark's start is included, and the same aggregations in pyarrow on
-   one machine, with both times and a check that their totals agree.
+   subprocess so that Spark's start is included, against an honest single-machine baseline
+   measured in the same run: a projected, filtered ``pyarrow.dataset`` group-by of the
+   same totals (``arrow_totals``), a subprocess too. Both wall times, both CPU times and
+   both peaks of resident memory (a process with its descendants: the report's JVM and
+   Python workers count), and a check that their totals agree.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -45,87 +51,115 @@ def sweep_throughput(master: str, profile: str, seeds: range, steps: int) -> flo
     return outcome.runs / outcome.wall_s
 
 
-def arrow_summary(sweep_dir: Path) -> dict[str, Any]:
-    """The report's aggregations done by pyarrow alone (the comparison for Spark's)."""
-    import pyarrow as pa
+def arrow_totals(sweep_dir: Path) -> dict[str, Any]:
+    """The report's headline totals by pyarrow alone, as a careful single-machine program
+    computes them (the honest comparison for Spark's): a dataset scan of the columns they
+    need, filtered to first runs, then a group-by (runs and steps by profile and status;
+    failures by signature)."""
     import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
-    from rmqsim.reports.schema import ALL_OP_KINDS, CONFIG_COLUMNS, RUNS_DIR
+    from rmqsim.reports.schema import RUNS_DIR, STATUS_OK
 
     dataset = ds.dataset(sweep_dir / RUNS_DIR, format="parquet", partitioning="hive")
-    needed = [
-        "profile", "layer", "seed", "status", "steps", "wall_s", *CONFIG_COLUMNS, "op_counts",
-        "signature", "repro_steps", "fault_points", "kinds_off", "determinism_repeat",
-        "sweep_id", "implementation", "trace_digest", "consumer_config",
-    ]  # fmt: skip
-    table = dataset.to_table(columns=needed)  # what the Spark report reads, no more
-    first = table.filter(pc.equal(table["determinism_repeat"], 0))
-    flat = first.select(
-        ["profile", "layer", "status", "steps", "wall_s", *CONFIG_COLUMNS, "op_counts"]
-    ).flatten()
-    ops = [(f"op_counts.{kind}", "sum") for kind in ALL_OP_KINDS]
-    base = flat.group_by(["profile", "layer", "status", *CONFIG_COLUMNS]).aggregate(
-        [("steps", "count"), ("steps", "sum"), ("wall_s", "sum"), *ops]
+    first = dataset.to_table(
+        columns=["profile", "status", "steps", "signature"],
+        filter=ds.field("determinism_repeat") == 0,
     )
-    failing = first.filter(pc.not_equal(first["status"], "ok"))
-    failures = failing.group_by("signature").aggregate(
-        [("seed", "count"), ("seed", "min"), ("repro_steps", "min")]
+    by_status = first.group_by(["profile", "status"]).aggregate(
+        [("steps", "count"), ("steps", "sum")]
     )
-    chunks = first["fault_points"].chunks  # fresh arrays (built by the filter): unsliced
-    points = (
-        pa.table(
-            {
-                "point": pc.replace_substring_regex(
-                    pa.concat_arrays([c.keys for c in chunks]), pattern="^[^:]*:", replacement=""
-                ),
-                "hits": pa.concat_arrays([c.items for c in chunks]),
-            }
-        )
-        .group_by("point")
-        .aggregate([("hits", "sum")])
-    )
-    swarm = first.filter(pc.greater(pc.list_value_length(first["kinds_off"]), 0))
-    kinds_off = pc.value_counts(pc.list_flatten(swarm["kinds_off"]))
-    twins = table.filter(pc.equal(table["determinism_repeat"], 1)).select(
-        ["sweep_id", "profile", "seed", "implementation", "trace_digest"]
-    )
-    pairs = first.select(["sweep_id", "profile", "seed", "implementation", "trace_digest"]).join(
-        twins,
-        ["sweep_id", "profile", "seed", "implementation"],
-        join_type="inner",
-        right_suffix="_twin",
-    )
-    mismatches = pc.sum(pc.not_equal(pairs["trace_digest"], pairs["trace_digest_twin"])).as_py()
-    wall = first.group_by("profile").aggregate([("wall_s", "tdigest", _quantiles())])
-    consumers = (
-        first.filter(pc.equal(first["layer"], "consumer"))
-        .group_by(["profile", "consumer_config"])
-        .aggregate([("seed", "count")])
-    )
+    failing = first.filter(pc.not_equal(first["status"], STATUS_OK))
+    signatures = failing.group_by("signature").aggregate([("steps", "count")])
     return {
-        "runs": first.num_rows,
+        "runs": pc.sum(by_status["steps_count"]).as_py() or 0,
         "failed": failing.num_rows,
-        "groups": base.num_rows,
-        "signatures": failures.num_rows,
-        "fault_points": points.num_rows,
-        "kinds_off": len(kinds_off),
-        "pairs_checked": pairs.num_rows,
-        "mismatches": mismatches or 0,
-        "wall_profiles": wall.num_rows,
-        "consumer_profiles": consumers.num_rows,
+        "signatures": signatures.num_rows,
     }
 
 
-def _quantiles() -> Any:
-    import pyarrow.compute as pc
+class TreeMeter:
+    """The peak resident memory and the CPU time of a process and its descendants (a
+    Spark driver's JVM and Python workers), sampled from ``/proc`` in a thread while it
+    runs. CPU seconds are what the processes used, whatever else the machine runs: on a
+    shared machine they say what wall seconds cannot (a process's last interval before
+    it ends is missed)."""
 
-    return pc.TDigestOptions(q=[0.5, 0.9, 0.99])
+    def __init__(self, pid: int, interval_s: float = 0.1) -> None:
+        self._pid = pid
+        self._interval_s = interval_s
+        self.peak_bytes = 0
+        self._cpu_ticks: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True, name="rmqsim-meter")
+
+    @property
+    def cpu_s(self) -> float:
+        return sum(self._cpu_ticks.values()) / os.sysconf("SC_CLK_TCK")
+
+    def _tree(self) -> dict[int, list[str]]:
+        """The ``/proc/PID/stat`` fields (after the command name) of the tree's processes."""
+        stats: dict[int, list[str]] = {}
+        children: dict[int, list[int]] = {}
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue  # the process ended as we looked
+            pid = int(stat.parent.name)
+            stats[pid] = fields
+            children.setdefault(int(fields[1]), []).append(pid)
+        tree, todo = {}, [self._pid]
+        while todo:
+            pid = todo.pop()
+            if pid in stats:
+                tree[pid] = stats[pid]
+            todo.extend(children.get(pid, ()))
+        return tree
+
+    def _sample(self) -> None:
+        page_bytes = os.sysconf("SC_PAGE_SIZE")
+        while not self._stop.wait(self._interval_s):
+            total = 0
+            for pid, fields in self._tree().items():
+                # utime and stime: fields 14 and 15 of stat, 12 and 13 after the name.
+                self._cpu_ticks[pid] = int(fields[11]) + int(fields[12])
+                try:
+                    total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page_bytes
+                except (OSError, IndexError, ValueError):
+                    continue
+            self.peak_bytes = max(self.peak_bytes, total)
+
+    def __enter__(self) -> TreeMeter:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def measured(args: list[str]) -> tuple[float, TreeMeter, str]:
+    """Run ``args``; its wall seconds, its meter (peak memory, CPU time, with its
+    descendants) and stdout. ``RuntimeError`` unless it exits 0 or 1 (a report's
+    "failures found")."""
+    started = time.perf_counter()
+    pipe = subprocess.PIPE
+    with (
+        subprocess.Popen(args, stdout=pipe, stderr=pipe, text=True) as proc,
+        TreeMeter(proc.pid) as meter,
+    ):
+        stdout, stderr = proc.communicate()
+    wall_s = time.perf_counter() - started
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"{shlex.join(args)} failed: {stderr.strip()[-500:]}")
+    return wall_s, meter, stdout
 
 
 def report_times(rows: int) -> dict[str, Any]:
-    """Seconds for ``rmqsim report`` (subprocess, Spark start included) and for pyarrow
-    over ``rows`` synthetic rows, and both totals."""
+    """Wall seconds and peak memory of ``rmqsim report`` (a subprocess: Spark's start
+    included) and of the pyarrow baseline (``arrow_totals``, a subprocess too) over
+    ``rows`` synthetic rows, and whether their totals agree."""
     from rmqsim.reports.synthetic import write_synthetic
 
     with tempfile.TemporaryDirectory(prefix="rmqsim-bench-rows-", dir=scratch_root()) as tmp:
@@ -133,35 +167,39 @@ def report_times(rows: int) -> dict[str, Any]:
         started = time.perf_counter()
         write_synthetic(sweep_dir, rows)
         generated_s = time.perf_counter() - started
-        started = time.perf_counter()
-        done = subprocess.run(
-            [sys.executable, "-c", "from rmqsim.conformance.cli import main; main()", "report",
-             str(sweep_dir)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )  # fmt: skip
-        spark_s = time.perf_counter() - started
-        if done.returncode not in (0, 1):
-            raise RuntimeError(f"rmqsim report failed: {done.stderr.strip()[-500:]}")
+        report = [sys.executable, "-c", "from rmqsim.conformance.cli import main; main()",
+                  "report", str(sweep_dir)]  # fmt: skip
+        spark_s, spark, _ = measured(report)
         spark_summary = json.loads((sweep_dir / "report.json").read_text())
-        started = time.perf_counter()
-        arrow = arrow_summary(sweep_dir)
-        arrow_s = time.perf_counter() - started
+        baseline = [sys.executable, "-c", ARROW_BASELINE, str(sweep_dir)]
+        arrow_s, arrow_meter, printed = measured(baseline)
+        arrow = json.loads(printed)
     agree = (
         spark_summary["totals"]["runs"] == arrow["runs"]
         and spark_summary["totals"]["failed"] == arrow["failed"]
         and len(spark_summary["failures"]) == arrow["signatures"]
-        and spark_summary["determinism"]["pairs_checked"] == arrow["pairs_checked"]
     )
     return {
         "rows": rows,
         "generate_s": generated_s,
         "spark_report_s": spark_s,
+        "spark_cpu_s": spark.cpu_s,
+        "spark_peak_bytes": spark.peak_bytes,
         "pyarrow_s": arrow_s,
+        "pyarrow_cpu_s": arrow_meter.cpu_s,
+        "pyarrow_peak_bytes": arrow_meter.peak_bytes,
         "runs": arrow["runs"],
         "agree": agree,
     }
+
+
+#: The pyarrow baseline as a program of its own (``python -c``, the sweep directory as its
+#: argument): its time includes its start, as the report's does.
+ARROW_BASELINE = (
+    "import json, sys; from pathlib import Path; "
+    "from rmqsim.reports.bench import arrow_totals; "
+    "print(json.dumps(arrow_totals(Path(sys.argv[1]))))"
+)
 
 
 @click.command("sweep-bench")
@@ -185,10 +223,16 @@ def bench_command(
     if not skip_report:
         # First, in a process without Spark yet: the report's own Spark start is counted.
         times = report_times(rows)
+        gib = 1024**3
         click.echo(
             f"report over {times['rows']:,} synthetic rows ({times['runs']:,} runs; generated "
             f"in {times['generate_s']:.1f}s): rmqsim report (Spark, start included) "
-            f"{times['spark_report_s']:.1f}s; pyarrow {times['pyarrow_s']:.1f}s; totals "
+            f"{times['spark_report_s']:.1f}s ({times['spark_cpu_s']:.1f} CPU s), peak "
+            f"{times['spark_peak_bytes'] / gib:.2f} GiB; pyarrow baseline "
+            f"{times['pyarrow_s']:.1f}s ({times['pyarrow_cpu_s']:.1f} CPU s), peak "
+            f"{times['pyarrow_peak_bytes'] / gib:.2f} GiB; ratio "
+            f"{times['spark_report_s'] / times['pyarrow_s']:.1f}x wall, "
+            f"{times['spark_cpu_s'] / max(times['pyarrow_cpu_s'], 1e-9):.1f}x CPU; totals "
             f"{'agree' if times['agree'] else 'DISAGREE'}"
         )
     if not skip_sweep:
