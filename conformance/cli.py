@@ -283,13 +283,15 @@ def replay_command(trace_file: Path, impl: str | None) -> None:
     crash that resolved the other legal way than recorded: then the run says so). A
     power-cut trace (crash-sweep --storage, the gate's power-loss sweep) cuts the power
     where it says and checks the recovery."""
-    from rmqsim.conformance.power_trace import is_power_trace
+    from rmqsim.conformance.power_trace import is_power_header
     from rmqsim.conformance.report import render_failure
-    from rmqsim.conformance.run import read_run_trace, replay_run_trace
+    from rmqsim.conformance.run import parse_run_lines, replay_run_trace
+    from rmqsim.conformance.trace import read_lines
 
-    if is_power_trace(trace_file):
-        _replay_power(trace_file, impl)
-    result = replay_run_trace(read_run_trace(trace_file), impl=impl)
+    lines = read_lines(trace_file)  # once: the file may be a pipe
+    if lines and is_power_header(lines[0]):
+        _replay_power(trace_file, lines, impl)
+    result = replay_run_trace(parse_run_lines(lines, trace_file), impl=impl)
     if result.ok:
         click.echo(f"rmqsim replay: {trace_file}: {result.steps} operations conform")
         for note in result.notes:
@@ -302,12 +304,12 @@ def replay_command(trace_file: Path, impl: str | None) -> None:
     sys.exit(EXIT_DIVERGENCE)
 
 
-def _replay_power(trace_file: Path, impl: str | None) -> None:
-    """``replay`` of a power-cut trace: exit 0 when the recovery keeps the promise, 1
-    with the problem when not."""
-    from rmqsim.conformance.power_trace import read_power_trace, run_power_trace
+def _replay_power(trace_file: Path, lines: list[str], impl: str | None) -> None:
+    """``replay`` of a power-cut trace (its ``lines``): exit 0 when the recovery keeps the
+    promise, 1 with the problem when not."""
+    from rmqsim.conformance.power_trace import parse_power_lines, run_power_trace
 
-    trace = read_power_trace(trace_file)
+    trace = parse_power_lines(trace_file, lines)
     result = run_power_trace(trace, impl=impl)
     where = (f"{len(trace.steps)} operations, power cut at call {trace.point_in_step} of "
              f"the last, {trace.mode}, on {result.impl}")

@@ -51,7 +51,9 @@ __all__ = [
     "POWER_FORMAT",
     "PowerRun",
     "PowerTrace",
+    "is_power_header",
     "is_power_trace",
+    "parse_power_lines",
     "power_anomaly",
     "power_trace_lines",
     "read_power_trace",
@@ -177,14 +179,20 @@ def save_power_trace(trace: PowerTrace, path: Path) -> Path:
     return path
 
 
+def is_power_header(first_line: str) -> bool:
+    """Whether ``first_line`` (a trace file's first line) is a power-cut trace's header."""
+    return f'"format":"{POWER_FORMAT}"' in first_line
+
+
 def is_power_trace(path: Path) -> bool:
-    """Whether the file at ``path`` starts with a power-cut trace's header."""
+    """Whether the file at ``path`` starts with a power-cut trace's header (it reads the
+    file's first line: for a pipe, read its lines once and use ``is_power_header``)."""
     try:
         with path.open("rb") as handle:
             first = handle.readline(64 * 1024)
     except OSError:
         return False
-    return f'"format":"{POWER_FORMAT}"'.encode() in first
+    return is_power_header(first.decode("utf-8", errors="replace"))
 
 
 def read_power_trace(path: Path) -> PowerTrace:
@@ -194,6 +202,11 @@ def read_power_trace(path: Path) -> PowerTrace:
         lines = path.read_text(encoding="ascii").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise TraceFormatError(path, None, f"cannot be read ({exc})") from None
+    return parse_power_lines(path, lines)
+
+
+def parse_power_lines(path: Path, lines: list[str]) -> PowerTrace:
+    """``read_power_trace`` of lines already read from ``path`` (named in errors)."""
     if not lines:
         raise TraceFormatError(path, None, "empty")
     header = _json(path, 1, lines[0])

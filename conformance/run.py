@@ -333,9 +333,10 @@ def read_run_trace(path: Path | str) -> Trace:
     return _checked(read_trace(path, choose_decoders=_decoders))
 
 
-def parse_run_lines(lines: list[str]) -> Trace:
-    """A run's trace lines (of any layer), parsed with its vocabulary and checked."""
-    return _checked(parse_lines(lines, **(_decoders(lines[0]) if lines else {})))
+def parse_run_lines(lines: list[str], path: Path | str = "<memory>") -> Trace:
+    """A run's trace lines (of any layer, read from ``path``, which errors name), parsed
+    with its vocabulary and checked."""
+    return _checked(parse_lines(lines, path, **(_decoders(lines[0]) if lines else {})))
 
 
 def replay_file(path: Path | str, *, impl: str | Factory | None = None) -> RunResult:

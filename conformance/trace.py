@@ -368,6 +368,18 @@ def read_trace(
         raise TraceFormatError(path, None, f"cannot read: {exc.strerror or exc}") from None
 
 
+def read_lines(path: Path | str) -> list[str]:
+    """The lines of the trace file at ``path``, read once from start to end (a pipe works);
+    ``TraceFormatError`` naming the file when it cannot be read or is not UTF-8 text."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().splitlines()
+    except UnicodeDecodeError as exc:
+        raise TraceFormatError(path, None, f"not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise TraceFormatError(path, None, f"cannot read: {exc.strerror or exc}") from None
+
+
 def write_lines(path: Path, lines: list[str]) -> None:
     """Write trace lines atomically (temp file + rename), so a reader never sees half."""
     path.parent.mkdir(parents=True, exist_ok=True)
