@@ -267,9 +267,11 @@ class _Replay:
 
     def _backlog(self, topic: str, group: str) -> int:
         peeked = self.model.peek(topic, group)
-        if peeked is None or peeked[1] is None or peeked[2] is None:
+        if peeked is None:
             return 0
         last_id, first, position = peeked
+        if first is None or position is None:
+            return 0
         return max(0, last_id - max(position, first) + 1)
 
     def apply(self, time_s: int, op: Op, undone: bool) -> None:

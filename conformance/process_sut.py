@@ -243,7 +243,10 @@ class ProcessQueue:
         limit_s = op_timeout_s()
         try:
             self._conn.send((method, args, kwargs, self._clock(), self._arm()))
-            if not self._conn.poll(limit_s or None):
+            # Twice the bound: the lockstep's own bound on this call (which looks at the
+            # calling thread first: slow is not stuck) speaks first; this wait is what
+            # ends a call that no bound watches.
+            if not self._conn.poll(2 * limit_s or None):
                 self._hung(method, limit_s)
             status, value, passed = self._conn.recv()
         except (EOFError, OSError):

@@ -31,6 +31,12 @@ How a stuck call is stopped, in process (``--crash-mode process`` kills its chil
   the injected crash is, so that an implementation's ``except Exception`` cannot swallow
   it. ``signal.setitimer`` per call would do the same with two system calls per call and
   would take the one interval timer of the process from anyone else using it.
+* **Slow is not stuck.** Wall time alone would call a slow machine a hang: on a CI runner
+  shared with other jobs an operation of milliseconds can take seconds. An overrun call
+  whose thread's CPU clock (``time.pthread_getcpuclockid``) still moves is given more time,
+  probe interval by probe interval, until it has used another bound's worth of CPU (a busy
+  loop is still a hang) or run ``MAX_GRACE_FACTOR`` bounds past its deadline; a call that
+  used no CPU for a probe interval (a deadlock, a lost wake-up) is a hang at once.
 * **Last resorts.** A call that does not give way within another ``op_timeout_s`` after
   the signal (native code that retries its wait, an implementation that swallows
   ``BaseException``), or a bound used from a thread other than the main one (signal
@@ -67,7 +73,10 @@ from typing import Any, TypeVar
 __all__ = [
     "DEFAULT_OP_TIMEOUT_S",
     "LAST_RESORT_EXIT_STATUS",
+    "MAX_GRACE_FACTOR",
+    "MAX_PROBE_S",
     "MIN_DEAD_MAN_S",
+    "MIN_PROGRESS_SHARE",
     "SHRINK_OP_TIMEOUT_S",
     "CallBound",
     "OperationHang",
@@ -80,6 +89,14 @@ __all__ = [
 #: millisecond and a reopen 10-120 ms (NOTES-dependencies), so this leaves a wide margin
 #: for a loaded machine while a deadlock is still found in seconds.
 DEFAULT_OP_TIMEOUT_S = 5.0
+#: Slow is not stuck: a call past its bound whose thread is still using CPU (a machine so
+#: loaded that an operation of milliseconds takes seconds) is looked at again every probe
+#: interval (a fifth of the bound, at most ``MAX_PROBE_S``), while it uses at least
+#: ``MIN_PROGRESS_SHARE`` of a CPU in each, until it has used another bound's worth of CPU
+#: (a busy loop) or has run ``MAX_GRACE_FACTOR`` bounds past its deadline.
+MAX_PROBE_S = 1.0
+MIN_PROGRESS_SHARE = 0.02
+MAX_GRACE_FACTOR = 5.0
 #: The bound while shrinking (when the command's is longer): candidates are short runs of
 #: operations that all returned in milliseconds in the original run.
 SHRINK_OP_TIMEOUT_S = 1.0
@@ -149,7 +166,9 @@ class CallBound:
     it as a context manager); in between, the watchdog watches its calls. ``limit_s`` None
     takes the bound in force (``op_timeout_s()``); 0 bounds nothing."""
 
-    __slots__ = ("__weakref__", "_active", "_fired", "_thread_id", "current", "limit_s")
+    __slots__ = (
+        "__weakref__", "_active", "_fired", "_probe", "_thread_id", "current", "limit_s"
+    )
 
     def __init__(self, limit_s: float | None = None) -> None:
         self.limit_s = op_timeout_s() if limit_s is None else limit_s
@@ -158,6 +177,9 @@ class CallBound:
         self.current: _Call | None = None
         #: The call the watchdog signalled, and when (its own thread writes this).
         self._fired: tuple[_Call, float] | None = None
+        #: An overrun call still computing: (the call, its thread's CPU clock when it
+        #: overran, at the watchdog's last look) (its own thread writes this).
+        self._probe: tuple[_Call, float, float] | None = None
         self._thread_id = threading.get_ident()
         self._active = False
 
@@ -202,6 +224,9 @@ class CallBound:
             return deadline
         fired = self._fired
         if fired is None or fired[0] is not call:
+            look_again = self._grace(call, now)
+            if look_again is not None:
+                return look_again
             self._fired = (call, now)
             if self.in_main_thread and hasattr(signal, "pthread_kill"):
                 signal.pthread_kill(self._thread_id, signal.SIGALRM)
@@ -211,6 +236,28 @@ class CallBound:
         _last_resort(what, self.limit_s, self.in_main_thread)
         raise AssertionError("unreachable: the process has exited")  # pragma: no cover
 
+    def _grace(self, call: _Call, now: float) -> float | None:
+        """When to look again at an overrun call that is still computing (its thread's CPU
+        clock moved since the last look), or None when it is stuck: it has used no CPU for
+        a probe interval, or another ``limit_s`` of CPU since it overran, or it has run
+        ``MAX_GRACE_FACTOR`` times the bound past it."""
+        cpu_s = _thread_cpu_s(self._thread_id)
+        probe = self._probe
+        if cpu_s is None:
+            return None
+        if probe is None or probe[0] is not call:
+            self._probe = (call, cpu_s, cpu_s)
+            return now + min(MAX_PROBE_S, self.limit_s / 5)
+        _, overrun_cpu_s, last_cpu_s = probe
+        probe_s = min(MAX_PROBE_S, self.limit_s / 5)
+        computing = cpu_s - last_cpu_s >= MIN_PROGRESS_SHARE * probe_s
+        within = (cpu_s - overrun_cpu_s < self.limit_s
+                  and now - call[0] < MAX_GRACE_FACTOR * self.limit_s)
+        if not (computing and within):
+            return None
+        self._probe = (call, overrun_cpu_s, cpu_s)
+        return now + probe_s
+
     def interrupted(self) -> OperationHang | None:
         """In the signal handler: the hang to raise, if this bound's call is the one the
         watchdog signalled and it is still in progress."""
@@ -218,6 +265,15 @@ class CallBound:
         if fired is None or call is None or fired[0] is not call:
             return None
         return OperationHang(call[1], self.limit_s)
+
+
+def _thread_cpu_s(thread_id: int) -> float | None:
+    """The CPU time the thread ``thread_id`` has used, in seconds (None where the platform
+    has no per-thread CPU clock, or the thread is gone)."""
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(thread_id))
+    except (AttributeError, OSError):
+        return None
 
 
 def _last_resort(what: str, limit_s: float, main: bool) -> None:
