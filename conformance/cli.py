@@ -433,11 +433,11 @@ def gate_command(
         _worker_ended(),
         worker_pool(jobs or default_jobs()) as pool,
     ):
-        _gate_profiles(gate, plan, runner, pool)
         # The crash sweep replays queue scenarios; consumer and stream runs crash their own
         # way (client and process crashes drawn by the scenario) and are not swept.
         unswept = GATE_CONSUMER_PROFILES + GATE_STREAM_PROFILES
         swept = [name for name in names if name not in unswept]
+        _gate_profiles(gate, plan, runner, pool)
         if sweep and swept:
             _gate_sweeps(gate, plan, swept, sweep_steps, sweep_crash_mode, pool)
         if power_loss and swept:
@@ -492,9 +492,11 @@ def _gate_profiles(gate: Any, plan: Any, runner: Any, pool: Any) -> None:
 def _gate_sweeps(
     gate: Any, plan: Any, swept: list[str], steps: int | None, crash_mode: str, pool: Any
 ) -> None:
-    """The crash sweep of the first seed of each of ``swept``, added to ``gate``."""
+    """The crash sweep of the first seed of each of ``swept``, added to ``gate`` in that
+    order. In a pool they are submitted heaviest first (``gate.sweep_order``), so that the
+    last one to finish is a short one and no worker idles long at the end."""
     from rmqsim.conformance.crash_sweep import DEFAULT_SWEEP_STEPS, SweepResult
-    from rmqsim.conformance.gate import run_sweeps
+    from rmqsim.conformance.gate import collect_sweeps, run_sweeps, submit_sweeps, sweep_order
 
     with progress(len(swept), "crash sweep") as bar:
 
@@ -502,6 +504,15 @@ def _gate_sweeps(
             gate.sweeps.append(done)
             bar.advance(bar.task_ids[0])
 
+        if pool is not None:
+            order = sweep_order(gate, swept)
+            futures = dict(zip(order, submit_sweeps(
+                order, plan.seeds.start, impl=plan.impl, out=plan.out,
+                steps=steps or DEFAULT_SWEEP_STEPS, crash_mode=crash_mode, pool=pool,
+            ), strict=True))  # fmt: skip
+            in_order = [futures[name] for name in swept]
+            collect_sweeps((f.result() for f in in_order), in_order, plan.out, on_sweep)
+            return
         run_sweeps(
             swept,
             plan.seeds.start,

@@ -270,12 +270,51 @@ def run_sweeps(
     cases saved under ``out``. With a ``pool``, the sweeps are its tasks (reported in
     the order of ``profiles``)."""
     args = [(profile, seed, impl, steps, out, crash_mode) for profile in profiles]
-    futures: list[Future[SweepResult]] = []
     if pool is None:
-        done: Iterable[SweepResult] = (_sweep_one(*a) for a in args)
-    else:
-        futures = [pool.submit(_sweep_one, *a) for a in args]
-        done = (future.result() for future in futures)
+        return collect_sweeps((_sweep_one(*a) for a in args), [], out, on_sweep)
+    futures = [pool.submit(_sweep_one, *a) for a in args]
+    return collect_sweeps((future.result() for future in futures), futures, out, on_sweep)
+
+
+def submit_sweeps(
+    profiles: Iterable[str],
+    seed: int,
+    *,
+    impl: str | Factory,
+    out: Path,
+    steps: int,
+    crash_mode: str,
+    pool: WorkerPool,
+) -> list[Future[SweepResult]]:
+    """``run_sweeps``'s tasks, submitted to ``pool`` in the order of ``profiles``
+    (``collect_sweeps`` takes their results)."""
+    return [
+        pool.submit(_sweep_one, profile, seed, impl, steps, out, crash_mode)
+        for profile in profiles
+    ]
+
+
+def sweep_order(gate: GateResult, profiles: list[str]) -> list[str]:
+    """``profiles`` heaviest first, by the mean wall time of the gate's runs of each (a
+    sweep replays its profile's scenario once per crash point): in a pool, the last sweep
+    to finish is then a short one, where in the gate's order the heaviest (swarm) ran last
+    while the other worker idled. Ties keep the given order; the sweeps' results are
+    reported in the given order whatever the order they ran in."""
+    def mean_wall_s(profile: str) -> float:
+        walls = [r.wall_s for r in gate.results if r.profile == profile]
+        return sum(walls) / len(walls) if walls else 0.0
+
+    return sorted(profiles, key=mean_wall_s, reverse=True)
+
+
+def collect_sweeps(
+    done: Iterable[SweepResult],
+    futures: list[Future[SweepResult]],
+    out: Path,
+    on_sweep: Callable[[SweepResult], None] | None,
+) -> list[SweepResult]:
+    """The sweeps of ``done`` (the results of ``futures``, when they ran in a pool), in
+    order, each failing base run saved under ``out`` and passed to ``on_sweep``."""
     sweeps: list[SweepResult] = []
     try:
         for sweep in done:

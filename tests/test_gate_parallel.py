@@ -180,3 +180,20 @@ def test_an_interrupted_parallel_gate_writes_what_finished_and_leaves_nothing(
     runs = summary["profiles"]["smoke"]["runs"]
     assert 1 <= runs < 500
     assert f"INTERRUPTED by {sig.name} after {runs} run(s)" in stdout
+
+
+def test_sweeps_go_to_the_pool_heaviest_first_and_are_reported_in_order() -> None:
+    """The heaviest profile's sweep starts first (no worker idles on a long last sweep);
+    a profile the gate did not run counts as light; ties keep the given order."""
+    from rmqsim.conformance.gate import GateResult, sweep_order
+    from rmqsim.conformance.run import run_seed
+
+    gate = GateResult(impl="rocksmq", seeds=range(0, 2))
+    for profile, walls in (("smoke", (1.0, 3.0)), ("swarm", (5.0, 7.0)), ("churn", (2.0,))):
+        for seed, wall_s in enumerate(walls):
+            result = run_seed(profile, seed, steps=1)
+            result.wall_s = wall_s
+            gate.add(result)
+    assert sweep_order(gate, ["smoke", "churn", "swarm", "crashy"]) == [
+        "swarm", "smoke", "churn", "crashy"
+    ]
