@@ -31,6 +31,27 @@ from rmqsim.model.api import Clock, MessageQueue, MQConfig
 if TYPE_CHECKING:
     from rmqsim.model import ReferenceMQ
 
+__all__ = [
+    "BUILTIN_IMPLS",
+    "CONSUMER_FACTORY_KEYWORDS",
+    "DEFAULT_IMPL",
+    "LEGACY_PACKAGES",
+    "MODEL_IMPL",
+    "QUEUE_FACTORY_KEYWORDS",
+    "QUEUE_METHODS",
+    "BadImplError",
+    "Factory",
+    "FaultHook",
+    "checked_queue",
+    "is_consumer_factory",
+    "load_factory",
+    "make_model_factory",
+    "model_factory",
+    "queue_factory",
+    "resolve_impl",
+    "rocksmq_factory",
+]
+
 DEFAULT_IMPL = "rmqsim.conformance.adapter:rocksmq_factory"
 MODEL_IMPL = "rmqsim.conformance.adapter:model_factory"
 

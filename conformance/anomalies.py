@@ -12,6 +12,14 @@ from dataclasses import dataclass
 from rmqsim.conformance.statediff import Difference
 from rmqsim.scenarios.ops import Outcome
 
+__all__ = [
+    "ANOMALIES",
+    "Before",
+    "classify_consume",
+    "classify_outcome",
+    "classify_state",
+]
+
 #: Every anomaly name, with what it means. Order is severity: the first that applies wins.
 ANOMALIES: dict[str, str] = {
     "torn-operation": "after a crash inside an operation the state is neither before nor after it",

@@ -10,6 +10,12 @@ from rmqsim.model.api import ConsumerMessage, MessageQueue, MQError, ProducerMes
 from rmqsim.scenarios import ops
 from rmqsim.scenarios.ops import Delivered, Outcome
 
+__all__ = [
+    "RUNNER_KINDS",
+    "apply_op",
+    "error_outcome",
+]
+
 #: Kinds handled by the runner itself rather than by a queue call.
 RUNNER_KINDS = frozenset({"advance_clock", "crash_reopen", "close_reopen", "arm_crash"})
 

@@ -27,6 +27,13 @@ from rmqsim.model import ReferenceMQ
 from rmqsim.model.api import MQConfig
 from rmqsim.scenarios.ops import Step
 
+__all__ = [
+    "TARGET_LOCKSTEP_OPS_PER_S",
+    "TARGET_SLOWDOWN_VS_SUT",
+    "LockstepMeasurement",
+    "measure_lockstep",
+]
+
 #: Issue 4's targets: lockstep ops/s on smoke, and lockstep / SUT-alone time.
 TARGET_LOCKSTEP_OPS_PER_S = 10_000
 TARGET_SLOWDOWN_VS_SUT = 3.0

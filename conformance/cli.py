@@ -47,6 +47,19 @@ from rmqsim.conformance.cli_common import (
 )
 from rmqsim.conformance.shrink_budget import ShrinkBudget
 
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "GATE_RUNNER_GROUP",
+    "LAZY_COMMANDS",
+    "LazyGroup",
+    "cli",
+    "gate_command",
+    "gate_runner",
+    "main",
+    "replay_command",
+    "run_command",
+]
+
 #: Commands of conformance/ loaded only when invoked (``name -> "module:attribute"``); a
 #: command whose module is not installed is not listed. Other packages (``reports``) and
 #: users add commands through the ``rmqsim.commands`` entry point group instead, so that

@@ -22,6 +22,45 @@ import click
 
 from rmqsim.conformance.shrink_budget import DEFAULT_SHRINK_OPERATIONS, ShrinkBudget, ShrinkStats
 
+__all__ = [
+    "DEFAULT_OUT",
+    "EXIT_DIVERGENCE",
+    "EXIT_INTERNAL",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "SEEDS",
+    "SEED_LIMIT",
+    "SPARK_EXTRA_INSTALL",
+    "SPARK_EXTRA_MODULES",
+    "F",
+    "FiniteFloatRange",
+    "SeedRange",
+    "ShrinkBar",
+    "Terminated",
+    "UsageError",
+    "crash_mode_choice",
+    "crash_mode_option",
+    "crash_rate_option",
+    "fail",
+    "friendly_errors",
+    "impl_option",
+    "interrupt_exit_code",
+    "interrupt_signal",
+    "missing_extra",
+    "op_timeout_option",
+    "ops_budget_option",
+    "out_option",
+    "parse_profiles",
+    "progress",
+    "save_regression_option",
+    "save_regressions",
+    "shrink_options",
+    "signals_raise",
+    "steps_option",
+    "time_budget_option",
+    "writable_dir",
+]
+
 EXIT_OK = 0
 EXIT_DIVERGENCE = 1
 EXIT_USAGE = 2

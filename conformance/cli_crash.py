@@ -24,6 +24,12 @@ from rmqsim.conformance.cli_common import (
 )
 from rmqsim.conformance.shrink_budget import ShrinkBudget
 
+__all__ = [
+    "MAX_REPORTED_CASES",
+    "crash_sweep_command",
+    "shrink_command",
+]
+
 
 @click.command("shrink")
 @click.argument("trace_file", type=click.Path(dir_okay=False, path_type=Path))

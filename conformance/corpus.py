@@ -24,6 +24,17 @@ from rmqsim.conformance.run import RunResult, read_run_trace, replay
 from rmqsim.conformance.run_result import failed_at_final_check
 from rmqsim.conformance.trace import dumps, write_lines
 
+__all__ = [
+    "DEFAULT_CORPUS",
+    "HASH_CHARS",
+    "corpus_files",
+    "program_digest",
+    "regression_name",
+    "replay_corpus",
+    "replay_regression",
+    "save_regression",
+]
+
 #: Where ``--save-regression`` writes and ``rmqsim gate`` reads, relative to the working
 #: directory (the root of the repository whose implementation is gated).
 DEFAULT_CORPUS = Path("regressions")

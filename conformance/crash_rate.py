@@ -18,6 +18,12 @@ from rmqsim.conformance.lockstep import Lockstep
 from rmqsim.scenarios.ops import STATE_CHANGING, ArmCrash, Outcome, Step
 from rmqsim.scenarios.simulation import Execute
 
+__all__ = [
+    "CRASH_RATE_ACTOR",
+    "check_rate",
+    "with_crash_rate",
+]
+
 #: The actor name of the arms the crash rate adds.
 CRASH_RATE_ACTOR = "crash-rate"
 

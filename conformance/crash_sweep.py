@@ -47,6 +47,18 @@ from rmqsim.conformance.trace import Trace, TraceStep, parse_lines, write_lines
 from rmqsim.scenarios.ops import ArmCrash, CrashReopen, Step
 from rmqsim.scenarios.profiles import ProfileError
 
+__all__ = [
+    "DEFAULT_SWEEP_STEPS",
+    "SWEEP_ACTOR",
+    "CrashCase",
+    "SweepResult",
+    "case_digest",
+    "case_file_name",
+    "case_trace",
+    "crash_cases",
+    "crash_sweep",
+]
+
 #: Steps of the scenario a sweep crashes in, by default (cases grow about linearly with
 #: it and each case replays its prefix, so the cost grows quadratically).
 DEFAULT_SWEEP_STEPS = 60

@@ -27,6 +27,29 @@ from rmqsim.conformance.run import RunResult, run_seed
 from rmqsim.conformance.shrink_budget import OnRun, ShrinkBudget
 from rmqsim.conformance.trace import write_lines
 
+__all__ = [
+    "CORPUS_SUITE",
+    "DEFAULT_GATE_SEEDS",
+    "GATE_CONSUMER_PROFILES",
+    "GATE_PROFILES",
+    "GATE_STREAM_PROFILES",
+    "MAX_SHRUNK_FAILURES",
+    "GatePlan",
+    "GateResult",
+    "ProfileSummary",
+    "collect_sweeps",
+    "junit_xml",
+    "run_corpus",
+    "run_profiles",
+    "run_sweeps",
+    "save_failure",
+    "submit_sweeps",
+    "summary_json",
+    "sweep_order",
+    "trace_name",
+    "write_outputs",
+]
+
 #: Profiles the gate runs, in this order (each seed of each): the queue layer's.
 GATE_PROFILES = QUEUE_LAYER.gate_profiles
 #: Consumer profiles the gate runs after those (docs/CONSUMER.md): the consumer layer's.

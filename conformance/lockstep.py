@@ -36,6 +36,20 @@ from rmqsim.model import ReferenceMQ
 from rmqsim.model.api import MessageQueue, MQConfig, State
 from rmqsim.scenarios.ops import STATE_CHANGING, ArmCrash, GetLatest, Outcome, Step
 
+__all__ = [
+    "CRASHED",
+    "DEFAULT_FULL_CHECK_EVERY",
+    "MAX_DIFFS",
+    "Divergence",
+    "FaultInjector",
+    "InjectedCrash",
+    "Lockstep",
+    "PointPass",
+    "SimClock",
+    "Stats",
+    "StepRecord",
+]
+
 #: Compare the whole state at least this often (state-changing operations) by default.
 DEFAULT_FULL_CHECK_EVERY = 64
 #: A crash that does not resolve to before/after is still reported after this many diffs.

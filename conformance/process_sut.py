@@ -47,6 +47,19 @@ from rmqsim.model.api import (
     State,
 )
 
+__all__ = [
+    "CRASH_MODES",
+    "DEFAULT_CRASH_MODE",
+    "FORWARDED",
+    "JOIN_TIMEOUT_S",
+    "Arm",
+    "ChildDiedError",
+    "ProcessQueue",
+    "check_crash_mode",
+    "child_main",
+    "process_factory",
+]
+
 #: ``_dead`` of a proxy whose queue was closed (not crashed, not killed).
 _CLOSED = "was closed"
 

@@ -26,6 +26,16 @@ from typing import Any
 
 import pytest
 
+__all__ = [
+    "CORPUS_ITEM",
+    "FIXTURE",
+    "GateCheck",
+    "pytest_addoption",
+    "pytest_configure",
+    "pytest_generate_tests",
+    "rmqsim_gate",
+]
+
 FIXTURE = "rmqsim_gate"
 #: The parameter id of the regression corpus replay.
 CORPUS_ITEM = "regressions"

@@ -14,6 +14,18 @@ from rmqsim.conformance.run import RunResult, git_commit, parse_run_lines, versi
 from rmqsim.conformance.statediff import clip
 from rmqsim.scenarios.ops import Outcome
 
+__all__ = [
+    "DEFAULT_OUTCOME_LABELS",
+    "MAX_SHRUNK_LINES",
+    "MAX_VALUE_CHARS",
+    "OUTCOME_LABELS",
+    "outcome_labels",
+    "render_failure",
+    "render_op",
+    "render_outcome",
+    "replay_command",
+]
+
 #: Longest rendering of one value in a report line.
 MAX_VALUE_CHARS = 300
 #: Most operations of a shrunk trace listed in a report.

@@ -16,6 +16,14 @@ import os
 import tempfile
 from pathlib import Path
 
+__all__ = [
+    "RAM_DIRS",
+    "WORKDIR_ENV",
+    "ScratchDirError",
+    "scratch_root",
+    "unwritable_dir",
+]
+
 #: Environment variable naming the directory runs create their temporary directories in.
 WORKDIR_ENV = "RMQSIM_WORKDIR"
 #: RAM-backed directories tried in order when ``RMQSIM_WORKDIR`` is not set.

@@ -57,6 +57,22 @@ from rmqsim.conformance.trace import Trace, TraceFormatError
 from rmqsim.conformance.watchdog import op_timeout, shrink_op_timeout_s
 from rmqsim.scenarios.ops import Step
 
+__all__ = [
+    "SHRUNK_SUFFIX",
+    "AnyStep",
+    "NotFailingError",
+    "Pass",
+    "R",
+    "Runner",
+    "ShrinkReport",
+    "passes",
+    "shrink_and_save",
+    "shrink_file",
+    "shrink_result",
+    "shrink_steps",
+    "shrunk_path",
+]
+
 #: A step of the runs the shrinker cuts (of any layer's vocabulary).
 AnyStep = Step[Any]
 

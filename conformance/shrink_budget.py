@@ -12,6 +12,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+__all__ = [
+    "DEFAULT_SHRINK_BUDGET",
+    "DEFAULT_SHRINK_OPERATIONS",
+    "STOPPED_BY_OPERATIONS",
+    "STOPPED_BY_TIME",
+    "OnRun",
+    "ShrinkBudget",
+    "ShrinkStats",
+]
+
 #: Default bound of one shrink: operations executed by its candidate runs. Measured here:
 #: every seeded bug (``rmqsim mutants``) and every wrong consumer of the tests shrinks to
 #: the end of its search within 31,000 (the most: a wrong consumer, 650 runs in 12.6 s).

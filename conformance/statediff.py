@@ -11,6 +11,16 @@ from typing import Any
 
 from rmqsim.model.api import ConsumerMessage, Page, State, TopicState
 
+__all__ = [
+    "MAX_LISTED",
+    "Difference",
+    "clip",
+    "diff_states",
+    "diff_topic",
+    "state_digest",
+    "state_to_json",
+]
+
 #: At most this many differences are listed per category; the rest are counted.
 MAX_LISTED = 8
 

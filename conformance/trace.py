@@ -36,6 +36,32 @@ from typing import Any
 
 from rmqsim.scenarios.ops import Op, OpDecodeError, Outcome, op_from_json, outcome_from_json
 
+__all__ = [
+    "DIGEST_PATTERN",
+    "END_FIELDS",
+    "END_OPTIONAL_FIELDS",
+    "END_STATUSES",
+    "FORMAT",
+    "FORMAT_VERSION",
+    "HEADER_FIELDS",
+    "MAX_INT_DIGITS",
+    "MAX_LINE_BYTES",
+    "STEP_FIELDS",
+    "STEP_OPTIONAL_FIELDS",
+    "TIME_LIMIT_S",
+    "ChooseDecoders",
+    "OpDecoder",
+    "OutcomeDecoder",
+    "Trace",
+    "TraceFormatError",
+    "TraceStep",
+    "dumps",
+    "parse_lines",
+    "read_lines",
+    "read_trace",
+    "write_lines",
+]
+
 FORMAT = "rmqsim-trace"
 FORMAT_VERSION = 1
 #: Largest trace line accepted, in bytes (a produce of many big payloads is the largest).

@@ -13,6 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Generic, TypeVar
 
+__all__ = [
+    "COMPACT_MIN_DEAD",
+    "TrimLog",
+]
+
 T = TypeVar("T")
 
 #: Compact once the dead prefix holds at least this many slots and outweighs the live part.

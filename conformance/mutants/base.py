@@ -13,6 +13,10 @@ from rmqsim.conformance.adapter import Factory, FaultHook
 from rmqsim.impl import RocksMQ
 from rmqsim.model.api import Clock, MessageQueue, MQConfig
 
+__all__ = [
+    "factory_of",
+]
+
 
 def factory_of(cls: type[RocksMQ]) -> Factory:
     """The ``--impl`` factory that opens ``cls`` exactly as ``rocksmq_factory`` opens

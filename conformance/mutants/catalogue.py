@@ -11,6 +11,14 @@ from collections.abc import Iterable
 
 from rmqsim.conformance.mutants import Mutant
 
+__all__ = [
+    "MUTANTS",
+    "MUTANT_MODULES",
+    "UnknownMutantError",
+    "gather",
+    "select",
+]
+
 #: Modules whose ``MUTANTS`` make up the catalogue.
 MUTANT_MODULES: tuple[str, ...] = (
     "rmqsim.conformance.mutants.milvus",

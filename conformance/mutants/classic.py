@@ -15,6 +15,18 @@ from rmqsim.impl import RocksMQ
 from rmqsim.impl.storage import Plan
 from rmqsim.model.api import ConsumerMessage
 
+__all__ = [
+    "MUTANTS",
+    "EndBeforeMessages",
+    "PageBoundarySkip",
+    "RetentionPastAcked",
+    "StaleAcks",
+    "end_before_messages",
+    "page_boundary_skip",
+    "retention_past_acked",
+    "stale_acks",
+]
+
 
 class PageBoundarySkip(RocksMQ):
     """Bug class: skipped delivery. A poll that crosses a closed page's end starts the next

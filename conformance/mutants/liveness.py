@@ -14,6 +14,12 @@ from rmqsim.impl import RocksMQ
 from rmqsim.impl.storage import Plan
 from rmqsim.model.api import Page
 
+__all__ = [
+    "MUTANTS",
+    "LastGroupDeadlock",
+    "last_group_deadlock",
+]
+
 
 class LastGroupDeadlock(RocksMQ):
     """Bug class: deadlock (a lock taken twice). When the last group of a topic is

@@ -19,6 +19,32 @@ from rmqsim.impl import RocksMQ, keys
 from rmqsim.impl.storage import Plan, Store
 from rmqsim.model.api import ConsumerMessage, validate_name
 
+__all__ = [
+    "MUTANTS",
+    "AckOffByOne",
+    "AckRegisteredOnly",
+    "DecimalKeys",
+    "DestroyByPrefix",
+    "DestroyGroupKeepsAcks",
+    "DestroyKeepsMessages",
+    "EmptyPayloadNone",
+    "GroupWithoutTopic",
+    "IdsRestart",
+    "LatestBySubstring",
+    "SeekBackwardPanics",
+    "ack_off_by_one",
+    "ack_registered_only",
+    "decimal_keys",
+    "destroy_by_prefix",
+    "destroy_group_keeps_acks",
+    "destroy_keeps_messages",
+    "empty_payload_none",
+    "group_without_topic",
+    "ids_restart",
+    "latest_by_substring",
+    "seek_backward_panics",
+]
+
 _TAG_INCARNATION = struct.Struct(">cQ")
 
 

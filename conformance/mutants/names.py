@@ -20,6 +20,14 @@ from rmqsim.conformance.mutants.base import factory_of
 from rmqsim.impl import RocksMQ
 from rmqsim.model.api import ConsumerMessage, ProducerMessage
 
+__all__ = [
+    "MUTANTS",
+    "CaseInsensitiveNames",
+    "NfcInsensitiveNames",
+    "case_insensitive_names",
+    "nfc_insensitive_names",
+]
+
 
 class _FoldedNames(RocksMQ):
     """RocksMQ whose every operation first replaces a topic (group) name by a live topic
