@@ -419,19 +419,17 @@ def gate_command(
     from rmqsim.conformance.corpus import DEFAULT_CORPUS
     from rmqsim.conformance.gate import (
         DEFAULT_GATE_SEEDS,
-        GATE_CONSUMER_PROFILES,
-        GATE_PROFILES,
-        GATE_STREAM_PROFILES,
         GatePlan,
         GateResult,
         run_corpus,
         write_outputs,
     )
+    from rmqsim.conformance.layer import layer_for_profile, registered_layers
     from rmqsim.conformance.pool import default_jobs, worker_pool
 
     impl = impl or DEFAULT_IMPL
     load_factory(impl)
-    every = GATE_PROFILES + GATE_CONSUMER_PROFILES + GATE_STREAM_PROFILES
+    every = tuple(name for layer in registered_layers() for name in layer.gate_profiles)
     names = parse_profiles(profiles, every)
     if corpus is not None and not corpus.is_dir():
         raise UsageError(f"--corpus {corpus}: not a directory")
@@ -446,10 +444,9 @@ def gate_command(
         _worker_ended(),
         worker_pool(jobs or default_jobs()) as pool,
     ):
-        # The crash sweep replays queue scenarios; consumer and stream runs crash their own
-        # way (client and process crashes drawn by the scenario) and are not swept.
-        unswept = GATE_CONSUMER_PROFILES + GATE_STREAM_PROFILES
-        swept = [name for name in names if name not in unswept]
+        # The crash sweep replays a layer's scenarios where the layer allows it (the queue's);
+        # others crash their own way (client and process crashes drawn by the scenario).
+        swept = [name for name in names if layer_for_profile(name).crash_sweep_refusal is None]
         _gate_profiles(gate, plan, runner, pool)
         if sweep and swept:
             _gate_sweeps(gate, plan, swept, sweep_steps, sweep_crash_mode, pool)
