@@ -9,6 +9,10 @@ Version 2: rows of consumer profiles (``scenarios.consumer_profiles``) too. A ``
 column says which kind of run a row is; ``op_counts`` holds both vocabularies; the queue
 config columns may be null; ``consumer_config`` carries a consumer profile's own knobs.
 
+Version 3: rows of stream profiles (``scenarios.stream_profiles``) too: ``layer``
+"stream", ``op_counts`` holds the stream vocabulary as well, ``consumer_config`` carries a
+stream profile's own knobs (each layer's ``Layer.sweep_fields``).
+
 The Spark schema is derived from the pyarrow one, so the two cannot drift apart.
 """
 
@@ -20,11 +24,12 @@ import pyarrow as pa
 
 from rmqsim.scenarios.consumer_ops import CONSUMER_OP_TYPES
 from rmqsim.scenarios.ops import OP_KINDS
+from rmqsim.scenarios.stream_ops import STREAM_OP_TYPES
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: Where the rows go under a sweep directory (a Parquet dataset partitioned by profile).
 RUNS_DIR = "runs"
@@ -47,23 +52,28 @@ STATUS_ERROR = "error"
 #: Longest divergence detail kept in a row (characters); the full story is in the trace.
 MAX_DETAIL_CHARS = 500
 
-#: Which layer a run checks: the queue (``scenarios.profiles``, ``conformance.lockstep``)
-#: or the push consumer on top of it (``scenarios.consumer_profiles``,
-#: ``conformance.consumer_run``). The layer decides the vocabulary of a row's operations.
+#: Which layer a run checks (``Layer.name``): the queue (``scenarios.profiles``,
+#: ``conformance.lockstep``), the push consumer on top of it
+#: (``scenarios.consumer_profiles``, ``conformance.consumer_run``) or the message streams
+#: on top of it (``scenarios.stream_profiles``, ``conformance.stream``). The layer decides
+#: the vocabulary of a row's operations.
 LAYER_QUEUE = "queue"
 LAYER_CONSUMER = "consumer"
-#: Each layer's operation kinds, in vocabulary order (``run_retention`` is in both: the
-#: consumer simulation emits the queue's own retention pass).
+LAYER_STREAM = "stream"
+#: Each layer's operation kinds, in vocabulary order (``run_retention`` is in all three:
+#: the consumer and stream simulations emit the queue's own retention pass).
 LAYER_OP_KINDS: dict[str, tuple[str, ...]] = {
     LAYER_QUEUE: OP_KINDS,
     LAYER_CONSUMER: tuple(CONSUMER_OP_TYPES),
+    LAYER_STREAM: tuple(STREAM_OP_TYPES),
 }
-#: The fields of ``op_counts``: the queue vocabulary, then the consumer kinds it lacks.
-ALL_OP_KINDS: tuple[str, ...] = OP_KINDS + tuple(
-    kind for kind in LAYER_OP_KINDS[LAYER_CONSUMER] if kind not in OP_KINDS
+#: The fields of ``op_counts``: the queue vocabulary, then each other layer's kinds that
+#: no earlier layer has.
+ALL_OP_KINDS: tuple[str, ...] = tuple(
+    dict.fromkeys(kind for kinds in LAYER_OP_KINDS.values() for kind in kinds)
 )
 
-#: Operation counts: one field per kind of either vocabulary (a fixed set, so a struct
+#: Operation counts: one field per kind of any layer's vocabulary (a fixed set, so a struct
 #: rather than a map: columnar sums stay cheap over millions of rows); a row counts 0 for
 #: the kinds outside its layer's vocabulary.
 OP_COUNTS_TYPE = pa.struct([pa.field(kind, pa.int64(), nullable=False) for kind in ALL_OP_KINDS])
@@ -73,7 +83,7 @@ ARROW_SCHEMA = pa.schema(
         pa.field("schema_version", pa.int32(), nullable=False),
         pa.field("sweep_id", pa.string(), nullable=False),
         pa.field("profile", pa.string(), nullable=False),
-        # LAYER_QUEUE or LAYER_CONSUMER.
+        # LAYER_QUEUE, LAYER_CONSUMER or LAYER_STREAM.
         pa.field("layer", pa.string(), nullable=False),
         pa.field("seed", pa.int64(), nullable=False),
         pa.field("implementation", pa.string(), nullable=False),
@@ -97,7 +107,7 @@ ARROW_SCHEMA = pa.schema(
         *(pa.field(name, pa.int64()) for name in CONFIG_COLUMNS),
         # operation kinds a swarm seed switched off (empty for fixed profiles).
         pa.field("kinds_off", pa.list_(pa.string()), nullable=False),
-        # A consumer profile as its traces record it (ConsumerProfile.to_json() without
+        # A consumer or stream profile as its traces record it (its to_json() without
         # the prose description), as canonical JSON; null for queue rows.
         pa.field("consumer_config", pa.string()),
         pa.field("sim_time_s", pa.int64(), nullable=False),

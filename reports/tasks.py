@@ -7,9 +7,7 @@ on a cluster's worker or in a plain process.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import json
 import signal
 import tempfile
 import time
@@ -23,28 +21,23 @@ from rmqsim.conformance.adapter import Factory
 from rmqsim.conformance.cli_common import signals_raise
 from rmqsim.conformance.coverage import with_coverage
 from rmqsim.conformance.gate import save_failure
-from rmqsim.conformance.layer import RunSpec
+from rmqsim.conformance.layer import RunSpec, layer_for_profile, layer_named
 from rmqsim.conformance.run import RunResult, git_commit, run_seed
 from rmqsim.conformance.scratch import scratch_root
 from rmqsim.conformance.shrink import shrink_and_save
 from rmqsim.conformance.shrink_budget import DEFAULT_SHRINK_BUDGET, ShrinkBudget
 from rmqsim.conformance.statediff import clip
-from rmqsim.model.api import MQConfig
 from rmqsim.reports.schema import (
     ALL_OP_KINDS,
     COLUMNS,
     CONFIG_COLUMNS,
-    LAYER_CONSUMER,
     LAYER_QUEUE,
     MAX_DETAIL_CHARS,
     SCHEMA_VERSION,
     STATUS_ERROR,
     TRACES_DIR,
 )
-from rmqsim.scenarios.catalog import queue_profile
-from rmqsim.scenarios.consumer_profiles import CONSUMER_PROFILES
-from rmqsim.scenarios.ops import OP_KINDS
-from rmqsim.scenarios.profiles import resolve
+from rmqsim.scenarios.profiles import UnknownProfileError
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,29 +97,40 @@ def _detail(result: RunResult) -> str | None:
 
 
 def layer_of(profile_name: str) -> str:
-    """The layer a profile's runs check (``conformance.run.run_seed`` dispatches the same)."""
-    return LAYER_CONSUMER if profile_name in CONSUMER_PROFILES else LAYER_QUEUE
+    """The layer that has the profile (``layer_for_profile``, as ``run_seed`` dispatches);
+    the queue's for a profile no layer has (an error row of a profile this code lacks)."""
+    try:
+        return layer_for_profile(profile_name).name
+    except UnknownProfileError:
+        return LAYER_QUEUE
 
 
-def profile_columns(profile_name: str, seed: int) -> dict[str, Any]:
-    """The columns a row takes from its profile: layer, queue config, switched-off kinds
-    and, for a consumer profile, its own configuration."""
-    if profile_name in CONSUMER_PROFILES:
-        profile = CONSUMER_PROFILES[profile_name]
-        queue = dataclasses.asdict(MQConfig(**profile.config))  # what the run's queue got
-        knobs = {k: v for k, v in profile.to_json().items() if k != "description"}
-        return {
-            "layer": LAYER_CONSUMER,
-            **{name: queue[name] for name in CONFIG_COLUMNS},
-            "kinds_off": [],
-            "consumer_config": json.dumps(knobs, sort_keys=True, separators=(",", ":")),
-        }
-    resolved = resolve(queue_profile(profile_name), seed)
+def planned_spec(item: WorkItem, spec: TaskSpec) -> RunSpec:
+    """The run of ``item`` as planned: its layer and its profile resolved for its seed
+    (what an error row shows of a run that did not finish)."""
+    layer = layer_for_profile(item.profile)
+    resolved = layer.resolve_profile(item.profile, item.seed)
+    return RunSpec(
+        layer=layer.name,
+        profile=item.profile,
+        seed=item.seed,
+        impl=_impl_name(spec),
+        profile_config=resolved.profile_config,
+        config=resolved.config,
+    )
+
+
+def profile_columns(result: RunResult) -> dict[str, Any]:
+    """The columns a row takes from its run's profile (``result.spec``): the layer, the
+    queue config, the kinds a swarm seed switched off (weight 0) and the layer's own
+    columns (``Layer.sweep_fields``)."""
+    run = result.spec
+    weights = run.profile_config.get("weights") or {}
     return {
-        "layer": LAYER_QUEUE,
-        **{name: resolved.config[name] for name in CONFIG_COLUMNS},
-        "kinds_off": [k for k in OP_KINDS if not resolved.weights[k]],
-        "consumer_config": None,
+        "layer": run.layer,
+        **{name: run.config.get(name) for name in CONFIG_COLUMNS},
+        "kinds_off": [kind for kind, weight in weights.items() if not weight],
+        **layer_named(run.layer).sweep_fields(result),
     }
 
 
@@ -151,9 +155,8 @@ def result_row(
     trace_path: str | None,
     shrunk: RunResult | None,
 ) -> tuple[Any, ...]:
-    """The row of one run (of a queue or a consumer profile), a tuple in ``COLUMNS``
-    order."""
-    columns = profile_columns(item.profile, item.seed)
+    """The row of one run (of any layer's profile), a tuple in ``COLUMNS`` order."""
+    columns = profile_columns(result)
     div = result.divergence
     saved = shrunk or result
     row: dict[str, Any] = {
@@ -190,10 +193,11 @@ def error_row(item: WorkItem, spec: TaskSpec, exc: BaseException, wall_s: float)
     """The row of a run on which rmqsim itself failed: kept, counted, never silently lost
     (even when the profile itself is what failed: its config columns are then null)."""
     try:
-        columns = profile_columns(item.profile, item.seed)
+        planned = RunResult(spec=planned_spec(item, spec), status=STATUS_ERROR, steps=0)
+        columns = profile_columns(planned)
     except Exception:  # the row must still be written; the detail says what failed
         columns = {"layer": layer_of(item.profile), "kinds_off": []}
-    impl = spec.impl if isinstance(spec.impl, str) else repr(spec.impl)
+    impl = _impl_name(spec)
     row: dict[str, Any] = {name: None for name in COLUMNS}
     row.update(
         schema_version=SCHEMA_VERSION,
@@ -286,7 +290,11 @@ def run_chunk(
             yield item, result, row
 
 
+def _impl_name(spec: TaskSpec) -> str:
+    return spec.impl if isinstance(spec.impl, str) else repr(spec.impl)
+
+
 def _error_result(item: WorkItem, spec: TaskSpec) -> RunResult:
-    impl = spec.impl if isinstance(spec.impl, str) else repr(spec.impl)
+    impl = _impl_name(spec)
     run = RunSpec(layer=layer_of(item.profile), profile=item.profile, seed=item.seed, impl=impl)
     return RunResult(spec=run, status=STATUS_ERROR, steps=0)

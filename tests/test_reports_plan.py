@@ -108,12 +108,13 @@ def test_spark_schema_is_the_arrow_schema() -> None:
         check_columns({"seed": "string"}, {"seed": "bigint"})
 
 
-def test_schema_2_holds_both_layers() -> None:
-    assert SCHEMA_VERSION == 2
+def test_schema_3_holds_every_layer() -> None:
+    assert SCHEMA_VERSION == 3
     fields = ARROW_SCHEMA.field("op_counts").type
     assert [fields.field(i).name for i in range(fields.num_fields)] == list(ALL_OP_KINDS)
-    # Every kind of either vocabulary has its field, each once (run_retention is shared).
-    assert set(ALL_OP_KINDS) == set(OP_KINDS) | set(LAYER_OP_KINDS["consumer"])
+    # Every kind of every vocabulary has its field, each once (run_retention is shared).
+    every = set(OP_KINDS) | set(LAYER_OP_KINDS["consumer"]) | set(LAYER_OP_KINDS["stream"])
+    assert set(ALL_OP_KINDS) == every
     assert len(ALL_OP_KINDS) == len(set(ALL_OP_KINDS))
     assert not ARROW_SCHEMA.field("layer").nullable
     assert all(ARROW_SCHEMA.field(name).nullable for name in CONFIG_COLUMNS)
