@@ -35,8 +35,9 @@ def test_bench_command_prints_ratios() -> None:
     assert "lockstep" in result.output and "smoke" in result.output and "swarm" in result.output
     # Per backend (rocksmq, commitlog, commitlog-async) and operation (produce, consume) a
     # wall and a CPU ratio to its raw baseline; commitlog-async over rocksmq, per wall and
-    # per CPU second; then three (vs SUT, per CPU, vs model) for each of smoke and swarm.
-    assert len(re.findall(r"\d+\.\d\dx", result.output)) == 12 + 2 + 6, result.output
+    # per CPU second; then three (vs SUT, per CPU, vs model) for each of smoke, swarm and
+    # the stream layer's profile.
+    assert len(re.findall(r"\d+\.\d\dx", result.output)) == 12 + 2 + 9, result.output
 
 
 def test_bench_lockstep_cadence_reaches_the_runs(monkeypatch) -> None:
@@ -57,6 +58,31 @@ def test_bench_lockstep_cadence_reaches_the_runs(monkeypatch) -> None:
     # Warm-up and one measured seed, for smoke and for swarm: all at the asked cadence.
     assert cadences == [1000] * 4
     assert CliRunner().invoke(cli, [*args, "--check-every", "0"]).exit_code == 2
+
+
+def test_bench_reports_the_stream_lockstep_beside_the_stream_implementation_alone() -> None:
+    args = ["bench", "--messages", "100", "--repeats", "1", "--backend", "rocksmq"]
+    result = CliRunner().invoke(cli, [*args, "--lockstep-seeds", "1"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    [row] = [line for line in result.output.splitlines() if "stream (stream layer)" in line]
+    # operations, then ops/s and ops/CPU-s for lockstep, implementation alone and model
+    # alone, then the slowdowns vs the implementation (wall, CPU) and vs the model.
+    cells = [cell.strip() for cell in row.strip("│┃ ").split("│")][1:]
+    assert len(cells) == 10, row
+    assert int(cells[0]) > 0 and all(float(c.replace(",", "")) > 0 for c in cells[1:7])
+    assert all(re.fullmatch(r"\d+\.\d\dx", cell) for cell in cells[7:]), row
+    assert "stream: vs the stream implementation alone" in result.output
+
+
+def test_measure_stream_lockstep_runs_the_lockstep_s_own_operations() -> None:
+    from rmqsim.conformance.bench_stream import measure_stream_lockstep
+    from rmqsim.conformance.run import run_seed
+
+    measured = measure_stream_lockstep(range(2, 3))
+    assert measured.profile == "stream"
+    assert measured.operations == run_seed("stream", 2, impl="stream").steps
+    rates = (measured.lockstep_ops_per_s, measured.sut_ops_per_s, measured.model_ops_per_s)
+    assert all(rate > 0 for rate in rates) and measured.cpu_slowdown_vs_sut > 0
 
 
 def test_bench_refuses_a_size_that_is_not_whole_batches() -> None:
