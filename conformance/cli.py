@@ -421,16 +421,16 @@ def gate_command(
         DEFAULT_GATE_SEEDS,
         GatePlan,
         GateResult,
+        all_gate_profiles,
         run_corpus,
         write_outputs,
     )
-    from rmqsim.conformance.layer import layer_for_profile, registered_layers
+    from rmqsim.conformance.layer import layer_for_profile
     from rmqsim.conformance.pool import default_jobs, worker_pool
 
     impl = impl or DEFAULT_IMPL
     load_factory(impl)
-    every = tuple(name for layer in registered_layers() for name in layer.gate_profiles)
-    names = parse_profiles(profiles, every)
+    names = parse_profiles(profiles, all_gate_profiles())
     if corpus is not None and not corpus.is_dir():
         raise UsageError(f"--corpus {corpus}: not a directory")
     if master is not None and not spark:

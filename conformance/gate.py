@@ -19,6 +19,7 @@ from rmqsim.conformance.corpus import replay_corpus
 from rmqsim.conformance.coverage import coverage_summary, with_coverage
 from rmqsim.conformance.crash_sweep import SweepResult, crash_sweep
 from rmqsim.conformance.gate_power import power_suite, power_summary
+from rmqsim.conformance.layer import registered_layers
 from rmqsim.conformance.layers import CONSUMER_LAYER, QUEUE_LAYER, STREAM_LAYER
 from rmqsim.conformance.pool import WorkerPool
 from rmqsim.conformance.power_loss import PowerSweepResult
@@ -37,6 +38,7 @@ __all__ = [
     "GatePlan",
     "GateResult",
     "ProfileSummary",
+    "all_gate_profiles",
     "collect_sweeps",
     "junit_xml",
     "run_corpus",
@@ -56,6 +58,13 @@ GATE_PROFILES = QUEUE_LAYER.gate_profiles
 GATE_CONSUMER_PROFILES = CONSUMER_LAYER.gate_profiles
 #: Stream profiles the gate runs after those (docs/STREAM.md): the stream layer's.
 GATE_STREAM_PROFILES = STREAM_LAYER.gate_profiles
+
+
+def all_gate_profiles() -> tuple[str, ...]:
+    """The profiles ``rmqsim gate`` and ``rmqsim sweep`` run by default: every registered
+    layer's gate profiles, in the order the layers were registered (queue, consumer,
+    stream, then any a user registered)."""
+    return tuple(name for layer in registered_layers() for name in layer.gate_profiles)
 #: The gate's summary row and JUnit suite of the regression corpus replays.
 CORPUS_SUITE = "regressions"
 #: Default seeds per profile: sized so that the whole gate takes a few minutes here.

@@ -50,8 +50,8 @@ archives_option = click.option(
 @click.option(
     "--profiles",
     default=None,
-    help="Comma-separated profiles, queue or consumer ones (default: the gate's, "
-    "consumer profiles included).",
+    help="Comma-separated profiles of any layer (default: the gate's, the consumer and "
+    "stream profiles included).",
 )
 @impl_option
 @master_option
@@ -91,12 +91,12 @@ def sweep_command(
     usage, 3 when rmqsim itself failed on some run.
     """
     from rmqsim.conformance.adapter import DEFAULT_IMPL, load_factory
-    from rmqsim.conformance.gate import GATE_CONSUMER_PROFILES, GATE_PROFILES
+    from rmqsim.conformance.gate import all_gate_profiles
     from rmqsim.reports.spark import Shipping, check_master, spark_session
     from rmqsim.reports.sweep import SweepSpec, check_appendable, run_sweep
 
-    # The gate's profiles, as `rmqsim gate` runs them: the queue's, then the consumer's.
-    names = parse_profiles(profiles, GATE_PROFILES + GATE_CONSUMER_PROFILES)
+    # The gate's profiles, as `rmqsim gate` runs them: every layer's, in layer order.
+    names = parse_profiles(profiles, all_gate_profiles())
     impl = impl or DEFAULT_IMPL
     load_factory(impl)
     check_master(master)

@@ -14,7 +14,11 @@ from rmqsim.conformance.adapter import make_model_factory, model_factory
 from rmqsim.conformance.cli import cli
 from rmqsim.conformance.cli_common import UsageError
 from rmqsim.conformance.consumer_run import consumer_trace_header
-from rmqsim.conformance.gate import GATE_CONSUMER_PROFILES, GATE_PROFILES
+from rmqsim.conformance.gate import (
+    GATE_CONSUMER_PROFILES,
+    GATE_PROFILES,
+    GATE_STREAM_PROFILES,
+)
 from rmqsim.conformance.run import replay_file
 from rmqsim.conformance.trace import read_trace
 from rmqsim.reports.aggregate import SweepDirError, check_sweep_dir
@@ -263,9 +267,9 @@ def test_sweep_defaults_to_the_gates_profiles_consumers_included(
     )
     result = CliRunner().invoke(cli, ["sweep", "--seeds", "0:1", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    assert seen["profiles"] == GATE_PROFILES + GATE_CONSUMER_PROFILES
+    assert seen["profiles"] == GATE_PROFILES + GATE_CONSUMER_PROFILES + GATE_STREAM_PROFILES
     help_text = CliRunner().invoke(cli, ["sweep", "--help"]).output
-    assert "consumer profiles included" in " ".join(help_text.split())
+    assert "consumer and stream profiles included" in " ".join(help_text.split())
 
 
 def test_sweep_dir_checks_before_spark(tmp_path: Path) -> None:
