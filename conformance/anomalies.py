@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rmqsim.conformance.statediff import Difference
+from rmqsim.conformance.statediff import Difference, MessageDiff
 from rmqsim.scenarios.ops import Outcome
 
 __all__ = [
@@ -107,6 +107,15 @@ def classify_outcome(kind: str, expected: Outcome, actual: Outcome, before: Befo
     return "outcome-mismatch"
 
 
+#: The anomaly of each kind of ``messages`` difference but a missing message (which is
+#: ``lost-write``, or ``premature-retention`` after a retention pass).
+_MESSAGE_ANOMALY = {
+    MessageDiff.DUPLICATED: "duplicate",
+    MessageDiff.ONLY_IN_SUT: "resurrected-message",
+    MessageDiff.ORDER: "nonmonotonic-poll",
+}
+
+
 def classify_state(diffs: list[Difference], *, retention: bool = False) -> str:
     """Anomaly of a state difference (outcomes agreed). ``retention`` says the diverging
     operation was a retention pass, which turns missing old messages into premature ones."""
@@ -115,14 +124,9 @@ def classify_state(diffs: list[Difference], *, retention: bool = False) -> str:
         if d.area == "topic":
             found.add("lost-write" if d.expected == "exists" else "resurrected-message")
         elif d.area == "messages":
-            if "missing" in d.where:
-                found.add("premature-retention" if retention else "lost-write")
-            elif "duplicated" in d.where:
-                found.add("duplicate")
-            elif "only in sut" in d.where:
-                found.add("resurrected-message")
-            else:
-                found.add("nonmonotonic-poll")
+            assert d.kind is not None, d  # statediff gives every messages difference one
+            found.add(_MESSAGE_ANOMALY[d.kind] if d.kind is not MessageDiff.MISSING
+                      else "premature-retention" if retention else "lost-write")
         elif d.area == "payload":
             found.add("payload-mismatch")
         elif d.area == "last_id":

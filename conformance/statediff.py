@@ -7,6 +7,7 @@ import base64
 import hashlib
 import json
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from rmqsim.model.api import ConsumerMessage, Page, State, TopicState
@@ -14,6 +15,7 @@ from rmqsim.model.api import ConsumerMessage, Page, State, TopicState
 __all__ = [
     "MAX_LISTED",
     "Difference",
+    "MessageDiff",
     "clip",
     "diff_states",
     "diff_topic",
@@ -23,6 +25,16 @@ __all__ = [
 
 #: At most this many differences are listed per category; the rest are counted.
 MAX_LISTED = 8
+
+
+class MessageDiff(StrEnum):
+    """What a ``messages`` difference is, as data: anomalies are named from it, never from
+    the text of ``where`` (which holds the topic's name, and a name may hold any word)."""
+
+    MISSING = "missing in sut"
+    ONLY_IN_SUT = "only in sut"
+    DUPLICATED = "duplicated in sut"
+    ORDER = "order"
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +51,8 @@ class Difference:
     actual: Any
     #: For message differences: which ids are affected (for anomaly classification).
     ids: tuple[int, ...] = ()
+    #: For ``messages`` differences: which kind (None for every other area).
+    kind: MessageDiff | None = None
 
     def render(self) -> str:
         return (
@@ -88,21 +102,34 @@ def _diff_messages(topic: str, model: tuple, sut: tuple) -> list[Difference]:
     if missing:
         out.append(
             Difference(
-                "messages", f"{topic} missing in sut", _id_ranges(missing), "-", tuple(missing)
+                "messages",
+                f"{topic} {MessageDiff.MISSING.value}",
+                _id_ranges(missing),
+                "-",
+                tuple(missing),
+                MessageDiff.MISSING,
             )
         )
     if extra:
         out.append(
-            Difference("messages", f"{topic} only in sut", "-", _id_ranges(extra), tuple(extra))
+            Difference(
+                "messages",
+                f"{topic} {MessageDiff.ONLY_IN_SUT.value}",
+                "-",
+                _id_ranges(extra),
+                tuple(extra),
+                MessageDiff.ONLY_IN_SUT,
+            )
         )
     if duplicated:
         out.append(
             Difference(
                 "messages",
-                f"{topic} duplicated in sut",
+                f"{topic} {MessageDiff.DUPLICATED.value}",
                 "-",
                 _id_ranges(sorted(set(duplicated))),
                 tuple(sorted(set(duplicated))),
+                MessageDiff.DUPLICATED,
             )
         )
     changed = [
@@ -125,9 +152,10 @@ def _diff_messages(topic: str, model: tuple, sut: tuple) -> list[Difference]:
         out.append(
             Difference(
                 "messages",
-                f"{topic} order",
+                f"{topic} {MessageDiff.ORDER.value}",
                 [m.msg_id for m in model],
                 [getattr(m, "msg_id", m) for m in sut],
+                kind=MessageDiff.ORDER,
             )
         )
     return out
