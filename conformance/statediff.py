@@ -87,6 +87,29 @@ def _id_ranges(ids: list[int]) -> str:
     return ",".join(parts)
 
 
+def _id_differences(
+    topic: str, missing: list[int], extra: list[int], duplicated: list[int]
+) -> list[Difference]:
+    """The ``messages`` differences of ids missing in, only in and duplicated in the SUT."""
+    kinds = (
+        (MessageDiff.MISSING, missing, True),
+        (MessageDiff.ONLY_IN_SUT, extra, False),
+        (MessageDiff.DUPLICATED, duplicated, False),
+    )
+    return [
+        Difference(
+            "messages",
+            f"{topic} {kind.value}",
+            _id_ranges(ids) if in_model else "-",
+            "-" if in_model else _id_ranges(ids),
+            tuple(ids),
+            kind,
+        )
+        for kind, ids, in_model in kinds
+        if ids
+    ]
+
+
 def _diff_messages(topic: str, model: tuple, sut: tuple) -> list[Difference]:
     by_id_model = {m.msg_id: m for m in model}
     by_id_sut: dict[int, Any] = {}
@@ -96,42 +119,9 @@ def _diff_messages(topic: str, model: tuple, sut: tuple) -> list[Difference]:
         if msg_id in by_id_sut:
             duplicated.append(msg_id)
         by_id_sut[msg_id] = m  # type: ignore[index]  # None too: a message without msg_id
-    out: list[Difference] = []
     missing = sorted(set(by_id_model) - set(by_id_sut))
     extra = sorted(i for i in by_id_sut if isinstance(i, int) and i not in by_id_model)
-    if missing:
-        out.append(
-            Difference(
-                "messages",
-                f"{topic} {MessageDiff.MISSING.value}",
-                _id_ranges(missing),
-                "-",
-                tuple(missing),
-                MessageDiff.MISSING,
-            )
-        )
-    if extra:
-        out.append(
-            Difference(
-                "messages",
-                f"{topic} {MessageDiff.ONLY_IN_SUT.value}",
-                "-",
-                _id_ranges(extra),
-                tuple(extra),
-                MessageDiff.ONLY_IN_SUT,
-            )
-        )
-    if duplicated:
-        out.append(
-            Difference(
-                "messages",
-                f"{topic} {MessageDiff.DUPLICATED.value}",
-                "-",
-                _id_ranges(sorted(set(duplicated))),
-                tuple(sorted(set(duplicated))),
-                MessageDiff.DUPLICATED,
-            )
-        )
+    out = _id_differences(topic, missing, extra, sorted(set(duplicated)))
     changed = [
         i for i in sorted(set(by_id_model) & set(by_id_sut)) if by_id_model[i] != by_id_sut[i]
     ]
