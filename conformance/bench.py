@@ -42,7 +42,7 @@ from rmqsim.conformance.bench_raw import (
     raw_rocksdict_produce,
     stopwatch,
 )
-from rmqsim.conformance.cli_common import friendly_errors
+from rmqsim.conformance.cli.common import friendly_errors
 from rmqsim.conformance.scratch import scratch_root
 
 __all__ = [

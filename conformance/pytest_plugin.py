@@ -158,7 +158,7 @@ class GateCheck:
 def rmqsim_gate(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The gate for this item's profile; call ``.check()`` (or ``.run()`` to inspect)."""
     from rmqsim.conformance.adapter import DEFAULT_IMPL
-    from rmqsim.conformance.cli_common import SEEDS
+    from rmqsim.conformance.cli.common import SEEDS
     from rmqsim.conformance.corpus import DEFAULT_CORPUS
     from rmqsim.conformance.gate import DEFAULT_GATE_SEEDS
 

@@ -27,7 +27,7 @@ from typing import Any
 import click
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL
-from rmqsim.conformance.cli_common import friendly_errors
+from rmqsim.conformance.cli.common import friendly_errors
 from rmqsim.conformance.scratch import scratch_root
 
 #: Masters the sweep benchmark compares.

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from rmqsim.conformance.cli_common import EXIT_DIVERGENCE, EXIT_OK, UsageError, friendly_errors
+from rmqsim.conformance.cli.common import EXIT_DIVERGENCE, EXIT_OK, UsageError, friendly_errors
 from rmqsim.reports.cli_sweep import master_option
 
 #: Reports over at most this many rows start Spark with ``quick_start`` (its JVM's work

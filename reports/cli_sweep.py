@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from rmqsim.conformance.cli_common import (
+from rmqsim.conformance.cli.common import (
     EXIT_DIVERGENCE,
     EXIT_INTERNAL,
     EXIT_OK,

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rmqsim.conformance.adapter import Factory
-from rmqsim.conformance.cli_common import UsageError
+from rmqsim.conformance.cli.common import UsageError
 from rmqsim.reports.shipping import archive_spec, executor_python, impl_code, package_zip
 
 if TYPE_CHECKING:

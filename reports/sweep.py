@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rmqsim.conformance.adapter import Factory, resolve_impl
-from rmqsim.conformance.cli_common import UsageError
+from rmqsim.conformance.cli.common import UsageError
 from rmqsim.conformance.run import RunResult
 from rmqsim.conformance.shrink_budget import DEFAULT_SHRINK_BUDGET, ShrinkBudget
 from rmqsim.reports.schema import (

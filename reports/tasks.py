@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rmqsim.conformance.adapter import Factory
-from rmqsim.conformance.cli_common import signals_raise
+from rmqsim.conformance.cli.common import signals_raise
 from rmqsim.conformance.coverage import with_coverage
 from rmqsim.conformance.gate import save_failure
 from rmqsim.conformance.layer import RunSpec, layer_for_profile, layer_named

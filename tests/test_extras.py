@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rmqsim.conformance.cli_common import SPARK_EXTRA_INSTALL, SPARK_EXTRA_MODULES
+from rmqsim.conformance.cli.common import SPARK_EXTRA_INSTALL, SPARK_EXTRA_MODULES
 from rmqsim.conformance.scratch import WORKDIR_ENV
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,7 +15,7 @@ from hypothesis import settings
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL, make_model_factory, model_factory
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.cli_fuzz import PROFILE_NAMES
+from rmqsim.conformance.cli.fuzz import PROFILE_NAMES
 from rmqsim.conformance.run import replay_trace
 from rmqsim.conformance.stateful import FUZZ_PROFILES, fuzz
 from rmqsim.conformance.trace import parse_lines, read_trace

@@ -150,7 +150,7 @@ def test_cli_refuses_a_budget_that_is_not_a_duration(budget: str, tmp_path: Path
 def test_the_kill_matrix_shows_and_sums_the_fuzz_column() -> None:
     from rich.console import Console
 
-    from rmqsim.conformance.cli_mutants import kill_table
+    from rmqsim.conformance.cli.mutants import kill_table
     from rmqsim.conformance.mutants.kill import SURVIVED, FuzzKill, Kill, KillMatrix, matrix_json
 
     first, second, consumer = select(["ack-off-by-one", "capped-poll", "commit-highest-acked"])

@@ -31,7 +31,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from rmqsim.conformance.adapter import LEGACY_PACKAGES
-from rmqsim.conformance.cli_common import SPARK_EXTRA_INSTALL
+from rmqsim.conformance.cli.common import SPARK_EXTRA_INSTALL
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = Path(__file__).resolve().parent / "install_project"

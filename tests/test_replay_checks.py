@@ -251,7 +251,7 @@ def test_every_float_option_of_every_command_refuses_nan_and_infinities() -> Non
     """Not only the options above: any float option of any command (a plug-in's too)."""
     import click
 
-    from rmqsim.conformance.cli_common import FiniteFloatRange
+    from rmqsim.conformance.cli.common import FiniteFloatRange
 
     context = click.Context(cli)
     floats = {

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.cli_common import UsageError
+from rmqsim.conformance.cli.common import UsageError
 from rmqsim.reports.schema import RUNS_DIR
 from rmqsim.reports.synthetic import write_synthetic
 

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from rmqsim.conformance.adapter import make_model_factory, model_factory
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.cli_common import UsageError
+from rmqsim.conformance.cli.common import UsageError
 from rmqsim.conformance.consumer_run import consumer_trace_header
 from rmqsim.conformance.gate import (
     GATE_CONSUMER_PROFILES,

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 import rmqsim.conformance.shrink as shrink_module
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.cli_common import ShrinkBar, progress
+from rmqsim.conformance.cli.common import ShrinkBar, progress
 from rmqsim.conformance.mutants.catalogue import select
 from rmqsim.conformance.report import render_failure
 from rmqsim.conformance.run import RunResult, run_seed

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from rmqsim.conformance.cli_common import (
+from rmqsim.conformance.cli.common import (
     EXIT_DIVERGENCE,
     EXIT_OK,
     UsageError,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from rmqsim.conformance.cli_common import (
+from rmqsim.conformance.cli.common import (
     EXIT_DIVERGENCE,
     EXIT_OK,
     SEED_LIMIT,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from rmqsim.conformance.cli_common import (
+from rmqsim.conformance.cli.common import (
     EXIT_DIVERGENCE,
     EXIT_OK,
     SEEDS,

@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from rmqsim.conformance.cli_common import (
+from rmqsim.conformance.cli.common import (
     EXIT_DIVERGENCE,
     EXIT_OK,
     SEED_LIMIT,
@@ -66,10 +66,10 @@ __all__ = [
 #: conformance never imports the layers built on it.
 LAZY_COMMANDS: dict[str, str] = {
     "bench": "rmqsim.conformance.bench:bench",
-    "crash-sweep": "rmqsim.conformance.cli_crash:crash_sweep_command",
-    "shrink": "rmqsim.conformance.cli_crash:shrink_command",
-    "fuzz": "rmqsim.conformance.cli_fuzz:fuzz_command",
-    "mutants": "rmqsim.conformance.cli_mutants:mutants_command",
+    "crash-sweep": "rmqsim.conformance.cli.crash:crash_sweep_command",
+    "shrink": "rmqsim.conformance.cli.crash:shrink_command",
+    "fuzz": "rmqsim.conformance.cli.fuzz:fuzz_command",
+    "mutants": "rmqsim.conformance.cli.mutants:mutants_command",
 }
 ENTRY_POINT_GROUP = "rmqsim.commands"
 #: Other ways to run the gate's seeds (``rmqsim gate --spark``), each a function like
