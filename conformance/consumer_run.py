@@ -34,8 +34,8 @@ from rmqsim.conformance.adapter import (
 )
 from rmqsim.conformance.apply import error_outcome
 from rmqsim.conformance.consumer_check import ConsumerViolation, GroupHistory
-from rmqsim.conformance.layer import BadRecordedStep, RunSpec
-from rmqsim.conformance.lockstep import Divergence, PointPass, Stats, StepRecord
+from rmqsim.conformance.layer import BadRecordedStep, OperationCrashes, RunSpec
+from rmqsim.conformance.lockstep import Divergence, Stats, StepRecord
 from rmqsim.conformance.statediff import state_digest
 from rmqsim.conformance.trace import Trace, TraceFormatError
 from rmqsim.conformance.watchdog import CallBound, OperationHang
@@ -314,7 +314,7 @@ def resolve_consumer_impl(impl: str | Factory) -> tuple[str, Factory, Callable[.
     return name, factory, impl_consumer_factory
 
 
-class ConsumerLockstep:
+class ConsumerLockstep(OperationCrashes):
     """One consumer run in progress (a ``layer.LayerLockstep``): both sides, the SUT's
     histories, a ``StepRecord`` per step. ``open`` it, ``execute`` steps, ``finish``
     (the final check, unless the spec turns it off), ``close`` (always)."""
@@ -468,17 +468,6 @@ class ConsumerLockstep:
 
     def state_digest(self) -> str:
         return state_digest(self.model_queue.snapshot())
-
-    def last_crash(self) -> dict[str, Any] | None:
-        return None  # a consumer run's crashes are its operations
-
-    @property
-    def fault_points(self) -> Mapping[str, int]:
-        return {}
-
-    @property
-    def fault_log(self) -> list[PointPass]:
-        return []
 
 
 def _within_batch(

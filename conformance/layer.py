@@ -68,6 +68,7 @@ __all__ = [
     "HeaderError",
     "Layer",
     "LayerLockstep",
+    "OperationCrashes",
     "ResolvedProfile",
     "RunSpec",
     "ShrinkPass",
@@ -351,6 +352,23 @@ class LayerLockstep(Protocol):
     def fault_log(self) -> list[PointPass]:
         """Every crash point passed, in order (when the run logs them)."""
         ...
+
+
+class OperationCrashes:
+    """A base for a layer's lockstep whose crashes are operations of its simulation, never
+    armed at an implementation's fault points: the ``LayerLockstep`` members about armed
+    crashes, all empty."""
+
+    def last_crash(self) -> dict[str, Any] | None:
+        return None
+
+    @property
+    def fault_points(self) -> Mapping[str, int]:
+        return {}
+
+    @property
+    def fault_log(self) -> list[PointPass]:
+        return []
 
 
 @runtime_checkable

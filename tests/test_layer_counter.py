@@ -21,6 +21,7 @@ from rmqsim.conformance.adapter import DEFAULT_IMPL, BadImplError, resolve_impl
 from rmqsim.conformance.gate import GatePlan, run_profiles, write_outputs
 from rmqsim.conformance.layer import (
     LayerLockstep,
+    OperationCrashes,
     ResolvedProfile,
     RunSpec,
     ShrinkPass,
@@ -30,7 +31,7 @@ from rmqsim.conformance.layer import (
     register_layer,
     unregister_layer,
 )
-from rmqsim.conformance.lockstep import Divergence, PointPass, Stats, StepRecord
+from rmqsim.conformance.lockstep import Divergence, Stats, StepRecord
 from rmqsim.conformance.run import read_run_trace, replay, run, run_seed, spec_for_seed
 from rmqsim.conformance.shrink import shrink_file, shrink_result
 from rmqsim.conformance.shrink_budget import ShrinkBudget
@@ -126,7 +127,7 @@ def buggy_counter(
     return FileCounter(path, flush_every=3)
 
 
-class CounterLockstep:
+class CounterLockstep(OperationCrashes):
     """The model (an int) and an implementation, step by step."""
 
     def __init__(self, factory: Any, root: Path) -> None:
@@ -175,17 +176,6 @@ class CounterLockstep:
 
     def state_digest(self) -> str:
         return "sha256:" + hashlib.sha256(str(self.model).encode()).hexdigest()
-
-    def last_crash(self) -> dict[str, Any] | None:
-        return None
-
-    @property
-    def fault_points(self) -> Mapping[str, int]:
-        return {}
-
-    @property
-    def fault_log(self) -> list[PointPass]:
-        return []
 
 
 class CounterLayer:

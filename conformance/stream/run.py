@@ -25,8 +25,8 @@ from rmqsim.conformance.adapter import (
     is_consumer_factory,
     load_factory,
 )
-from rmqsim.conformance.layer import RunSpec
-from rmqsim.conformance.lockstep import Divergence, PointPass, Stats, StepRecord
+from rmqsim.conformance.layer import OperationCrashes, RunSpec
+from rmqsim.conformance.lockstep import Divergence, Stats, StepRecord
 from rmqsim.conformance.statediff import state_digest
 from rmqsim.conformance.stream.check import (
     StreamChecker,
@@ -123,7 +123,7 @@ def _outcome(apply: Callable[[], Outcome]) -> Outcome:
         return Outcome(error=f"unexpected:{type(exc).__name__}: {str(exc)[:200]}")
 
 
-class StreamLockstep:
+class StreamLockstep(OperationCrashes):
     """One stream run in progress: ``open`` it, ``execute`` steps, ``finish``, ``close``."""
 
     def __init__(self, spec: RunSpec, profile: StreamProfile) -> None:
@@ -266,17 +266,6 @@ class StreamLockstep:
 
     def state_digest(self) -> str:
         return state_digest(self.model_queue.snapshot())
-
-    def last_crash(self) -> dict[str, Any] | None:
-        return None  # a stream run's crashes are its operations
-
-    @property
-    def fault_points(self) -> Mapping[str, int]:
-        return {}
-
-    @property
-    def fault_log(self) -> list[PointPass]:
-        return []
 
 
 def stream_profile_of(header: Mapping[str, Any], path: Path | str) -> StreamProfile:
