@@ -116,7 +116,7 @@ def test_the_default_fuzz_campaign_kills_each_newcomer_mutant(name: str, tmp_pat
     """The kill matrix's fuzz column for the three bug kinds a new user planted: the
     default campaign (ci, seed 0, the regression corpus) kills each, with a short program."""
     (mutant,) = select([name])
-    fuzz_kill = fuzz_mutant(mutant, tmp_path, REGRESSIONS)
+    fuzz_kill = fuzz_mutant(mutant, tmp_path, REGRESSIONS, jobs=2)  # both cores: same campaign
     assert fuzz_kill.status == KILLED, fuzz_kill
     assert 0 < fuzz_kill.examples <= FUZZ_BUDGETS["ci"].examples  # type: ignore[operator]
     assert fuzz_kill.shrunk_steps is not None and fuzz_kill.shrunk_steps <= 10

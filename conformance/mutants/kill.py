@@ -306,12 +306,15 @@ def _kill_by_power_loss(
     return kill
 
 
-def fuzz_mutant(mutant: Mutant, out: Path, corpus: Path | None = None) -> FuzzKill:
+def fuzz_mutant(
+    mutant: Mutant, out: Path, corpus: Path | None = None, *, jobs: int = 1
+) -> FuzzKill:
     """Run ``rmqsim fuzz`` at its default profile (``corpus``: the regression corpus its
-    examples may start from) against ``mutant``; a failure's trace goes under ``out``."""
+    examples may start from; ``jobs``: worker processes, the same campaign whatever their
+    number) against ``mutant``; a failure's trace goes under ``out``."""
     if mutant.layer not in FUZZ_LAYERS:
         return FuzzKill(NOT_RUN, note=f"{mutant.layer} layer: the fuzzer drives the queue")
-    campaign = fuzz(mutant.impl, corpus=corpus)
+    campaign = fuzz(mutant.impl, corpus=corpus, jobs=jobs)
     fuzz_kill = FuzzKill(
         SURVIVED, examples=campaign.examples, seconds=campaign.wall_s, cpu_seconds=campaign.cpu_s
     )
