@@ -301,10 +301,12 @@ def run_sweeps(
     """The crash sweep of ``seed`` of every profile (crashes of ``crash_mode``); failing
     cases saved under ``out``. With a ``pool``, the sweeps are its tasks (reported in
     the order of ``profiles``)."""
-    args = [(profile, seed, impl, steps, out, crash_mode) for profile in profiles]
     if pool is None:
-        return collect_sweeps((_sweep_one(*a) for a in args), [], out, on_sweep)
-    futures = [pool.submit(_sweep_one, *a) for a in args]
+        done = (_sweep_one(p, seed, impl, steps, out, crash_mode) for p in profiles)
+        return collect_sweeps(done, [], out, on_sweep)
+    futures = submit_sweeps(
+        profiles, seed, impl=impl, out=out, steps=steps, crash_mode=crash_mode, pool=pool
+    )
     return collect_sweeps((future.result() for future in futures), futures, out, on_sweep)
 
 

@@ -52,7 +52,6 @@ __all__ = [
     "PowerRun",
     "PowerTrace",
     "is_power_header",
-    "is_power_trace",
     "parse_power_lines",
     "power_anomaly",
     "power_trace_lines",
@@ -182,17 +181,6 @@ def save_power_trace(trace: PowerTrace, path: Path) -> Path:
 def is_power_header(first_line: str) -> bool:
     """Whether ``first_line`` (a trace file's first line) is a power-cut trace's header."""
     return f'"format":"{POWER_FORMAT}"' in first_line
-
-
-def is_power_trace(path: Path) -> bool:
-    """Whether the file at ``path`` starts with a power-cut trace's header (it reads the
-    file's first line: for a pipe, read its lines once and use ``is_power_header``)."""
-    try:
-        with path.open("rb") as handle:
-            first = handle.readline(64 * 1024)
-    except OSError:
-        return False
-    return is_power_header(first.decode("utf-8", errors="replace"))
 
 
 def read_power_trace(path: Path) -> PowerTrace:
