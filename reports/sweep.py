@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from rmqsim.conformance.adapter import Factory, resolve_impl
 from rmqsim.conformance.cli.common import UsageError
-from rmqsim.conformance.run import RunResult
+from rmqsim.conformance.run import RunResult, git_commit
 from rmqsim.conformance.shrink_budget import DEFAULT_SHRINK_BUDGET, ShrinkBudget
 from rmqsim.reports.schema import (
     MANIFEST,
@@ -290,6 +290,7 @@ def run_sweep(
         crash_rate=sweep.crash_rate,
         code_version=code_version(),
         coverage=keep_results,
+        git_commit=git_commit(),
     )
     outcome = SweepOutcome(sweep_id=sweep_id, out=out)
     started = time.perf_counter()

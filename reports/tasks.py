@@ -22,7 +22,7 @@ from rmqsim.conformance.cli.common import signals_raise
 from rmqsim.conformance.coverage import with_coverage
 from rmqsim.conformance.gate import save_failure
 from rmqsim.conformance.layer import RunSpec, layer_for_profile, layer_named
-from rmqsim.conformance.run import RunResult, git_commit, run_seed
+from rmqsim.conformance.run import RunResult, git_commit, run, spec_for_seed
 from rmqsim.conformance.scratch import scratch_root
 from rmqsim.conformance.shrink import shrink_and_save
 from rmqsim.conformance.shrink_budget import DEFAULT_SHRINK_BUDGET, ShrinkBudget
@@ -67,6 +67,10 @@ class TaskSpec:
     #: Log the crash points each run passes and give its result its coverage map, as
     #: ``rmqsim gate`` does (``conformance.coverage``): ``gate --spark``'s results.
     coverage: bool = False
+    #: The driver's git commit, written in every trace header of the task's runs (None:
+    #: the task's own checkout's, if any): a cluster's executors run code shipped as a zip,
+    #: which no git checkout names.
+    git_commit: str | None = None
 
 
 @functools.cache
@@ -225,6 +229,17 @@ def error_row(item: WorkItem, spec: TaskSpec, exc: BaseException, wall_s: float)
     return tuple(row[name] for name in COLUMNS)
 
 
+def run_spec(item: WorkItem, spec: TaskSpec) -> RunSpec:
+    """The run of ``item`` (``rmqsim run``'s for its profile and seed), its header naming
+    ``spec.git_commit`` when the driver sent one."""
+    planned = spec_for_seed(
+        item.profile, item.seed, impl=spec.impl, steps=spec.steps, crash_rate=spec.crash_rate
+    )
+    if spec.git_commit is None:
+        return planned
+    return planned.replace(git_commit=spec.git_commit)
+
+
 def run_item(
     item: WorkItem, spec: TaskSpec, workdir: Path, shrunk_signatures: set[str | None]
 ) -> tuple[RunResult, tuple]:
@@ -237,15 +252,7 @@ def run_item(
     trace lines are dropped (memory stays flat); a determinism re-run saves nothing, its
     twin already did.
     """
-    result = run_seed(
-        item.profile,
-        item.seed,
-        impl=spec.impl,
-        steps=spec.steps,
-        workdir=workdir,
-        crash_rate=spec.crash_rate,
-        log_faults=spec.coverage,
-    )
+    result = run(run_spec(item, spec), impl=spec.impl, workdir=workdir, log_faults=spec.coverage)
     if spec.coverage:
         result = with_coverage(result)
     trace_path: str | None = None

@@ -150,6 +150,28 @@ def test_a_task_yields_rows_and_saves_the_shrunk_reproducer(tmp_path: Path) -> N
     assert sum(first["op_counts"].values()) == first["steps"]
 
 
+def test_the_traces_of_a_task_name_the_drivers_git_commit(tmp_path: Path) -> None:
+    """A cluster's executor runs code shipped as a zip (no git checkout): the commit its
+    trace headers name is the one the driver sent with the task, the shrunk trace's too."""
+    driver_commit = "d" * 40
+    spec = TaskSpec(
+        impl=make_model_factory(LostWrite),
+        out_dir=str(tmp_path),
+        sweep_id="t",
+        steps=60,
+        git_commit=driver_commit,
+    )
+    items = [WorkItem("smoke", 0), WorkItem("smoke", 1)]
+    rows = [dict(zip(COLUMNS, row, strict=True)) for _item, _result, row in run_chunk(items, spec)]
+    saved = [r["trace_path"] for r in rows]
+    assert saved[0].endswith(".shrunk.jsonl") and saved[1].endswith(".jsonl")
+    for path in saved:
+        assert read_trace(tmp_path / path).header["git_commit"] == driver_commit
+    passing = TaskSpec(model_factory, str(tmp_path), "t", steps=20, git_commit=driver_commit)
+    results = [result for _item, result, _row in run_chunk([WorkItem("consumer", 0)], passing)]
+    assert [(r.status, r.spec.git_commit) for r in results] == [("ok", driver_commit)]
+
+
 def test_a_conforming_row_carries_counts_and_no_trace(tmp_path: Path) -> None:
     spec = TaskSpec(impl=model_factory, out_dir=str(tmp_path), sweep_id="t", steps=50)
     [(_item, result, row)] = list(run_chunk([WorkItem("swarm", 3)], spec))
