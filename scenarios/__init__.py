@@ -4,6 +4,7 @@ This is a leaf package: it imports nothing of ``model``, ``impl``, ``conformance
 ``reports`` and speaks plain data (``ops``), which the runner adapts to a queue.
 
 * ``ops`` - the operation vocabulary, ``Outcome``, ``Step`` and their strict JSON codec;
+* ``codec`` - the strict JSON codec every vocabulary declares its operations to (``OpCodec``);
 * ``profiles`` - workload recipes (``PROFILES``, ``resolve``);
 * ``catalog`` - every profile by name, queue, consumer or stream (``get_profile``,
   ``queue_profile``);

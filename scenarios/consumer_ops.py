@@ -8,14 +8,21 @@ the runner from what the consumers returned, so that this leaf package needs not
 
 from __future__ import annotations
 
-import base64
-import binascii
-import dataclasses
 import itertools
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from rmqsim.scenarios.ops import OpDecodeError, Outcome, RunRetention
+from rmqsim.scenarios.codec import (
+    Field,
+    OpCodec,
+    OpDecodeError,
+    decode_plain,
+    json_to_plain,
+    outcome_fields,
+    plain_field,
+    plain_to_json,
+)
+from rmqsim.scenarios.ops import Outcome, RunRetention
 
 __all__ = [
     "CONSUMER_OP_TYPES",
@@ -146,91 +153,55 @@ CONSUMER_OP_TYPES: dict[str, type[ConsumerOp]] = {
 }
 
 
-def plain_to_json(value: Any) -> Any:
-    """Plain outcome data as JSON: tuples become lists, bytes ``{"b64": ...}``."""
-    if value is None or type(value) in (bool, int, str):
-        return value
-    if type(value) is bytes:
-        return {"b64": base64.b64encode(value).decode("ascii")}
-    if type(value) is tuple:
-        return [plain_to_json(item) for item in value]
-    raise TypeError(f"not plain outcome data: {type(value).__name__}")
-
-
-def consumer_op_to_json(op: ConsumerOp) -> dict[str, Any]:
-    """``{"kind": ..., <fields>...}`` with payloads in base64."""
-    obj: dict[str, Any] = {"kind": op.kind}
-    for name in op.__slots__:
-        obj[name] = plain_to_json(getattr(op, name))
-    return obj
-
-
-def json_to_plain(value: Any) -> Any:
-    """The inverse of ``plain_to_json``: lists become tuples, ``{"b64": ...}`` bytes."""
-    if value is None or type(value) in (bool, int, str):
-        return value
-    if type(value) is list:
-        return tuple(json_to_plain(item) for item in value)
-    if type(value) is dict and set(value) == {"b64"} and type(value["b64"]) is str:
-        try:
-            return base64.b64decode(value["b64"], validate=True)
-        except (binascii.Error, ValueError):
-            raise OpDecodeError(f"not valid base64: {value['b64'][:80]!r}") from None
-    raise OpDecodeError(f"not plain outcome data: {str(value)[:80]}")
-
-
 def _is_int(value: Any) -> bool:
     return type(value) is int
 
 
-#: What each operation field must hold once decoded (``json_to_plain``).
-_FIELD_CHECKS: dict[str, Any] = {
-    "client": lambda v: type(v) is str,
-    "topic": lambda v: type(v) is str,
-    "result": lambda v: type(v) is str,
-    "seq": _is_int,
-    "payloads": lambda v: type(v) is tuple and all(type(p) is bytes for p in v),
-    "refused_positions": lambda v: type(v) is tuple and all(_is_int(i) and i >= 0 for i in v),
-}
+def _is_positions(value: Any) -> bool:
+    return type(value) is tuple and all(_is_int(i) and i >= 0 for i in value)
+
+
+def _refused_positions(value: object, where: str) -> tuple[int, ...]:
+    """Positions in a batch: one spelling per set, so distinct and ascending."""
+    positions: tuple[int, ...] = decode_plain(value, where, _is_positions)
+    if any(a >= b for a, b in itertools.pairwise(positions)):
+        raise OpDecodeError(
+            f"{where}: positions must be distinct and ascending, got {str(value)[:80]}"
+        )
+    return positions
+
+
+#: The codec of the consumer operations: every field is plain data (payloads in base64).
+_CODEC: OpCodec[ConsumerOp] = OpCodec(
+    "consumer operation",
+    CONSUMER_OP_TYPES,
+    {
+        "client": plain_field(str),
+        "topic": plain_field(str),
+        "result": plain_field(str),
+        "seq": plain_field(int),
+        "payloads": plain_field(lambda v: type(v) is tuple and all(type(p) is bytes for p in v)),
+        "refused_positions": Field(_refused_positions, plain_to_json),
+    },
+    retired={
+        ("complete", "failed_sends"): "an older rmqsim named refused send-backs by message "
+        "id; they are positions in the batch now (refused_positions): re-run the seed"
+    },
+)
+
+
+def consumer_op_to_json(op: ConsumerOp) -> dict[str, Any]:
+    """``{"kind": ..., <fields>...}`` with payloads in base64."""
+    return _CODEC.to_json(op)
 
 
 def consumer_op_from_json(obj: object) -> ConsumerOp:
     """Decode one operation from the JSON shape of ``consumer_op_to_json``; strict: an
     unknown kind, a missing or extra field or a wrong type raises ``OpDecodeError``."""
-    if type(obj) is not dict:
-        raise OpDecodeError(f"op: expected a JSON object, got {type(obj).__name__}")
-    kind = obj.get("kind")
-    op_type = CONSUMER_OP_TYPES.get(kind) if type(kind) is str else None
-    if op_type is None:
-        raise OpDecodeError(f"op.kind: unknown consumer operation {kind!r}")
-    names = [f.name for f in dataclasses.fields(op_type)]
-    if op_type is Complete and "failed_sends" in obj:
-        raise OpDecodeError(
-            "op(complete).failed_sends: an older rmqsim named refused send-backs by message "
-            "id; they are positions in the batch now (refused_positions): re-run the seed"
-        )
-    if set(obj) != {"kind", *names}:
-        raise OpDecodeError(f"op({kind}): fields must be {sorted(names)}, got {sorted(obj)}")
-    values = {name: json_to_plain(obj[name]) for name in names}
-    for name, value in values.items():
-        if not _FIELD_CHECKS[name](value):
-            raise OpDecodeError(f"op({kind}).{name}: wrong value {str(obj[name])[:80]}")
-    positions = values.get("refused_positions", ())
-    if any(a >= b for a, b in itertools.pairwise(positions)):
-        raise OpDecodeError(
-            f"op({kind}).refused_positions: positions must be distinct and ascending, "
-            f"got {str(obj['refused_positions'])[:80]}"
-        )
-    return op_type(**values)
+    return _CODEC.from_json(obj)
 
 
 def consumer_outcome_from_json(obj: object) -> Outcome:
     """An outcome as the consumer runner records it: plain data or an error string."""
-    if type(obj) is not dict or set(obj) != {"value", "error"}:
-        raise OpDecodeError("outcome: expected an object with value and error")
-    error = obj["error"]
-    if error is not None and (type(error) is not str or not error):
-        raise OpDecodeError(f"outcome.error: expected null or a string, got {error!r:.80}")
-    if error is not None and obj["value"] is not None:
-        raise OpDecodeError("outcome.value: must be null when outcome.error is set")
-    return Outcome(value=json_to_plain(obj["value"]), error=error)
+    value, error = outcome_fields(obj, decode_plain, "a string")
+    return Outcome(value=value, error=error)

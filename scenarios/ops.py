@@ -7,10 +7,11 @@ vocabulary, so it is deliberately small, frozen and canonical:
   used in traces); message properties are a *sorted tuple of pairs*, so equal operations are
   equal and hashable whatever order the properties were built in;
 * an ``Outcome`` is what an operation returned: a plain value or an error kind name from SPEC;
-* the JSON codec is total on valid values and strict on input: an unknown kind, a missing or
-  extra field, a wrong type (``bool`` is not ``int``) or bad base64 raises ``OpDecodeError``
-  naming the field. Nothing is ever unpickled or evaluated, because traces come from disk
-  and may be hand-edited or corrupted.
+* the JSON codec (``scenarios.codec``, shared with the other vocabularies) is total on valid
+  values and strict on input: an unknown kind, a missing or extra field, a wrong type
+  (``bool`` is not ``int``) or bad base64 raises ``OpDecodeError`` naming the field. Nothing
+  is ever unpickled or evaluated, because traces come from disk and may be hand-edited or
+  corrupted.
 
 This module imports nothing from ``model``/``impl``/``conformance``: the runner adapts these
 values to the queue API, which keeps the simulations usable against any queue.
@@ -20,9 +21,19 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+from rmqsim.scenarios.codec import (
+    Field,
+    OpCodec,
+    OpDecodeError,
+    OpEncodeError,
+    decode_int,
+    decode_str,
+    exact_fields,
+    outcome_fields,
+)
 
 __all__ = [
     "ERROR_KINDS",
@@ -73,14 +84,6 @@ ERROR_KINDS: tuple[str, ...] = (
     "GroupNotFound",
     "GroupExists",
 )
-
-
-class OpDecodeError(ValueError):
-    """A JSON value is not a valid operation, outcome or step; the message names the field."""
-
-
-class OpEncodeError(TypeError):
-    """A value cannot be encoded: it is not plain data of this vocabulary."""
 
 
 def properties_of(mapping: dict[str, str]) -> Properties:
@@ -418,8 +421,11 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def _encode_message(message: Message) -> dict[str, Any]:
-    return {"payload": _b64(message.payload), "properties": dict(message.properties)}
+def _encode_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
+    return [
+        {"payload": _b64(message.payload), "properties": dict(message.properties)}
+        for message in messages
+    ]
 
 
 def op_to_json(op: Op) -> dict[str, Any]:
@@ -428,19 +434,7 @@ def op_to_json(op: Op) -> dict[str, Any]:
     Payloads become standard base64 strings; properties become objects whose keys are in
     sorted order (they are stored sorted).
     """
-    kind = getattr(type(op), "kind", None)
-    if kind is None or OP_TYPES.get(kind) is not type(op):
-        raise OpEncodeError(f"not an operation of this vocabulary: {type(op).__name__}")
-    if type(op) is Produce:
-        return {
-            "kind": kind,
-            "topic": op.topic,
-            "messages": [_encode_message(m) for m in op.messages],
-        }
-    obj: dict[str, Any] = {"kind": kind}
-    for name in op.__slots__:
-        obj[name] = getattr(op, name)
-    return obj
+    return _CODEC.to_json(op)
 
 
 def _encode_value(value: object) -> Any:
@@ -479,34 +473,8 @@ def step_to_json(step: Step[Op]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- JSON decoding
 
 
-def _fields(obj: object, where: str, expected: tuple[str, ...]) -> dict[str, Any]:
-    """Check that ``obj`` is a JSON object with exactly the ``expected`` keys."""
-    if type(obj) is not dict:
-        raise OpDecodeError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-    keys = set(obj)
-    missing = [k for k in expected if k not in keys]
-    if missing:
-        raise OpDecodeError(f"{where}: missing field(s) {', '.join(missing)}")
-    extra = sorted(str(k) for k in keys.difference(expected))
-    if extra:
-        raise OpDecodeError(f"{where}: unexpected field(s) {', '.join(extra)}")
-    return obj
-
-
-def _str(value: object, where: str) -> str:
-    if type(value) is not str:
-        raise OpDecodeError(f"{where}: expected a string, got {type(value).__name__}")
-    return value
-
-
-def _int(value: object, where: str) -> int:
-    if type(value) is not int:  # rejects bool, whose type is bool, not int
-        raise OpDecodeError(f"{where}: expected an integer, got {type(value).__name__}")
-    return value
-
-
 def _bytes(value: object, where: str) -> bytes:
-    text = _str(value, where)
+    text = decode_str(value, where)
     try:
         data = base64.b64decode(text.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError, ValueError) as exc:
@@ -528,7 +496,7 @@ def _properties(value: object, where: str) -> Properties:
 
 
 def _message(obj: object, where: str) -> Message:
-    fields = _fields(obj, where, ("payload", "properties"))
+    fields = exact_fields(obj, where, ("payload", "properties"))
     return Message(
         payload=_bytes(fields["payload"], f"{where}.payload"),
         properties=_properties(fields["properties"], f"{where}.properties"),
@@ -542,96 +510,79 @@ def _messages(value: object, where: str) -> tuple[Message, ...]:
 
 
 def _optional_str(value: object, where: str) -> str | None:
-    return None if value is None else _str(value, where)
+    return None if value is None else decode_str(value, where)
 
 
 def _positive_int(value: object, where: str) -> int:
-    number = _int(value, where)
+    number = decode_int(value, where)
     if number < 1:
         raise OpDecodeError(f"{where}: expected an integer >= 1, got {number}")
     return number
 
 
-#: Decoder of each operation field, by field name. A decoder checks its JSON value and
-#: returns the field's type, which depends on the name: hence ``Any``, not ``object``.
-_FIELD_DECODERS: dict[str, Callable[[object, str], Any]] = {
-    "topic": _str,
-    "group": _str,
-    "messages": _messages,
-    "n": _int,
-    "msg_id": _int,
-    "seconds": _int,
-    "hit": _positive_int,
-    "point": _optional_str,
-}
-
-#: Field names of each operation class, in declaration order.
-_OP_FIELDS: dict[str, tuple[str, ...]] = {kind: cls.__slots__ for kind, cls in OP_TYPES.items()}
-assert all(name in _FIELD_DECODERS for names in _OP_FIELDS.values() for name in names)
+#: The codec of the operations: each field by name (payloads in base64, the rest as is).
+_CODEC: OpCodec[Op] = OpCodec(
+    "operation kind",
+    OP_TYPES,
+    {
+        "topic": Field(decode_str),
+        "group": Field(decode_str),
+        "messages": Field(_messages, _encode_messages),
+        "n": Field(decode_int),
+        "msg_id": Field(decode_int),
+        "seconds": Field(decode_int),
+        "hit": Field(_positive_int),
+        "point": Field(_optional_str),
+    },
+)
 
 
 def op_from_json(obj: object) -> Op:
     """Decode one operation from the JSON shape of ``op_to_json``; strict (see module doc)."""
-    if type(obj) is not dict:
-        raise OpDecodeError(f"op: expected a JSON object, got {type(obj).__name__}")
-    if "kind" not in obj:
-        raise OpDecodeError("op: missing field(s) kind")
-    kind = obj["kind"]
-    if type(kind) is not str or kind not in OP_TYPES:
-        raise OpDecodeError(f"op.kind: unknown operation kind {kind!r}; known: {OP_KINDS}")
-    names = _OP_FIELDS[kind]
-    fields = _fields(obj, f"op({kind})", ("kind", *names))
-    values = {name: _FIELD_DECODERS[name](fields[name], f"op({kind}).{name}") for name in names}
-    return OP_TYPES[kind](**values)
+    return _CODEC.from_json(obj)
 
 
 def _delivered(obj: object, where: str) -> Delivered:
-    fields = _fields(obj, where, ("msg_id", "payload", "properties"))
+    fields = exact_fields(obj, where, ("msg_id", "payload", "properties"))
     return Delivered(
-        msg_id=_int(fields["msg_id"], f"{where}.msg_id"),
+        msg_id=decode_int(fields["msg_id"], f"{where}.msg_id"),
         payload=_bytes(fields["payload"], f"{where}.payload"),
         properties=_properties(fields["properties"], f"{where}.properties"),
     )
 
 
-def _decode_value(value: object) -> object:
+def _decode_value(value: object, where: str) -> object:
     if value is None or type(value) in (bool, int):
         return value
     if type(value) is list:
         if all(type(item) is int for item in value):
             return tuple(value)
         if all(type(item) is dict for item in value):
-            return tuple(
-                _delivered(item, f"outcome.value[{index}]") for index, item in enumerate(value)
-            )
+            return tuple(_delivered(item, f"{where}[{index}]") for index, item in enumerate(value))
         raise OpDecodeError(
-            "outcome.value: a list must hold only integers (ids) or only objects (messages)"
+            f"{where}: a list must hold only integers (ids) or only objects (messages)"
         )
     raise OpDecodeError(
-        f"outcome.value: expected null, a boolean, an integer or a list, got {type(value).__name__}"
+        f"{where}: expected null, a boolean, an integer or a list, got {type(value).__name__}"
     )
 
 
 def outcome_from_json(obj: object) -> Outcome:
     """Decode an outcome from the JSON shape of ``outcome_to_json``; strict."""
-    fields = _fields(obj, "outcome", ("value", "error"))
-    error = fields["error"]
-    if error is not None and (type(error) is not str or not error):
-        raise OpDecodeError(
-            f"outcome.error: expected null or an error kind (one of {ERROR_KINDS}, or a "
-            f"runner's description of an exception outside SPEC), got {error!r:.200}"
-        )
-    value = _decode_value(fields["value"])
-    if error is not None and value is not None:
-        raise OpDecodeError("outcome.value: must be null when outcome.error is set")
+    value, error = outcome_fields(
+        obj,
+        _decode_value,
+        f"an error kind (one of {ERROR_KINDS}, or a runner's description of an exception "
+        "outside SPEC)",
+    )
     return Outcome(value=value, error=error)
 
 
 def step_from_json(obj: object) -> Step[Op]:
     """Decode a step from the JSON shape of ``step_to_json``; strict."""
-    fields = _fields(obj, "step", ("time_s", "actor", "op"))
+    fields = exact_fields(obj, "step", ("time_s", "actor", "op"))
     return Step(
-        time_s=_int(fields["time_s"], "step.time_s"),
-        actor=_str(fields["actor"], "step.actor"),
+        time_s=decode_int(fields["time_s"], "step.time_s"),
+        actor=decode_str(fields["actor"], "step.actor"),
         op=op_from_json(fields["op"]),
     )

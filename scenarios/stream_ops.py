@@ -16,12 +16,20 @@ Outcome values (built by the runner, read by ``StreamWorld.learn``):
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from rmqsim.scenarios.consumer_ops import json_to_plain, plain_to_json
-from rmqsim.scenarios.ops import OpDecodeError, Outcome, RunRetention
+from rmqsim.scenarios.codec import (
+    Field,
+    OpCodec,
+    OpDecodeError,
+    decode_plain,
+    json_to_plain,
+    outcome_fields,
+    plain_field,
+    plain_to_json,
+)
+from rmqsim.scenarios.ops import Outcome, RunRetention
 
 __all__ = [
     "STREAM_OP_TYPES",
@@ -202,49 +210,45 @@ def _is_positions(value: object) -> bool:
     )
 
 
-_FIELD_CHECKS: dict[str, Any] = {
-    "producer": lambda v: type(v) is str,
-    "consumer": lambda v: type(v) is str,
-    "group": lambda v: type(v) is str,
-    "tt": lambda v: type(v) is bool,
-    "latest": lambda v: type(v) is bool,
-    "whole": lambda v: type(v) is bool,
-    "include_current": lambda v: type(v) is bool,
-    "positions": _is_positions,
-}
+def _msgs(value: object, where: str) -> tuple[StreamMsg, ...]:
+    if type(value) is not list:
+        raise OpDecodeError(f"{where}: expected a list")
+    msgs = []
+    for index, item in enumerate(value):
+        try:
+            msgs.append(StreamMsg.from_json(item))
+        except OpDecodeError as exc:
+            raise OpDecodeError(f"{where}[{index}]: {exc}") from None
+    return tuple(msgs)
+
+
+#: The codec of the stream operations: messages as ``StreamMsg.to_json`` lists, the other
+#: fields as plain data.
+_CODEC: OpCodec[StreamOp] = OpCodec(
+    "stream operation",
+    STREAM_OP_TYPES,
+    {
+        "producer": plain_field(str),
+        "consumer": plain_field(str),
+        "group": plain_field(str),
+        "tt": plain_field(bool),
+        "latest": plain_field(bool),
+        "whole": plain_field(bool),
+        "include_current": plain_field(bool),
+        "positions": plain_field(_is_positions),
+        "msgs": Field(_msgs, lambda msgs: [m.to_json() for m in msgs]),
+    },
+)
 
 
 def stream_op_to_json(op: StreamOp) -> dict[str, Any]:
     """``{"kind": ..., <fields>...}``; messages as ``StreamMsg.to_json`` lists."""
-    obj: dict[str, Any] = {"kind": op.kind}
-    for name in op.__slots__:
-        value = getattr(op, name)
-        obj[name] = [m.to_json() for m in value] if name == "msgs" else plain_to_json(value)
-    return obj
+    return _CODEC.to_json(op)
 
 
 def stream_op_from_json(obj: object) -> StreamOp:
     """The inverse of ``stream_op_to_json``; strict (``OpDecodeError`` names the field)."""
-    if type(obj) is not dict:
-        raise OpDecodeError(f"op: expected a JSON object, got {type(obj).__name__}")
-    kind = obj.get("kind")
-    op_type = STREAM_OP_TYPES.get(kind) if type(kind) is str else None
-    if op_type is None:
-        raise OpDecodeError(f"op.kind: unknown stream operation {kind!r}")
-    names = [f.name for f in dataclasses.fields(op_type)]
-    if set(obj) != {"kind", *names}:
-        raise OpDecodeError(f"op({kind}): fields must be {sorted(names)}, got {sorted(obj)}")
-    values: dict[str, Any] = {}
-    for name in names:
-        if name == "msgs":
-            if type(obj[name]) is not list:
-                raise OpDecodeError(f"op({kind}).msgs: expected a list")
-            values[name] = tuple(StreamMsg.from_json(m) for m in obj[name])
-            continue
-        values[name] = json_to_plain(obj[name])
-        if not _FIELD_CHECKS[name](values[name]):
-            raise OpDecodeError(f"op({kind}).{name}: wrong value {str(obj[name])[:80]}")
-    return op_type(**values)
+    return _CODEC.from_json(obj)
 
 
 def stream_outcome_to_json(outcome: Outcome) -> dict[str, Any]:
@@ -253,11 +257,5 @@ def stream_outcome_to_json(outcome: Outcome) -> dict[str, Any]:
 
 def stream_outcome_from_json(obj: object) -> Outcome:
     """An outcome as the stream runner records it: plain data or an error string."""
-    if type(obj) is not dict or set(obj) != {"value", "error"}:
-        raise OpDecodeError("outcome: expected an object with value and error")
-    error = obj["error"]
-    if error is not None and (type(error) is not str or not error):
-        raise OpDecodeError(f"outcome.error: expected null or a string, got {error!r:.80}")
-    if error is not None and obj["value"] is not None:
-        raise OpDecodeError("outcome.value: must be null when outcome.error is set")
-    return Outcome(value=json_to_plain(obj["value"]), error=error)
+    value, error = outcome_fields(obj, decode_plain, "a string")
+    return Outcome(value=value, error=error)
