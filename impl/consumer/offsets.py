@@ -10,6 +10,12 @@ consumer separately: see ``core``'s guard group.)
 
 Layout (raw mode, default column family): ``b"O" | group UTF-8 | 0x00 | queue UTF-8`` ->
 offset as i64 big-endian. Names never contain NUL (SPEC), so the separator is unambiguous.
+
+Damage. Every read is a point read (``get``), never an iteration: rocksdict's iterators
+end at a damaged block as at the end of their range, without an error (``impl.storage``),
+while a ``get`` that meets one raises. RocksDB's errors are plain ``Exception``s; the
+store maps them as ``impl.storage`` does (``map_rocksdb_error``): a damaged table file is
+a ``CorruptDatabaseError`` whose message names it, whether the open or a read finds it.
 """
 
 from __future__ import annotations
@@ -21,7 +27,8 @@ from collections.abc import Iterable
 
 from rocksdict import Options, Rdict, WriteBatch
 
-from rmqsim.impl.errors import CorruptDatabaseError, StorageError
+from rmqsim.impl.errors import CorruptDatabaseError
+from rmqsim.impl.storage import map_rocksdb_error
 from rmqsim.model.api import NotServingError, ReadType
 
 __all__ = ["RocksOffsetStore"]
@@ -42,7 +49,7 @@ class RocksOffsetStore:
         try:
             self._db: Rdict | None = Rdict(self.path, options)
         except Exception as exc:  # RocksDB reports everything as a plain Exception
-            raise StorageError(f"cannot open the offset store at {self.path}: {exc}") from None
+            raise map_rocksdb_error(exc, self.path, "open the offset store") from exc
 
     def _key(self, queue: str) -> bytes:
         return _TAG + self.group.encode() + b"\0" + queue.encode()
@@ -51,6 +58,20 @@ class RocksOffsetStore:
         if self._db is None:
             raise NotServingError(f"the offset store at {self.path} is closed")
         return self._db
+
+    def _stored(self, queue: str) -> int | None:
+        """The stored offset of ``queue``, None when absent; damage raises (module doc)."""
+        db = self._live()
+        try:
+            raw = db.get(self._key(queue))
+        except Exception as exc:  # RocksDB reports everything as a plain Exception
+            raise map_rocksdb_error(exc, self.path, "read the offset store") from exc
+        if raw is None:
+            return None
+        if len(raw) != _OFFSET.size:
+            raise CorruptDatabaseError(f"offset of {queue!r} in {self.path} is {len(raw)} bytes")
+        offset: int = _OFFSET.unpack(raw)[0]
+        return offset
 
     # ------------------------------------------------------------------ the rules
 
@@ -67,12 +88,9 @@ class RocksOffsetStore:
             found = self.table.get(queue)
             if found is not None or read_type is ReadType.MEMORY:
                 return -1 if found is None else found
-        raw = self._live().get(self._key(queue))
-        if raw is None:
+        stored = self._stored(queue)
+        if stored is None:
             return -1
-        if len(raw) != _OFFSET.size:
-            raise CorruptDatabaseError(f"offset of {queue!r} in {self.path} is {len(raw)} bytes")
-        (stored,) = _OFFSET.unpack(raw)
         self.update(queue, stored, increase_only=True)
         return stored
 
@@ -82,7 +100,11 @@ class RocksOffsetStore:
         for queue in queues:
             if queue in self.table:
                 batch.put(self._key(queue), _OFFSET.pack(self.table[queue]))
-        self._live().write(batch)
+        db = self._live()
+        try:
+            db.write(batch)
+        except Exception as exc:  # RocksDB reports everything as a plain Exception
+            raise map_rocksdb_error(exc, self.path, "write the offset store") from exc
 
     def persist_all(self) -> None:
         self.persist(sorted(self.table))
@@ -93,12 +115,11 @@ class RocksOffsetStore:
 
     def stored(self, queues: Iterable[str]) -> dict[str, int]:
         """Stored offsets of ``queues`` (absent ones left out), read from disk."""
-        db = self._live()
         found = {}
         for queue in queues:
-            raw = db.get(self._key(queue))
-            if raw is not None:
-                found[queue] = _OFFSET.unpack(raw)[0]
+            stored = self._stored(queue)
+            if stored is not None:
+                found[queue] = stored
         return found
 
     # ------------------------------------------------------------------ lifecycle
