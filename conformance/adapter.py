@@ -24,7 +24,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeGuard
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeGuard, runtime_checkable
 
 from rmqsim.model.api import Clock, MessageQueue, MQConfig
 
@@ -42,7 +42,9 @@ __all__ = [
     "BadImplError",
     "Factory",
     "FaultHook",
+    "KeepsStateOutsidePath",
     "checked_queue",
+    "forget_run_state",
     "is_consumer_factory",
     "load_factory",
     "make_model_factory",
@@ -82,6 +84,25 @@ QUEUE_METHODS: tuple[str, ...] = (
     ),
     "crash",
 )  # fmt: skip
+
+
+@runtime_checkable
+class KeepsStateOutsidePath(Protocol):
+    """A queue that keeps state outside its ``path`` (in memory across reopens, say: the
+    model served as a SUT), which rmqsim tells when a run is over so that it can drop that
+    state. Optional: a queue whose state lives under ``path`` needs nothing (the run's
+    directory is removed). docs/ADAPTER.md "State kept outside path"."""
+
+    def rmqsim_forget(self, path: Path) -> None:
+        """The run on ``path`` is over (the queue was crashed): drop what is kept for it."""
+        ...
+
+
+def forget_run_state(queue: object, path: Path) -> None:
+    """Tell ``queue`` (the last opened on ``path``) that its run is over, when it wants to
+    know (``KeepsStateOutsidePath``)."""
+    if isinstance(queue, KeepsStateOutsidePath):
+        queue.rmqsim_forget(path)
 
 
 def checked_queue(queue: object, factory: Factory) -> MessageQueue:
@@ -154,8 +175,8 @@ class _ModelDisk:
         self._model.close()
 
     @classmethod
-    def _rmqsim_forget(cls, path: Path) -> None:
-        """Drop the state kept for ``path``: the run is over (called by the runner)."""
+    def rmqsim_forget(cls, path: Path) -> None:
+        """Drop the state kept for ``path``: the run is over (``KeepsStateOutsidePath``)."""
         cls._disks.pop(str(path), None)
 
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmqsim.conformance.apply import RUNNER_KINDS, apply_op
+from rmqsim.conformance.crash_record import CrashRecord
 from rmqsim.conformance.crash_sweep import SweepResult
 from rmqsim.conformance.layers.queue import QUEUE_LAYER
 from rmqsim.conformance.lockstep import PointPass, StepRecord
@@ -206,7 +207,7 @@ def _count_hit(coverage: CoverageMap, cells: Iterable[Cell]) -> int:
 
 
 #: One recorded step: its simulated time, its operation and its crash record (or None).
-CoverageStep = tuple[int, Op, Mapping[str, Any] | None]
+CoverageStep = tuple[int, Op, CrashRecord | None]
 
 
 class _Replay:
@@ -338,8 +339,8 @@ def run_coverage(
             coverage.reached[Cell(op.kind, condition, NO_POINT)] += 1
         if crash is not None and found:
             for condition in found:
-                coverage.crashed[Cell(op.kind, condition, str(crash["point"]))] += 1
-        undone = crash is not None and crash.get("resolved") == "before"
+                coverage.crashed[Cell(op.kind, condition, crash.point)] += 1
+        undone = crash is not None and crash.undid_operation
         replay.apply(time_s, op, undone)
     kinds = [FIRST_OPEN, *(op.kind for _, op, _ in steps)]
     _add_passes(coverage, fault_log, kinds, conditions)

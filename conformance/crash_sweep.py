@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from rmqsim.conformance.adapter import Factory, queue_factory
+from rmqsim.conformance.crash_record import ArmedCrash
 from rmqsim.conformance.layer import layer_for_profile
 from rmqsim.conformance.lockstep import PointPass
 from rmqsim.conformance.run import RunResult, replay_trace, run_seed
@@ -127,7 +128,7 @@ def crash_cases(log: list[PointPass], steps: list[Step]) -> list[CrashCase]:
 def case_trace(header: dict[str, Any], steps: list[Step], case: CrashCase) -> Trace:
     """The trace of one case (outcomes unrecorded: a crash may change what follows)."""
     if case.step == 0:
-        header = dict(header, open_crash={"point": case.point, "hit": case.hit})
+        header = dict(header, open_crash=ArmedCrash(case.point, case.hit).to_json())
         chosen = steps[:1]
     else:
         target = steps[case.step - 1]
@@ -193,8 +194,8 @@ def crash_sweep(
         outcome = replay_trace(case_trace(header, recorded, case), impl=impl)
         result.case_digests.append(case_digest(outcome))
         if outcome.ok:
-            crashed = [r for r in parse_lines(outcome.trace_lines).steps if r.crash]
-            result.resolutions.update(str(r.crash.get("resolved")) for r in crashed if r.crash)
+            crashed = parse_lines(outcome.trace_lines).steps
+            result.resolutions.update(s.crash.resolved for s in crashed if s.crash is not None)
             if case.step == 0:  # in the first open: recorded in the header, not a step
                 result.resolutions["before"] += 1
         else:

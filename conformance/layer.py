@@ -30,7 +30,8 @@ A layer (one object, registered with ``register_layer``) supplies:
   ``impl_name(impl)``: the name a header records for ``--impl`` (``BadImplError`` if this
   layer cannot run it);
 - **anomaly names**: ``anomalies``, the names its divergences may carry (besides the
-  generic ``trace-mismatch``, ``hang`` and ``unrecoverable``);
+  generic ``trace-mismatch``, ``hang`` and ``unrecoverable``), each with the one line
+  that says what it means (the failure report's first line);
 - **extra shrink passes**: ``shrink_passes()``, functions from a list of steps to smaller
   candidate lists, tried after the generic passes (drop actors, chunks, single steps);
 - **sweep-row fields**: ``sweep_fields(result)``, the layer's own columns of a sweep row.
@@ -56,6 +57,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from rmqsim.conformance.crash_record import ArmedCrash, CrashRecord, CrashRecordError
 from rmqsim.conformance.lockstep import PointPass, Stats, StepRecord
 from rmqsim.conformance.trace import FORMAT, FORMAT_VERSION, Trace
 from rmqsim.scenarios.ops import Outcome, Step
@@ -196,8 +198,8 @@ class RunSpec:
     crash_mode: str = "inprocess"
     #: Compare the whole state at least every this many state changes (not recorded).
     check_every: int = field(default=1, compare=False)
-    #: A crash armed in the first open (a crash-sweep case): ``{"point", "hit"}``.
-    open_crash: Mapping[str, Any] | None = None
+    #: A crash armed in the first open (a crash-sweep case).
+    open_crash: ArmedCrash | None = None
     #: Whether the run ends with the layer's final check (a shrunk consumer trace: not).
     final_check: bool = True
     #: The command that reproduces the run when not ``rmqsim run`` (fuzz, corpus).
@@ -243,7 +245,7 @@ class RunSpec:
             "layer": self.layer if self.named_in_header else None,
             "crash_rate": self.crash_rate or None,
             "crash_mode": None if self.crash_mode == "inprocess" else self.crash_mode,
-            "open_crash": None if self.open_crash is None else dict(self.open_crash),
+            "open_crash": None if self.open_crash is None else self.open_crash.to_json(),
             "final_check": None if self.final_check else False,
             "repro": self.repro,
             "found_on": self.found_on,
@@ -265,10 +267,10 @@ class RunSpec:
         if not 0.0 <= crash_rate <= 1.0:
             raise HeaderError("header crash_rate must be in [0, 1]")
         open_crash = _field(header, "open_crash", dict, None)
-        if open_crash is not None and not (
-            isinstance(open_crash.get("point"), str | None) and type(open_crash.get("hit")) is int
-        ):
-            raise HeaderError("header open_crash must be {point, hit}")
+        try:
+            open_crash = None if open_crash is None else ArmedCrash.from_json(open_crash)
+        except CrashRecordError:
+            raise HeaderError("header open_crash must be {point, hit}") from None
         final_check = header.get("final_check", True)
         if type(final_check) is not bool:
             raise HeaderError("header final_check must be true or false")
@@ -339,7 +341,7 @@ class LayerLockstep(Protocol):
         """The digest of the model's state (the end line's ``state_digest``)."""
         ...
 
-    def last_crash(self) -> dict[str, Any] | None:
+    def last_crash(self) -> CrashRecord | None:
         """The crash record of the last executed step, if a crash fired in it."""
         ...
 
@@ -359,7 +361,7 @@ class OperationCrashes:
     armed at an implementation's fault points: the ``LayerLockstep`` members about armed
     crashes, all empty."""
 
-    def last_crash(self) -> dict[str, Any] | None:
+    def last_crash(self) -> CrashRecord | None:
         return None
 
     @property
@@ -386,8 +388,9 @@ class Layer(Protocol):
         ...
 
     @property
-    def anomalies(self) -> frozenset[str]:
-        """The anomaly names its divergences may carry, besides the generic ones."""
+    def anomalies(self) -> Mapping[str, str]:
+        """The anomaly names its divergences may carry, besides the generic ones, each
+        with what it means."""
         ...
 
     @property

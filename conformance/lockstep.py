@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rmqsim.conformance.adapter import BadImplError, Factory, checked_queue
+from rmqsim.conformance.adapter import BadImplError, Factory, checked_queue, forget_run_state
 from rmqsim.conformance.anomalies import Before, classify_outcome, classify_state
 from rmqsim.conformance.apply import RUNNER_KINDS, apply_op, error_outcome
+from rmqsim.conformance.crash_record import CrashRecord
 from rmqsim.conformance.statediff import Difference, diff_states
 from rmqsim.conformance.watchdog import CallBound, OperationHang
 from rmqsim.model import ReferenceMQ
@@ -187,7 +188,7 @@ class StepRecord:
 
     step: Step[Any]
     outcome: Outcome | None
-    crash: dict[str, Any] | None = None
+    crash: CrashRecord | None = None
     sut_outcome: Outcome | None = None
 
 
@@ -237,7 +238,9 @@ class Lockstep:
         #: The model's outcome of the step being executed (recorded if it diverges).
         self._pending: Outcome | None = None
         #: Set when the first open crashed (``open_crash``): checked at the first step.
-        self.open_crash_info: dict[str, Any] | None = None
+        self.open_crash_info: CrashRecord | None = None
+        #: Set when opening again after that crash raised: reported at the first step.
+        self.open_crash_failure: str | None = None
         #: Set when the first open raised: reported as a divergence at the first step.
         self.open_failure: str | None = None
         #: Set when the first open did not return (``hang`` at the first step).
@@ -265,7 +268,7 @@ class Lockstep:
         except InjectedCrash as crash:
             # The factory must release what it holds, as a killed process would; the
             # first step then checks that opening again gives the empty state.
-            self.open_crash_info = {"point": crash.point, "hit": crash.hit, "resolved": "before"}
+            self.open_crash_info = CrashRecord(crash.point, crash.hit, "before")
             self.stats.crashes_injected += 1
             self.faults.armed = None
             try:
@@ -273,7 +276,7 @@ class Lockstep:
             except BadImplError:
                 raise
             except Exception as exc:  # reported as a divergence at the first step
-                self.open_crash_info["failure"] = f"{type(exc).__name__}: {exc}"
+                self.open_crash_failure = f"{type(exc).__name__}: {exc}"
                 self.sut = _Unopened()  # type: ignore[assignment]  # only crash() and close() are called
         except BadImplError:
             raise
@@ -350,17 +353,17 @@ class Lockstep:
                 index, step, f"{doing}, reopening raised {type(exc).__name__}: {exc}"
             ) from None
 
-    def _reopen_step(self, index: int, step: Step, *, crash: bool) -> dict[str, Any] | None:
+    def _reopen_step(self, index: int, step: Step, *, crash: bool) -> CrashRecord | None:
         """A ``crash_reopen``/``close_reopen`` step. A crash armed before it fires in the
         close or in the open (where an implementation may write); the SUT is then crashed
         and opened once more, and either way the state must be unchanged."""
-        info: dict[str, Any] | None = None
+        info: CrashRecord | None = None
         try:
             self._recover(index, step, crash=crash, doing=f"at {step.op.kind}")
         except InjectedCrash as injected:
             self.faults.armed = None
             self.stats.crashes_injected += 1
-            info = {"point": injected.point, "hit": injected.hit, "resolved": "after"}
+            info = CrashRecord(injected.point, injected.hit, "after")
             with contextlib.suppress(Exception):  # the half-closed (or unopened) instance
                 self.bound.call("crash()", self.sut.crash)  # type: ignore[attr-defined]  # checked_queue: it has
             self._recover(
@@ -388,9 +391,7 @@ class Lockstep:
         with contextlib.suppress(Exception, OperationHang):
             self.bound.call("crash()", self.sut.crash)  # type: ignore[attr-defined]  # checked_queue: it has
         self.bound.deactivate()
-        forget = getattr(self.sut, "_rmqsim_forget", None)
-        if forget is not None:
-            forget(self.path)
+        forget_run_state(self.sut, self.path)
 
     # ------------------------------------------------------------------ checks
 
@@ -488,7 +489,7 @@ class Lockstep:
             self.records.append(StepRecord(step, outcome, crash_info))
         return outcome
 
-    def _checked_dispatch(self, index: int, step: Step) -> tuple[Outcome, dict[str, Any] | None]:
+    def _checked_dispatch(self, index: int, step: Step) -> tuple[Outcome, CrashRecord | None]:
         """``_dispatch``, after the first step's look at how the first open went; a call
         into the SUT that did not return is the divergence ``hang``."""
         try:
@@ -497,8 +498,8 @@ class Lockstep:
             if index == 1 and self.open_failure is not None:
                 raise _unrecoverable(index, step, self.open_failure)
             if index == 1 and self.open_crash_info is not None:
-                failure = self.open_crash_info.get("failure")
-                where = f"after a crash at {self.open_crash_info['point']} in the first open"
+                failure = self.open_crash_failure
+                where = f"after a crash at {self.open_crash_info.point} in the first open"
                 if failure is not None:
                     raise _unrecoverable(index, step, f"{where}, reopening raised {failure}")
                 self._compare(index, step, None, f"state {where}")
@@ -509,10 +510,10 @@ class Lockstep:
                 anomaly="hang", step_index=index, step=step, expected=expected, detail=hang.detail
             ) from None
 
-    def _dispatch(self, index: int, step: Step) -> tuple[Outcome, dict[str, Any] | None]:
+    def _dispatch(self, index: int, step: Step) -> tuple[Outcome, CrashRecord | None]:
         op = step.op
         kind = op.kind
-        crash_info: dict[str, Any] | None = None
+        crash_info: CrashRecord | None = None
         if kind in RUNNER_KINDS:
             outcome = Outcome()
             if isinstance(op, ArmCrash):
@@ -523,7 +524,7 @@ class Lockstep:
             outcome, crash_info = self._execute_queue_op(index, step)
         return outcome, crash_info
 
-    def _execute_queue_op(self, index: int, step: Step) -> tuple[Outcome, dict[str, Any] | None]:
+    def _execute_queue_op(self, index: int, step: Step) -> tuple[Outcome, CrashRecord | None]:
         op = step.op
         kind = op.kind
         armed = self.faults.armed is not None
@@ -575,7 +576,7 @@ class Lockstep:
         expected: Outcome,
         saved_model: ReferenceMQ,
         crash: InjectedCrash,
-    ) -> tuple[Outcome, dict[str, Any]]:
+    ) -> tuple[Outcome, CrashRecord]:
         """The SUT stopped inside an operation: crash it, reopen, and require the state to
         equal the model's state before or after that operation (SPEC "Durability")."""
         self.stats.crashes_injected += 1
@@ -589,12 +590,11 @@ class Lockstep:
             detail = f"{doing}, snapshot() raised {type(exc).__name__}: {exc}"
             raise _unrecoverable(index, step, detail, expected) from None
         after = self.model.snapshot()
-        info: dict[str, Any] = {"point": crash.point, "hit": crash.hit}
         if actual == after:
-            info["resolved"] = "after"
+            info = CrashRecord(crash.point, crash.hit, "after")
             outcome = expected
         elif actual == saved_model.snapshot():
-            info["resolved"] = "before"
+            info = CrashRecord(crash.point, crash.hit, "before")
             self.model = saved_model
             outcome = Outcome(error=CRASHED)
         else:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rmqsim.conformance.anomalies import ANOMALIES
-from rmqsim.conformance.consumer_check import CONSUMER_ANOMALIES
+from rmqsim.conformance.layer import layer_named
 from rmqsim.conformance.run import RunResult, git_commit, parse_run_lines, versions
 from rmqsim.conformance.statediff import clip
 from rmqsim.scenarios.ops import Outcome
@@ -90,7 +90,9 @@ def render_failure(result: RunResult) -> str:
     """The full report of a failed run."""
     div = result.divergence
     assert div is not None
-    meaning = ANOMALIES.get(div.anomaly) or CONSUMER_ANOMALIES.get(div.anomaly, "")
+    meaning = layer_named(result.spec.layer).anomalies.get(div.anomaly) or ANOMALIES.get(
+        div.anomaly, ""
+    )
     step = div.step
     expected, actual = outcome_labels(div.anomaly)
     lines = [

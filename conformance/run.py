@@ -40,12 +40,11 @@ from rmqsim.conformance.layer import (
 )
 from rmqsim.conformance.layers.queue import (
     CRASH_FIELDS,
-    QUEUE_LAYER,
-    QueueLockstep,
     check_recorded_crashes,
+    lockstep_result,
     trace_header,
 )
-from rmqsim.conformance.lockstep import Divergence, Lockstep
+from rmqsim.conformance.lockstep import Divergence
 from rmqsim.conformance.run_result import (
     VERSIONED_PACKAGES,
     CrashFlip,
@@ -358,12 +357,3 @@ def replay_trace(
 def replay_run_trace(trace: Trace, *, impl: str | Factory | None = None) -> RunResult:
     """``replay`` (the older name)."""
     return replay(trace, impl=impl)
-
-
-def lockstep_result(
-    lockstep: Lockstep, header: dict[str, Any], divergence: Divergence | None, started: float
-) -> RunResult:
-    """The result of whatever a queue ``lockstep`` driven by hand (the fuzzer's) executed,
-    with the trace header ``header``."""
-    spec = RunSpec.from_header(header, layer=QUEUE_LAYER)
-    return build_result(spec, QueueLockstep(lockstep), divergence, started=started, header=header)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL
+from rmqsim.conformance.crash_record import CrashRecord
 from rmqsim.conformance.layer import (
     VERSIONED_PACKAGES,
     LayerLockstep,
@@ -161,7 +162,7 @@ def _step_line(index: int, record: StepRecord, codec: StepCodec) -> str:
         "outcome": None if record.outcome is None else _outcome_json(record.outcome, codec),
     }
     if record.crash is not None:
-        line["crash"] = record.crash
+        line["crash"] = record.crash.to_json()
     if record.sut_outcome is not None:
         line["sut_outcome"] = _outcome_json(record.sut_outcome, codec)
     return dumps(line)
@@ -301,11 +302,11 @@ class CrashFlip:
         )
 
 
-def _resolution(crash: dict[str, Any] | None, outcome: Outcome | None) -> str:
+def _resolution(crash: CrashRecord | None, outcome: Outcome | None) -> str:
     """How a step with an armed crash ended: ``before`` (the operation did not happen:
     crashed) or ``after`` (it did, or the armed crash never fired)."""
-    if crash is not None and crash.get("resolved") in ("before", "after"):
-        return str(crash["resolved"])
+    if crash is not None:
+        return crash.resolved
     return "before" if outcome is not None and outcome.error == CRASHED else "after"
 
 
@@ -313,7 +314,7 @@ def execute_recorded(
     trace: Trace,
     execute: Callable[[Step], Outcome],
     *,
-    crash_of: Callable[[], dict[str, Any] | None] | None = None,
+    crash_of: Callable[[], CrashRecord | None] | None = None,
     on_flip: Callable[[CrashFlip], None] | None = None,
 ) -> None:
     """``execute`` every recorded step; ``trace-mismatch`` at the first whose outcome (the

@@ -52,7 +52,6 @@ from rmqsim.conformance.shrink_budget import (
     ShrinkBudget,
     ShrinkStats,
 )
-from rmqsim.conformance.shrink_merge import merge_produces
 from rmqsim.conformance.trace import Trace, TraceFormatError
 from rmqsim.conformance.watchdog import op_timeout, shrink_op_timeout_s
 from rmqsim.scenarios.ops import Step
@@ -220,14 +219,13 @@ Pass = Callable[[_Search, tuple[AnyStep, ...]], tuple[AnyStep, ...]]
 
 def passes(layer: Layer) -> tuple[Pass, ...]:
     """The passes of one round, in order: drop actors, then topics, then the layer's own
-    (``Layer.shrink_passes``: the consumer's drops a delivery with its completion), then
-    merge produces, then delta debugging, then simpler operations
+    (``Layer.shrink_passes``: the consumer's drops a delivery with its completion, the
+    queue's merges produces), then delta debugging, then simpler operations
     (``Layer.simpler_ops``)."""
     return (
         _drop_actors,
         _drop_topics,
         *layer.shrink_passes(),
-        merge_produces,  # volume, not order: produces to a topic merged (shrink_merge)
         _ddmin,
         _simplify,
     )

@@ -1,4 +1,5 @@
-"""A shrinking pass that merges produces (``conformance.shrink`` runs it before ddmin).
+"""A shrinking pass that merges produces: the queue layer's (``QueueLayer.shrink_passes``;
+``conformance.shrink`` runs it after dropping actors and topics, before ddmin).
 
 Some failures need volume, not a particular order: a queue that caps a poll at a few
 hundred messages fails only once a group has more than that to read, and a run that built
@@ -18,12 +19,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from typing import Any
 
-from rmqsim.conformance.shrink_consumer import AnyStep, Search
-from rmqsim.scenarios.ops import Message, Produce
+from rmqsim.conformance.layer import ShrinkSearch
+from rmqsim.scenarios.ops import Message, Produce, Step
 
 __all__ = ["merge_produces", "merged_by_topic", "merged_runs", "plain_payloads"]
 
+AnyStep = Step[Any]
+Search = ShrinkSearch
 Steps = tuple[AnyStep, ...]
 
 

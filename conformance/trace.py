@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rmqsim.conformance.crash_record import CrashRecord, CrashRecordError
 from rmqsim.scenarios.ops import Op, OpDecodeError, Outcome, op_from_json, outcome_from_json
 
 __all__ = [
@@ -125,7 +126,7 @@ class TraceStep:
     actor: str
     op: Op
     outcome: Outcome | None
-    crash: dict[str, Any] | None = None
+    crash: CrashRecord | None = None
     #: The number of the line it was parsed from (None for a step built in code): what a
     #: check made after parsing, one that needs more than this line (a consumer trace's
     #: header says each client's mode), names in its ``TraceFormatError``. Not compared:
@@ -358,11 +359,13 @@ def _parse_step(
     except (OpDecodeError, KeyError, TypeError, ValueError) as exc:
         raise TraceFormatError(path, number, f"bad operation: {exc}") from None
     crash, sut = obj.get("crash"), obj.get("sut_outcome")
-    if crash is not None and not isinstance(crash, dict):
-        raise TraceFormatError(path, number, "'crash' must be an object")
+    try:
+        record = None if crash is None else CrashRecord.from_json(crash)
+    except CrashRecordError as exc:
+        raise TraceFormatError(path, number, f"step {index}: {exc}") from None
     if sut is not None and not isinstance(sut, dict):
         raise TraceFormatError(path, number, "'sut_outcome' must be an object")
-    return TraceStep(index, time_s, actor, op, outcome, crash, number, sut is not None)
+    return TraceStep(index, time_s, actor, op, outcome, record, number, sut is not None)
 
 
 #: Given a trace's first line, the decoder keywords of ``parse_lines`` for its vocabulary.

@@ -59,7 +59,7 @@ from rmqsim.model.api import (
     validate_name,
 )
 
-__all__ = ["RocksMQ"]
+__all__ = ["CachedTopic", "LazyNow", "RocksMQ"]
 
 _log = logging.getLogger(__name__)
 
@@ -71,14 +71,14 @@ _TIMESTAMP_MAX = 2**63 - 1
 _RETENTION_JOIN_TIMEOUT_S = 30.0
 
 
-
 def _system_clock() -> int:
     """The default clock: whole seconds of the wall clock."""
     return int(time.time())
 
 
-class _Now:
-    """Reads the clock at most once per operation, and only if a timestamp is needed."""
+class LazyNow:
+    """Reads the clock at most once per operation, and only if a timestamp is needed: the
+    ``now`` of ``RocksMQ``'s hooks."""
 
     __slots__ = ("_clock", "_value")
 
@@ -98,8 +98,9 @@ class _Now:
 
 
 @dataclass(slots=True, eq=False)
-class _Topic:
-    """The cache of one live topic (rebuilt from disk on open)."""
+class CachedTopic:
+    """The cache of one live topic (rebuilt from disk on open): what ``RocksMQ``'s hooks
+    receive as ``cached``."""
 
     name: str
     incarnation: int
@@ -129,10 +130,10 @@ class _Held:
 
     __slots__ = ("_cached",)
 
-    def __init__(self, cached: _Topic) -> None:
+    def __init__(self, cached: CachedTopic) -> None:
         self._cached = cached
 
-    def __enter__(self) -> _Topic:
+    def __enter__(self) -> CachedTopic:
         return self._cached
 
     def __exit__(self, *_exc: object) -> None:
@@ -143,6 +144,19 @@ class RocksMQ:
     """SPEC.md's ``MessageQueue`` on RocksDB, plus ``close()`` and ``crash()``.
 
     Make one with ``RocksMQ.open(path, ...)``.
+
+    Hooks a subclass may override (the seams of variants, such as the harness's seeded
+    bugs in ``conformance.mutants``):
+
+    - ``store_class``, ``unlogged_operations``: the storage and which batches skip the WAL;
+    - ``write_plan(operation, plan)``: write one operation's batch between its crash points;
+    - ``retention_count(cached, now)``: how many of a topic's oldest pages a pass deletes;
+    - ``move_group(cached, operation, group, position)``: set a group's position (and ack);
+    - ``plan_acks(cached, groups, plan, now)``: the pages these positions make acked;
+    - ``ack_floor(topic, positions)``: below which id every group has read.
+
+    ``cached`` is the topic's ``CachedTopic``, ``now`` a ``LazyNow``; ``group_positions``
+    and ``retention_passes`` are introspection for them.
     """
 
     #: The storage class ``open`` uses (a seam for variants, e.g. another key layout).
@@ -170,10 +184,10 @@ class RocksMQ:
         self._state = SERVING
         self._table_lock = threading.Lock()
         self._next_incarnation = disk.next_incarnation
-        self._topics: dict[str, _Topic] = {}
+        self._topics: dict[str, CachedTopic] = {}
         for name, stored in disk.topics.items():
             acked = sum(1 for page in stored.pages if page.acked_ts is not None)
-            self._topics[name] = _Topic(
+            self._topics[name] = CachedTopic(
                 name=name,
                 incarnation=stored.record.incarnation,
                 last_id=stored.last_id,
@@ -298,7 +312,7 @@ class RocksMQ:
             last_id = 0 if stored_hwm is None else codec.decode_u64(stored_hwm, "high-water mark")
             incarnation = self._next_incarnation
             assert incarnation < keys.INCARNATION_MAX, "incarnation space exhausted"
-            created = _Topic(
+            created = CachedTopic(
                 name=topic,
                 incarnation=incarnation,
                 last_id=last_id,
@@ -316,7 +330,7 @@ class RocksMQ:
                     (keys.COUNTER_KEY, codec.encode_u64(incarnation + 1)),
                 ]
             )
-            self._write("create_topic", plan)
+            self.write_plan("create_topic", plan)
             self._next_incarnation = incarnation + 1
             self._topics[topic] = created
 
@@ -331,7 +345,7 @@ class RocksMQ:
                 meta_range_deletes=[keys.group_range(inc), keys.page_range(inc)],
             )
             # The name's high-water mark (``H``) stays: ids continue after re-create.
-            self._write("destroy_topic", plan)
+            self.write_plan("destroy_topic", plan)
             cached.alive = False
         with self._table_lock:
             if self._topics.get(topic) is cached:
@@ -350,7 +364,7 @@ class RocksMQ:
             plan = Plan(
                 meta_puts=[(keys.group_key(cached.incarnation, group), codec.encode_position(-1))]
             )
-            self._write("create_consumer_group", plan)
+            self.write_plan("create_consumer_group", plan)
             cached.groups[group] = -1
 
     def destroy_consumer_group(self, topic: str, group: str) -> None:
@@ -362,8 +376,8 @@ class RocksMQ:
                 return  # SPEC: an absent group is not an error
             remaining = {name: pos for name, pos in cached.groups.items() if name != group}
             plan = Plan(meta_deletes=[keys.group_key(cached.incarnation, group)])
-            acked = self._plan_acks(cached, remaining, plan, _Now(self._clock))
-            self._write("destroy_consumer_group", plan)
+            acked = self.plan_acks(cached, remaining, plan, LazyNow(self._clock))
+            self.write_plan("destroy_consumer_group", plan)
             del cached.groups[group]
             self._apply_acks(cached, acked)
 
@@ -390,7 +404,7 @@ class RocksMQ:
             inc = cached.incarnation
             page_size = self._config.page_size_bytes
             open_bytes = cached.open_page_bytes
-            now = _Now(self._clock)
+            now = LazyNow(self._clock)
             msg_key = self._store.message_keys.msg_key
             bare = b"\x01"
             encode = codec.encode_message
@@ -421,7 +435,7 @@ class RocksMQ:
             meta.append((cached.hwm_key, codec.encode_u64(last_id)))
             for page in closed:
                 meta.append((keys.page_key(inc, page.end_id), codec.encode_page(page)))
-            self._write("produce", plan)
+            self.write_plan("produce", plan)
             cached.last_id = last_id
             cached.open_page_bytes = open_bytes
             cached.pages.extend(closed)
@@ -447,7 +461,7 @@ class RocksMQ:
                     f"{len(values)} of them are stored"
                 )
             result = _decode_messages(first_id, values)
-            self._move(cached, "consume", group, last_id + 1)
+            self.move_group(cached, "consume", group, last_id + 1)
             return result
 
     def seek(self, topic: str, group: str, msg_id: int) -> None:
@@ -459,7 +473,7 @@ class RocksMQ:
             if group not in cached.groups:
                 raise GroupNotFoundError(f"group {group!r} does not exist on topic {topic!r}")
             retained = cached.trim_id < msg_id <= cached.last_id
-            self._move(cached, "seek", group, msg_id if retained else -1)
+            self.move_group(cached, "seek", group, msg_id if retained else -1)
 
     def seek_to_latest(self, topic: str, group: str) -> None:
         self._check_serving()
@@ -469,7 +483,7 @@ class RocksMQ:
             if group not in cached.groups:
                 raise GroupNotFoundError(f"group {group!r} does not exist on topic {topic!r}")
             latest = cached.latest_retained()
-            self._move(cached, "seek_to_latest", group, latest + 1 if latest != -1 else 0)
+            self.move_group(cached, "seek_to_latest", group, latest + 1 if latest != -1 else 0)
 
     def get_latest_msg(self, topic: str) -> int:
         self._check_serving()
@@ -482,14 +496,14 @@ class RocksMQ:
     def run_retention(self) -> None:
         """One retention pass over every topic, written as one batch."""
         self._check_serving()
-        now = _Now(self._clock)
+        now = LazyNow(self._clock)
         message_keys = self._store.message_keys
         with self._all_topics_locked() as topics:
             self._check_serving()
             plan = Plan()
-            trims: list[tuple[_Topic, int, int]] = []  # (topic, pages deleted, new trim id)
+            trims: list[tuple[CachedTopic, int, int]] = []  # (topic, pages deleted, new trim id)
             for cached in topics:
-                count = self._retention_count(cached, now)
+                count = self.retention_count(cached, now)
                 if count == 0:
                     continue
                 trim_id = cached.pages[count - 1].end_id
@@ -506,15 +520,15 @@ class RocksMQ:
                 trims.append((cached, count, trim_id))
             if plan.is_empty():
                 return
-            self._write("retention", plan)
+            self.write_plan("retention", plan)
             for cached, count, trim_id in trims:
                 del cached.pages[:count]
                 cached.acked_count = max(cached.acked_count - count, 0)
                 cached.trim_id = trim_id
 
-    def _retention_count(self, cached: _Topic, now: _Now) -> int:
+    def retention_count(self, cached: CachedTopic, now: LazyNow) -> int:
         """How many of the topic's closed pages, from the oldest, this pass deletes: only
-        acked ones (``pages_to_delete``). A seam for variants of the retention rule."""
+        acked ones (``pages_to_delete``). A hook for variants of the retention rule."""
         config = self._config
         return pages_to_delete(
             cached.pages[: cached.acked_count],
@@ -627,7 +641,7 @@ class RocksMQ:
                 raise TopicNotFoundError(f"topic {name!r} does not exist")
 
     @contextmanager
-    def _all_topics_locked(self) -> Iterator[list[_Topic]]:
+    def _all_topics_locked(self) -> Iterator[list[CachedTopic]]:
         """The table lock, then every topic lock in incarnation order: no operation runs."""
         with self._table_lock, contextlib.ExitStack() as stack:
             topics = sorted(self._topics.values(), key=lambda cached: cached.incarnation)
@@ -646,7 +660,9 @@ class RocksMQ:
                 self._state = FAILED
             raise
 
-    def _write(self, operation: str, plan: Plan) -> None:
+    def write_plan(self, operation: str, plan: Plan) -> None:
+        """Write ``operation``'s batch ``plan``, passing its crash points (``write_points``)
+        before and after. A hook: a variant may split or reorder the write."""
         before, after = write_points(operation)
         self._fault(before)
         if operation in self.unlogged_operations:
@@ -655,8 +671,8 @@ class RocksMQ:
             self._store.write(plan)  # a variant's Store wrapper may not know ``logged``
         self._fault(after)
 
-    def _move(self, cached: _Topic, operation: str, group: str, position: int) -> None:
-        """Set ``group``'s position, acking what it makes acked, in one batch."""
+    def move_group(self, cached: CachedTopic, operation: str, group: str, position: int) -> None:
+        """Set ``group``'s position, acking what it makes acked, in one batch. A hook."""
         assert position >= -1
         inc = cached.incarnation
         plan = Plan(meta_puts=[(keys.group_key(inc, group), codec.encode_position(position))])
@@ -664,8 +680,8 @@ class RocksMQ:
         if cached.acked_count < len(cached.pages):
             after = dict(cached.groups)
             after[group] = position
-            acked = self._plan_acks(cached, after, plan, _Now(self._clock))
-        self._write(operation, plan)
+            acked = self.plan_acks(cached, after, plan, LazyNow(self._clock))
+        self.write_plan(operation, plan)
         cached.groups[group] = position
         self._apply_acks(cached, acked)
 
@@ -684,10 +700,11 @@ class RocksMQ:
         cached = self._topics.get(topic)
         return dict(cached.groups) if cached is not None else {}
 
-    def _plan_acks(
-        self, cached: _Topic, groups: dict[str, int], plan: Plan, now: _Now
+    def plan_acks(
+        self, cached: CachedTopic, groups: dict[str, int], plan: Plan, now: LazyNow
     ) -> list[Page]:
-        """Pages that become acked with these ``groups``: every position > end_id."""
+        """Pages that become acked with these ``groups`` (every position > end_id), their
+        records added to ``plan``. A hook."""
         if not groups or cached.acked_count == len(cached.pages):
             return []
         lowest = self.ack_floor(cached.name, groups)
@@ -704,7 +721,7 @@ class RocksMQ:
         return acked
 
     @staticmethod
-    def _apply_acks(cached: _Topic, acked: list[Page]) -> None:
+    def _apply_acks(cached: CachedTopic, acked: list[Page]) -> None:
         start = cached.acked_count
         for offset, page in enumerate(acked):
             assert cached.pages[start + offset].end_id == page.end_id

@@ -25,6 +25,7 @@ from rmqsim.conformance.coverage import (
     run_coverage,
     with_coverage,
 )
+from rmqsim.conformance.crash_record import CrashRecord
 from rmqsim.conformance.gate import GatePlan, run_profiles, run_sweeps, summary_json
 from rmqsim.conformance.lockstep import PointPass
 from rmqsim.conformance.run import run_seed
@@ -49,8 +50,8 @@ CONFIG = MQConfig()
 
 def _steps(*ops: Op, crash: Mapping[int, dict[str, Any]] | None = None) -> list[CoverageStep]:
     """Steps one second apart; ``crash`` maps a 1-based step to its crash record."""
-    crash = crash or {}
-    return [(i, op, crash.get(i)) for i, op in enumerate(ops, start=1)]
+    records = {i: CrashRecord.from_json(record) for i, record in (crash or {}).items()}
+    return [(i, op, records.get(i)) for i, op in enumerate(ops, start=1)]
 
 
 def _produce(topic: str, count: int, payload: bytes = b"x") -> Produce:

@@ -13,6 +13,7 @@ import random
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import pytest
@@ -181,7 +182,12 @@ class CounterLockstep(OperationCrashes):
 class CounterLayer:
     name = "counter"
     implicit_in_header = False
-    anomalies = frozenset({"lost-increment", "counter-mismatch"})
+    anomalies = MappingProxyType(
+        {
+            "lost-increment": "an increment that returned is not in the count",
+            "counter-mismatch": "a read returned another count than the model's",
+        }
+    )
     gate_profiles = ("counter",)
     codec = StepCodec(encode_op, decode_op, encode_outcome, decode_outcome)
     crash_modes = ("inprocess",)

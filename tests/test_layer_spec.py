@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from rmqsim.conformance.cli import cli
+from rmqsim.conformance.crash_record import ArmedCrash
 from rmqsim.conformance.gate import GATE_CONSUMER_PROFILES, GATE_PROFILES
 from rmqsim.conformance.layer import (
     HeaderError,
@@ -40,7 +41,7 @@ def test_a_runs_header_is_its_spec(profile: str) -> None:
 
 def test_every_optional_field_round_trips() -> None:
     spec = spec_for_seed("crashy", 3, steps=40, crash_rate=0.25).replace(
-        open_crash={"point": "put", "hit": 2},
+        open_crash=ArmedCrash("put", 2),
         repro="rmqsim fuzz --seed 3",
         found_on="x:y",
         shrunk_from_steps=40,

@@ -62,7 +62,7 @@ def test_process_mode_agrees_with_in_process_crashes(
     assert inprocess.ok and process.ok
     assert process.trace_lines[1:] == inprocess.trace_lines[1:]
     crashes = [s.crash for s in parse_lines(process.trace_lines).steps if s.crash]
-    assert {c["resolved"] for c in crashes} == {"before", "after"}
+    assert {c.resolved for c in crashes} == {"before", "after"}
     assert process.fault_points == inprocess.fault_points
     assert '"crash_mode":"process"' in process.trace_lines[0]
     assert "crash_mode" not in inprocess.trace_lines[0]

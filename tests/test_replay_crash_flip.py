@@ -67,7 +67,7 @@ def test_our_queue_and_the_model_resolve_the_crash_differently() -> None:
     ours = _recorded_on(DEFAULT_IMPL).steps[2]
     model = _recorded_on(model_factory).steps[2]
     assert ours.outcome is not None and ours.outcome.error == "Crashed"
-    assert ours.crash is not None and ours.crash["resolved"] == "before"
+    assert ours.crash is not None and ours.crash.resolved == "before"
     assert model.outcome is not None and model.outcome.value == (1, 2) and model.crash is None
 
 

@@ -11,6 +11,7 @@ import dataclasses
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from rmqsim.conformance.adapter import Factory
@@ -66,7 +67,7 @@ class ConsumerLayer:
 
     name = "consumer"
     implicit_in_header = True
-    anomalies = frozenset(CONSUMER_ANOMALIES)
+    anomalies: Mapping[str, str] = MappingProxyType(CONSUMER_ANOMALIES)
     gate_profiles = CONSUMER_GATE_PROFILES
     codec = StepCodec(
         consumer_op_to_json, consumer_op_from_json, consumer_outcome_to_json,

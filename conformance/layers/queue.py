@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from rmqsim.conformance.adapter import (
@@ -20,6 +21,7 @@ from rmqsim.conformance.adapter import (
 )
 from rmqsim.conformance.anomalies import ANOMALIES
 from rmqsim.conformance.crash_rate import with_crash_rate
+from rmqsim.conformance.crash_record import CRASH_RECORD_FIELDS, CrashRecord
 from rmqsim.conformance.layer import (
     LayerLockstep,
     ResolvedProfile,
@@ -27,7 +29,16 @@ from rmqsim.conformance.layer import (
     ShrinkPass,
     StepCodec,
 )
-from rmqsim.conformance.lockstep import CRASHED, Lockstep, PointPass, Stats, StepRecord
+from rmqsim.conformance.lockstep import (
+    CRASHED,
+    Divergence,
+    Lockstep,
+    PointPass,
+    Stats,
+    StepRecord,
+)
+from rmqsim.conformance.run_result import RunResult, build_result
+from rmqsim.conformance.shrink_merge import merge_produces
 from rmqsim.conformance.statediff import state_digest
 from rmqsim.conformance.trace import Trace, TraceFormatError
 from rmqsim.model.api import InvalidArgumentError, MQConfig
@@ -54,15 +65,16 @@ __all__ = [
     "QueueLayer",
     "QueueLockstep",
     "check_recorded_crashes",
+    "lockstep_result",
     "simpler_messages",
     "trace_header",
 ]
 
 #: The queue profiles the gate runs, in this order (each seed of each).
 QUEUE_GATE_PROFILES = ("smoke", "crashy", "retention", "seek-storm", "churn", "digits", "swarm")
-#: The fields of a step's ``crash`` record (``Lockstep``: where the crash fired, and which
-#: state it left: the one ``before`` the operation or the one ``after``).
-CRASH_FIELDS = frozenset({"point", "hit", "resolved"})
+#: The fields of a step's ``crash`` record (``CrashRecord``'s JSON form: where the crash
+#: fired, and which state it left: the one ``before`` the operation or the one ``after``).
+CRASH_FIELDS = CRASH_RECORD_FIELDS
 
 
 class QueueLockstep:
@@ -93,7 +105,7 @@ class QueueLockstep:
     def state_digest(self) -> str:
         return state_digest(self.lockstep.model.snapshot())
 
-    def last_crash(self) -> dict[str, Any] | None:
+    def last_crash(self) -> CrashRecord | None:
         return self.records[-1].crash if self.records else None
 
     @property
@@ -139,19 +151,15 @@ def check_recorded_crashes(trace: Trace) -> None:
             raise TraceFormatError(trace.path, step.line, f"step {step.index}: {problem}")
 
 
-def _crash_problem(crash: dict[str, Any] | None, outcome: Outcome | None) -> str | None:
+def _crash_problem(crash: CrashRecord | None, outcome: Outcome | None) -> str | None:
+    """What is wrong with a step's crash record given its outcome (its shape was checked
+    when the line was parsed: ``CrashRecord.from_json``)."""
     crashed = outcome is not None and outcome.error == CRASHED
     if crash is None:
         return f"outcome {CRASHED} without a crash record" if crashed else None
-    if set(crash) != CRASH_FIELDS:
-        return "crash must hold exactly point, hit and resolved"
-    if type(crash["point"]) is not str or type(crash["hit"]) is not int:
-        return "crash point must be a string and hit an integer"
-    if crash["resolved"] not in ("before", "after"):
-        return f"crash resolved must be 'before' or 'after', got {crash['resolved']!r:.80}"
-    if outcome is not None and crashed != (crash["resolved"] == "before"):
+    if outcome is not None and crashed != crash.undid_operation:
         return (
-            f"a crash resolved {crash['resolved']} the operation cannot have the outcome "
+            f"a crash resolved {crash.resolved} the operation cannot have the outcome "
             f"{'error ' + str(outcome.error) if outcome.error else 'a value'} "
             f"(the outcome {CRASHED} is a crash resolved before it, and only that)"
         )
@@ -178,7 +186,7 @@ class QueueLayer:
 
     name = "queue"
     implicit_in_header = True
-    anomalies = frozenset(ANOMALIES)
+    anomalies: Mapping[str, str] = MappingProxyType(ANOMALIES)
     gate_profiles = QUEUE_GATE_PROFILES
     codec = StepCodec(op_to_json, op_from_json, outcome_to_json, outcome_from_json)
     crash_modes = ("inprocess", "process")
@@ -237,8 +245,7 @@ class QueueLayer:
             from rmqsim.conformance.process_sut import process_factory
 
             factory = process_factory(impl)
-        open_crash = spec.open_crash
-        armed = None if open_crash is None else (open_crash["point"], open_crash["hit"])
+        armed = None if spec.open_crash is None else spec.open_crash.as_tuple()
         lockstep = Lockstep(
             factory,
             MQConfig(**spec.config),
@@ -250,7 +257,7 @@ class QueueLayer:
         return QueueLockstep(lockstep)
 
     def shrink_passes(self) -> Sequence[ShrinkPass]:
-        return ()
+        return (merge_produces,)  # volume, not order: produces to a topic merged
 
     def simpler_ops(self, op: Any) -> Iterable[Any]:
         if isinstance(op, Produce):
@@ -270,3 +277,12 @@ class QueueLayer:
 
 #: The queue layer (registered by ``conformance.layers``).
 QUEUE_LAYER = QueueLayer()
+
+
+def lockstep_result(
+    lockstep: Lockstep, header: dict[str, Any], divergence: Divergence | None, started: float
+) -> RunResult:
+    """The result of whatever a queue ``lockstep`` driven by hand (the fuzzer's) executed,
+    with the trace header ``header``."""
+    spec = RunSpec.from_header(header, layer=QUEUE_LAYER)
+    return build_result(spec, QueueLockstep(lockstep), divergence, started=started, header=header)

@@ -12,6 +12,7 @@ import dataclasses
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from rmqsim.conformance.layer import (
@@ -54,7 +55,7 @@ class StreamLayer:
 
     name = "stream"
     implicit_in_header = False
-    anomalies = frozenset(STREAM_ANOMALIES)
+    anomalies: Mapping[str, str] = MappingProxyType(STREAM_ANOMALIES)
     gate_profiles = STREAM_GATE_PROFILES
     codec = StepCodec(
         stream_op_to_json, stream_op_from_json, stream_outcome_to_json, stream_outcome_from_json

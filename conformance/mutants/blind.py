@@ -54,9 +54,9 @@ class TwoStepDestroyTopic(RocksMQ):
     crash armed at that point, inside that operation, finds it.
     """
 
-    def _write(self, operation: str, plan: Plan) -> None:
+    def write_plan(self, operation: str, plan: Plan) -> None:
         if operation != "destroy_topic":
-            super()._write(operation, plan)
+            super().write_plan(operation, plan)
             return
         first = Plan(msg_range_deletes=plan.msg_range_deletes)
         second = Plan(meta_deletes=plan.meta_deletes, meta_range_deletes=plan.meta_range_deletes)

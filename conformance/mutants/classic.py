@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
 
 from rmqsim.conformance.mutants import Mutant
 from rmqsim.conformance.mutants.base import factory_of
 from rmqsim.impl import RocksMQ
+from rmqsim.impl.rocksmq import CachedTopic, LazyNow
 from rmqsim.impl.storage import Plan
 from rmqsim.model.api import ConsumerMessage
 
@@ -48,8 +48,8 @@ class RetentionPastAcked(RocksMQ):
     loop runs one page further and deletes the first unacked page too (messages a lagging
     group has not read)."""
 
-    def _retention_count(self, cached: Any, now: Any) -> int:
-        count = super()._retention_count(cached, now)
+    def retention_count(self, cached: CachedTopic, now: LazyNow) -> int:
+        count = super().retention_count(cached, now)
         if count and count == cached.acked_count < len(cached.pages):
             return count + 1
         return count
@@ -69,12 +69,12 @@ class EndBeforeMessages(RocksMQ):
     high-water mark, open page, closed pages), then the messages in a second write: a crash
     between them leaves ids issued whose messages are not there to read."""
 
-    def _write(self, operation: str, plan: Plan) -> None:
+    def write_plan(self, operation: str, plan: Plan) -> None:
         if operation != "produce" or not plan.msg_puts:
-            super()._write(operation, plan)
+            super().write_plan(operation, plan)
             return
-        super()._write(operation, replace(plan, msg_puts=[]))
-        super()._write(operation, Plan(msg_puts=plan.msg_puts))
+        super().write_plan(operation, replace(plan, msg_puts=[]))
+        super().write_plan(operation, Plan(msg_puts=plan.msg_puts))
 
 
 page_boundary_skip = factory_of(PageBoundarySkip)

@@ -89,7 +89,7 @@ class _FailedSendAdvancesCore(ConsumerCore):
     process queue anyway (it is still retried locally), so the offset passes it: a crash
     then loses it."""
 
-    def _removable(self, done: list[int], failed: list[Cached]) -> list[int]:
+    def removable(self, done: list[int], failed: list[Cached]) -> list[int]:
         return done + [c.message.msg_id for c in failed]
 
 

@@ -65,9 +65,9 @@ class TwoStepProduce(RocksMQ):
     that is neither before nor after the produce.
     """
 
-    def _write(self, operation: str, plan: Plan) -> None:
+    def write_plan(self, operation: str, plan: Plan) -> None:
         if operation != "produce":
-            super()._write(operation, plan)
+            super().write_plan(operation, plan)
             return
         first = Plan(msg_puts=plan.msg_puts, meta_puts=[p for p in plan.meta_puts if _is_hwm(p[0])])
         second = Plan(meta_puts=[p for p in plan.meta_puts if not _is_hwm(p[0])])
@@ -87,10 +87,10 @@ class PositionsInMemory(RocksMQ):
     last clean close (Milvus keeps positions in memory only).
     """
 
-    def _write(self, operation: str, plan: Plan) -> None:
+    def write_plan(self, operation: str, plan: Plan) -> None:
         if operation in _POSITION_MOVES:
             plan = replace(plan, meta_puts=[p for p in plan.meta_puts if not _is_group(p[0])])
-        super()._write(operation, plan)
+        super().write_plan(operation, plan)
 
     def snapshot(
         self, topics: Iterable[str] | None = None, messages_from: Mapping[str, int] | None = None
@@ -122,10 +122,10 @@ class AcksBeforeMessages(RocksMQ):
     retention may then delete messages a group never received.
     """
 
-    def _write(self, operation: str, plan: Plan) -> None:
+    def write_plan(self, operation: str, plan: Plan) -> None:
         acks = [p for p in plan.meta_puts if _is_page(p[0])]
         if operation not in _POSITION_MOVES or not acks:
-            super()._write(operation, plan)
+            super().write_plan(operation, plan)
             return
         rest = [p for p in plan.meta_puts if not _is_page(p[0])]
         self._fault(f"{operation}.before_write")

@@ -6,11 +6,10 @@ cannot compare an outcome that never comes; the liveness bound (``conformance.wa
 
 from __future__ import annotations
 
-from typing import Any
-
 from rmqsim.conformance.mutants import Mutant
 from rmqsim.conformance.mutants.base import factory_of
 from rmqsim.impl import RocksMQ
+from rmqsim.impl.rocksmq import CachedTopic, LazyNow
 from rmqsim.impl.storage import Plan
 from rmqsim.model.api import Page
 
@@ -29,10 +28,12 @@ class LastGroupDeadlock(RocksMQ):
     call waits for itself forever. Rare: it needs the last group of a topic to go while a
     page it held back is closed and unread."""
 
-    def _plan_acks(self, cached: Any, groups: dict[str, int], plan: Plan, now: Any) -> list[Page]:
+    def plan_acks(
+        self, cached: CachedTopic, groups: dict[str, int], plan: Plan, now: LazyNow
+    ) -> list[Page]:
         if not groups and cached.acked_count < len(cached.pages):
             self.get_latest_msg(cached.name)
-        return super()._plan_acks(cached, groups, plan, now)
+        return super().plan_acks(cached, groups, plan, now)
 
 
 last_group_deadlock = factory_of(LastGroupDeadlock)

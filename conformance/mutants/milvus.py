@@ -16,6 +16,7 @@ from typing import Any
 from rmqsim.conformance.mutants import Mutant
 from rmqsim.conformance.mutants.base import factory_of
 from rmqsim.impl import RocksMQ, keys
+from rmqsim.impl.rocksmq import CachedTopic
 from rmqsim.impl.storage import Plan, Store
 from rmqsim.model.api import ConsumerMessage, validate_name
 
@@ -86,10 +87,10 @@ class DestroyKeepsMessages(RocksMQ):
     """Bug class: incomplete delete. ``destroy_topic`` removes the topic's records but leaves
     its messages in the store (Milvus: they reappear after re-create)."""
 
-    def _write(self, operation: str, plan: Plan) -> None:
+    def write_plan(self, operation: str, plan: Plan) -> None:
         if operation == "destroy_topic":
             plan = replace(plan, msg_range_deletes=[])
-        super()._write(operation, plan)
+        super().write_plan(operation, plan)
 
 
 class DestroyByPrefix(RocksMQ):
@@ -102,7 +103,7 @@ class DestroyByPrefix(RocksMQ):
             if name != topic and name.startswith(topic):
                 with self._locked(name) as cached:
                     doomed = Plan(meta_range_deletes=[keys.page_range(cached.incarnation)])
-                    self._write("destroy_topic", doomed)
+                    self.write_plan("destroy_topic", doomed)
                     cached.pages.clear()
                     cached.acked_count = 0
 
@@ -221,10 +222,10 @@ class SeekBackwardPanics(RocksMQ):
     """Bug class: refused legal transition. Moving a group's position backward (a backward
     seek, or a reset to -1 after it advanced) fails (Milvus panics the process)."""
 
-    def _move(self, cached: Any, operation: str, group: str, position: int) -> None:
+    def move_group(self, cached: CachedTopic, operation: str, group: str, position: int) -> None:
         if position < cached.groups[group]:
             raise RuntimeError("move consume position backward")
-        super()._move(cached, operation, group, position)
+        super().move_group(cached, operation, group, position)
 
 
 decimal_keys = factory_of(DecimalKeys)

@@ -66,8 +66,8 @@ class _FirstPositionOnly(PlainStream):
     Milvus #7535: ``MqMsgStream.Seek`` applied only the first position (a ``break`` in
     the loop); the other channels go on where they were."""
 
-    def _apply_seek(self, positions: Sequence[MsgPosition], include_current: bool) -> None:
-        super()._apply_seek(positions[:1], include_current)
+    def apply_seek(self, positions: Sequence[MsgPosition], include_current: bool) -> None:
+        super().apply_seek(positions[:1], include_current)
 
 
 class _ReadAhead(PlainStream):
@@ -100,16 +100,16 @@ class _SkipEarliestPlain(PlainStream):
     Milvus #40733: a position that looks like the earliest (id <= 1) is not sought at
     all, so the channel goes on from wherever its group stands."""
 
-    def _apply_seek(self, positions: Sequence[MsgPosition], include_current: bool) -> None:
-        super()._apply_seek([p for p in positions if p.queue_id > 1], include_current)
+    def apply_seek(self, positions: Sequence[MsgPosition], include_current: bool) -> None:
+        super().apply_seek([p for p in positions if p.queue_id > 1], include_current)
 
 
 class _SkipEarliestTt(TtStream):
     """Bug class: stream seek.
     Milvus #40733 in the time-tick stream: a checkpoint at id <= 1 is ignored."""
 
-    def _apply_seek(self, positions: Sequence[MsgPosition]) -> None:
-        super()._apply_seek([p for p in positions if p.queue_id > 1])
+    def apply_seek(self, positions: Sequence[MsgPosition]) -> None:
+        super().apply_seek([p for p in positions if p.queue_id > 1])
 
 
 class _SkippingReader(ChannelReader):
@@ -131,11 +131,11 @@ class _DropNextAfterExclusiveSeek(PlainStream):
     the next delivered message, whatever its id: a seek to an id no longer stored resets to
     the earliest message and then loses it."""
 
-    def _subscribe(self, name: str, group: str, initial_position: Any) -> None:
-        super()._subscribe(name, group, initial_position)
+    def subscribe_channel(self, name: str, group: str, initial_position: Any) -> None:
+        super().subscribe_channel(name, group, initial_position)
         self.readers[name] = _SkippingReader(name, group, tick=self.readers[name].tick)
 
-    def _apply_seek(self, positions: Sequence[MsgPosition], include_current: bool) -> None:
+    def apply_seek(self, positions: Sequence[MsgPosition], include_current: bool) -> None:
         for position in positions:
             reader = self.readers[position.channel]
             assert isinstance(reader, _SkippingReader)
@@ -162,9 +162,9 @@ class _DedupByMsgId(TtStream):
     Milvus #18216: a pack drops every DML message whose message id it already holds, so
     distinct Inserts sharing an id are lost."""
 
-    def _take(self, reader: ChannelReader, end_ts: int) -> list[TsMsg]:
+    def take_from(self, reader: ChannelReader, end_ts: int) -> list[TsMsg]:
         self.seen_ids: set[int] = set()
-        return super()._take(reader, end_ts)
+        return super().take_from(reader, end_ts)
 
     def is_retry(self, msg: TsMsg, taken: set[TsMsg]) -> bool:
         if msg.msg_type not in DML_TYPES:
@@ -248,13 +248,13 @@ class _LostWakeup(TtStream):
     Milvus #34045: a lost wake-up: a channel reader that caught up sleeps until a
     notify that other producers' writes never send, so delivery stalls."""
 
-    def _subscribe(self, name: str, group: str, initial_position: Any) -> None:
-        super()._subscribe(name, group, initial_position)
+    def subscribe_channel(self, name: str, group: str, initial_position: Any) -> None:
+        super().subscribe_channel(name, group, initial_position)
         old = self.readers[name]
         self.readers[name] = _SleepyReader(old.name, old.group, tick=old.tick)
 
-    def _send(self, channel: str, msgs: Sequence[TsMsg]) -> list[int]:
-        ids = super()._send(channel, msgs)
+    def send_to_channel(self, channel: str, msgs: Sequence[TsMsg]) -> list[int]:
+        ids = super().send_to_channel(channel, msgs)
         for reader in self.readers.values():
             if isinstance(reader, _SleepyReader):
                 reader.asleep = False
@@ -270,9 +270,9 @@ class _RepackByFirstType(PlainStream):
     message: an Insert first splits every message by row (refusing other types), a Delete
     first sends every message whole to its first key's channel."""
 
-    def _buckets(self, msgs: tuple[TsMsg, ...]) -> Buckets:
+    def buckets(self, msgs: tuple[TsMsg, ...]) -> Buckets:
         if self.repack_func is not None or not msgs:
-            return super()._buckets(msgs)
+            return super().buckets(msgs)
         count = len(self.producer_channels)
         if msgs[0].msg_type == MsgType.INSERT:
             if any(msg.msg_type != MsgType.INSERT for msg in msgs):
@@ -286,7 +286,7 @@ class _RepackByFirstType(PlainStream):
 
 class _RepackByFirstTypeTt(TtStream):
     __doc__ = _RepackByFirstType.__doc__
-    _buckets = _RepackByFirstType._buckets
+    buckets = _RepackByFirstType.buckets
 
 
 seek_first_position_only = stream_factory_of(plain_cls=_FirstPositionOnly)

@@ -78,7 +78,15 @@ class _Batch:
 
 
 class ConsumerCore:
-    """One group's push consumer; make it with ``ConsumerCore.open``."""
+    """One group's push consumer; make it with ``ConsumerCore.open``.
+
+    Hooks a subclass may override (the consumer layer's seeded bugs,
+    ``conformance.mutants.consumer``, are such subclasses):
+
+    - ``process_queue_cls``, ``offset_store_cls``: the process queue and the offset store;
+    - ``removable(done, failed)``: which ids a concurrent batch's completion removes from
+      the process queue (and so lets its offset pass).
+    """
 
     #: Overridable parts (the consumer-layer mutants replace them).
     process_queue_cls: type[ProcessQueue] = ProcessQueue
@@ -276,7 +284,7 @@ class ConsumerCore:
             else:
                 (dead if to_dlq else retried).append((msg_id, new_id))
         done = acked + [old for old, _ in retried] + [old for old, _ in dead]
-        offset = state.pq.remove(self._removable(done, failed))
+        offset = state.pq.remove(self.removable(done, failed))
         if offset >= 0:
             self._move(state, offset, increase_only=True)
         for item in failed:
@@ -285,9 +293,9 @@ class ConsumerCore:
             self._ready.append(_Batch(state, failed))
         return self._completion(seq, state, acked, retried, dead, failed)
 
-    def _removable(self, done: list[int], failed: list[Cached]) -> list[int]:
+    def removable(self, done: list[int], failed: list[Cached]) -> list[int]:
         """Ids to remove from the process queue: the finished ones. A message whose
-        send-back failed stays cached, so the offset cannot pass it."""
+        send-back failed stays cached, so the offset cannot pass it. A hook."""
         return done
 
     def _complete_orderly(self, seq: int, batch: _Batch, result: ConsumeResult) -> Completion:

@@ -60,7 +60,16 @@ def last_issued_id(mq: MessageQueue, channel: str) -> int:
 
 
 class StreamBase:
-    """Producing, subscribing and the checks both streams share."""
+    """Producing, subscribing and the checks both streams share.
+
+    Hooks a subclass may override (the stream layer's seeded bugs,
+    ``conformance.mutants.stream``, are such subclasses):
+
+    - ``buckets(msgs)``: which producer channel (by index) gets which messages of a pack;
+    - ``send_to_channel(channel, msgs)``: write messages to one channel, their ids back;
+    - ``subscribe_channel(name, group, initial_position)``: start reading one channel;
+    - ``apply_seek(positions, ...)`` (each stream's): move the channels to checked positions.
+    """
 
     kind: StreamKind
 
@@ -97,10 +106,10 @@ class StreamBase:
             raise InvalidArgumentError("the repack function must be callable or None")
         self.repack_func = repack_func
 
-    def _send(self, channel: str, msgs: Sequence[TsMsg]) -> list[int]:
+    def send_to_channel(self, channel: str, msgs: Sequence[TsMsg]) -> list[int]:
         return self.mq.produce(channel, [ProducerMessage(pack_record(msg)) for msg in msgs])
 
-    def _buckets(self, msgs: tuple[TsMsg, ...]) -> Buckets:
+    def buckets(self, msgs: tuple[TsMsg, ...]) -> Buckets:
         count = len(self.producer_channels)
         if self.repack_func is None:
             return by_hash_key(msgs, count)
@@ -112,10 +121,10 @@ class StreamBase:
         if not self.producer_channels:
             raise NoProducerError("produce before as_producer: no channel to write to")
         written: dict[str, list[int]] = {}
-        for bucket, bucket_msgs in sorted(self._buckets(msgs).items()):
+        for bucket, bucket_msgs in sorted(self.buckets(msgs).items()):
             if bucket_msgs:
                 channel = self.producer_channels[bucket]
-                written[channel] = self._send(channel, bucket_msgs)
+                written[channel] = self.send_to_channel(channel, bucket_msgs)
         return written
 
     def broadcast(self, pack: MsgPack) -> dict[str, list[int]]:
@@ -123,7 +132,7 @@ class StreamBase:
         msgs = validate_pack(pack, need_keys=False)
         if not self.producer_channels:
             raise NoProducerError("broadcast before as_producer: no channel to write to")
-        return {channel: self._send(channel, msgs) for channel in self.producer_channels}
+        return {channel: self.send_to_channel(channel, msgs) for channel in self.producer_channels}
 
     # ----------------------------------------------------------------- subscribing
 
@@ -142,9 +151,11 @@ class StreamBase:
             )
         for name in names:
             if name not in self.readers:
-                self._subscribe(name, group, initial_position)
+                self.subscribe_channel(name, group, initial_position)
 
-    def _subscribe(self, name: str, group: str, initial_position: SubscriptionPosition) -> None:
+    def subscribe_channel(
+        self, name: str, group: str, initial_position: SubscriptionPosition
+    ) -> None:
         self.mq.create_topic(name)
         if not self.mq.exist_consumer_group(name, group):
             self.mq.create_consumer_group(name, group)
@@ -193,7 +204,9 @@ class StreamBase:
 
 
 class PlainStream(StreamBase):
-    """One message per pack; channels taken in turn after the last delivery's."""
+    """One message per pack; channels taken in turn after the last delivery's.
+
+    Hooks: those of ``StreamBase``, with ``apply_seek(positions, include_current)``."""
 
     kind = StreamKind.PLAIN
 
@@ -225,9 +238,9 @@ class PlainStream(StreamBase):
         self._open()
         checked = self._checked_positions(positions, include_current)
         self._check_issued(checked)
-        self._apply_seek(checked, include_current)
+        self.apply_seek(checked, include_current)
 
-    def _apply_seek(self, positions: Sequence[MsgPosition], include_current: bool) -> None:
+    def apply_seek(self, positions: Sequence[MsgPosition], include_current: bool) -> None:
         """Every position: its channel next delivers from the id (inclusive) or after it."""
         for position in positions:
             reader = self.readers[position.channel]
@@ -237,7 +250,12 @@ class PlainStream(StreamBase):
 
 
 class TtStream(StreamBase):
-    """Packs of the interval between the last pack's end and the smallest channel tick."""
+    """Packs of the interval between the last pack's end and the smallest channel tick.
+
+    Hooks: those of ``StreamBase``, with ``apply_seek(positions)``, and each decision of
+    packing: ``file``, ``raises_tick``, ``is_late``, ``fill``, ``fill_lagging``, ``cut``,
+    ``in_pack``, ``is_retry``, ``resume_id`` and ``take_from(reader, end_ts)`` (a channel's
+    part of the pack)."""
 
     kind = StreamKind.TIME_TICK
 
@@ -309,7 +327,7 @@ class TtStream(StreamBase):
         """Where the channel resumes: its first buffered message, else its last read."""
         return reader.pending[0][0] if reader.pending else reader.last_read_id
 
-    def _take(self, reader: ChannelReader, end_ts: int) -> list[TsMsg]:
+    def take_from(self, reader: ChannelReader, end_ts: int) -> list[TsMsg]:
         """The channel's part of the pack; what is above ``end_ts`` stays buffered."""
         kept: deque[Read] = deque()
         taken: set[TsMsg] = set()
@@ -343,7 +361,7 @@ class TtStream(StreamBase):
         for reader in readers:
             assert reader.position is not None, "a channel past the last end has a position"
             starts.append(reader.position)
-            msgs += self._take(reader, end_ts)
+            msgs += self.take_from(reader, end_ts)
             resume = self.resume_id(reader)
             if resume is not None:
                 reader.position = reader.at(resume, end_ts)
@@ -363,9 +381,9 @@ class TtStream(StreamBase):
         if self.consumed:
             raise SeekAfterConsumeError("a time-tick stream seeks only before its first consume()")
         self._check_issued(checked)
-        self._apply_seek(checked)
+        self.apply_seek(checked)
 
-    def _apply_seek(self, positions: Sequence[MsgPosition]) -> None:
+    def apply_seek(self, positions: Sequence[MsgPosition]) -> None:
         """Every position: its channel rereads from the id with the position's tick."""
         for position in positions:
             reader = self.readers[position.channel]

@@ -31,8 +31,10 @@ class ThreadedTtStream(TtStream):
         super().__init__(mq)
         self.reader_threads: dict[str, ThreadPoolExecutor] = {}
 
-    def _subscribe(self, name: str, group: str, initial_position: SubscriptionPosition) -> None:
-        super()._subscribe(name, group, initial_position)
+    def subscribe_channel(
+        self, name: str, group: str, initial_position: SubscriptionPosition
+    ) -> None:
+        super().subscribe_channel(name, group, initial_position)
         self.reader_threads[name] = ThreadPoolExecutor(1, thread_name_prefix=f"tt-reader-{name}")
 
     def fill_lagging(self, readers: list[ChannelReader]) -> None:
