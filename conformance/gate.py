@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from rmqsim.conformance.adapter import Factory, resolve_impl
 from rmqsim.conformance.corpus import replay_corpus
 from rmqsim.conformance.coverage import coverage_summary, with_coverage
-from rmqsim.conformance.crash_sweep import SweepResult, crash_sweep
+from rmqsim.conformance.crash_sweep import DEFAULT_SWEEP_STEPS, SweepResult, crash_sweep
 from rmqsim.conformance.gate_power import power_suite, power_summary
 from rmqsim.conformance.layer import registered_layers
 from rmqsim.conformance.layers import CONSUMER_LAYER, QUEUE_LAYER, STREAM_LAYER
@@ -38,6 +38,7 @@ __all__ = [
     "GatePlan",
     "GateResult",
     "ProfileSummary",
+    "SweepPlan",
     "all_gate_profiles",
     "collect_sweeps",
     "junit_xml",
@@ -287,45 +288,51 @@ def _finish(
             on_result(result)
 
 
+@dataclass(frozen=True, slots=True)
+class SweepPlan:
+    """What a gate's crash sweeps run: the ``seed`` of each profile against ``impl``,
+    ``steps`` operations each, crashing as ``crash_mode`` says (``inprocess`` or
+    ``process``); failing cases are saved under ``out``."""
+
+    seed: int
+    impl: str | Factory
+    out: Path
+    steps: int = DEFAULT_SWEEP_STEPS
+    crash_mode: str = "inprocess"
+
+    def __post_init__(self) -> None:
+        assert self.steps >= 1, self.steps
+
+
 def run_sweeps(
     profiles: Iterable[str],
-    seed: int,
+    plan: SweepPlan,
     *,
-    impl: str | Factory,
-    out: Path,
-    steps: int,
     on_sweep: Callable[[SweepResult], None] | None = None,
-    crash_mode: str = "inprocess",
     pool: WorkerPool | None = None,
+    weighed_by: GateResult | None = None,
 ) -> list[SweepResult]:
-    """The crash sweep of ``seed`` of every profile (crashes of ``crash_mode``); failing
-    cases saved under ``out``. With a ``pool``, the sweeps are its tasks (reported in
-    the order of ``profiles``)."""
+    """The crash sweep of ``plan.seed`` of every profile, reported (``on_sweep``) and
+    returned in the order of ``profiles``. With a ``pool`` the sweeps are its tasks,
+    submitted heaviest first when ``weighed_by`` (the gate's profile runs) says how heavy
+    each profile is (``sweep_order``): the last to finish is then a short one, and no
+    worker idles long at the end. The order they run in changes no result."""
+    names = list(profiles)
     if pool is None:
-        done = (_sweep_one(p, seed, impl, steps, out, crash_mode) for p in profiles)
-        return collect_sweeps(done, [], out, on_sweep)
-    futures = submit_sweeps(
-        profiles, seed, impl=impl, out=out, steps=steps, crash_mode=crash_mode, pool=pool
-    )
-    return collect_sweeps((future.result() for future in futures), futures, out, on_sweep)
+        done = (_sweep_one(name, plan) for name in names)
+        return collect_sweeps(done, [], plan.out, on_sweep)
+    order = names if weighed_by is None else sweep_order(weighed_by, names)
+    submitted = dict(zip(order, submit_sweeps(order, plan, pool), strict=True))
+    futures = [submitted[name] for name in names]
+    return collect_sweeps((future.result() for future in futures), futures, plan.out, on_sweep)
 
 
 def submit_sweeps(
-    profiles: Iterable[str],
-    seed: int,
-    *,
-    impl: str | Factory,
-    out: Path,
-    steps: int,
-    crash_mode: str,
-    pool: WorkerPool,
+    profiles: Iterable[str], plan: SweepPlan, pool: WorkerPool
 ) -> list[Future[SweepResult]]:
     """``run_sweeps``'s tasks, submitted to ``pool`` in the order of ``profiles``
     (``collect_sweeps`` takes their results)."""
-    return [
-        pool.submit(_sweep_one, profile, seed, impl, steps, out, crash_mode)
-        for profile in profiles
-    ]
+    return [pool.submit(_sweep_one, profile, plan) for profile in profiles]
 
 
 def sweep_order(gate: GateResult, profiles: list[str]) -> list[str]:
@@ -385,11 +392,10 @@ def _finished_after(futures: list[Future[T]], count: int) -> list[T]:
     ]
 
 
-def _sweep_one(
-    profile: str, seed: int, impl: str | Factory, steps: int, out: Path, crash_mode: str
-) -> SweepResult:
+def _sweep_one(profile: str, plan: SweepPlan) -> SweepResult:
     """One crash sweep, its base run's trace rendered (it may go to another process)."""
-    sweep = crash_sweep(profile, seed, impl=impl, steps=steps, out=out, crash_mode=crash_mode)
+    sweep = crash_sweep(profile, plan.seed, impl=plan.impl, steps=plan.steps, out=plan.out,
+                        crash_mode=plan.crash_mode)  # fmt: skip
     sweep.base.trace_lines = list(sweep.base.trace_lines)
     return sweep
 

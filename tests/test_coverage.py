@@ -26,7 +26,7 @@ from rmqsim.conformance.coverage import (
     with_coverage,
 )
 from rmqsim.conformance.crash_record import CrashRecord
-from rmqsim.conformance.gate import GatePlan, run_profiles, run_sweeps, summary_json
+from rmqsim.conformance.gate import GatePlan, SweepPlan, run_profiles, run_sweeps, summary_json
 from rmqsim.conformance.lockstep import PointPass
 from rmqsim.conformance.run import run_seed
 from rmqsim.conformance.trace import parse_lines
@@ -246,7 +246,7 @@ def _gate_coverage(tmp_path: Path, *, sweep: bool) -> dict[str, Any]:
     plan = GatePlan(("churn",), range(0, 1), TWO_STEP, tmp_path, steps=20)
     gate = run_profiles(plan)
     if sweep:
-        gate.sweeps = run_sweeps(["churn"], 0, impl=TWO_STEP, out=tmp_path, steps=20)
+        gate.sweeps = run_sweeps(["churn"], SweepPlan(0, TWO_STEP, tmp_path, steps=20))
     return summary_json(gate)["coverage"]
 
 

@@ -503,36 +503,19 @@ def _gate_sweeps(
     gate: Any, plan: Any, swept: list[str], steps: int | None, crash_mode: str, pool: Any
 ) -> None:
     """The crash sweep of the first seed of each of ``swept``, added to ``gate`` in that
-    order. In a pool they are submitted heaviest first (``gate.sweep_order``), so that the
-    last one to finish is a short one and no worker idles long at the end."""
+    order (``gate.run_sweeps``: heaviest first in a pool)."""
     from rmqsim.conformance.crash_sweep import DEFAULT_SWEEP_STEPS, SweepResult
-    from rmqsim.conformance.gate import collect_sweeps, run_sweeps, submit_sweeps, sweep_order
+    from rmqsim.conformance.gate import SweepPlan, run_sweeps
 
+    sweeps = SweepPlan(plan.seeds.start, plan.impl, plan.out, steps or DEFAULT_SWEEP_STEPS,
+                       crash_mode)  # fmt: skip
     with progress(len(swept), "crash sweep") as bar:
 
         def on_sweep(done: SweepResult) -> None:
             gate.sweeps.append(done)
             bar.advance(bar.task_ids[0])
 
-        if pool is not None:
-            order = sweep_order(gate, swept)
-            futures = dict(zip(order, submit_sweeps(
-                order, plan.seeds.start, impl=plan.impl, out=plan.out,
-                steps=steps or DEFAULT_SWEEP_STEPS, crash_mode=crash_mode, pool=pool,
-            ), strict=True))  # fmt: skip
-            in_order = [futures[name] for name in swept]
-            collect_sweeps((f.result() for f in in_order), in_order, plan.out, on_sweep)
-            return
-        run_sweeps(
-            swept,
-            plan.seeds.start,
-            impl=plan.impl,
-            out=plan.out,
-            steps=steps or DEFAULT_SWEEP_STEPS,
-            on_sweep=on_sweep,
-            crash_mode=crash_mode,
-            pool=pool,
-        )
+        run_sweeps(swept, sweeps, on_sweep=on_sweep, pool=pool, weighed_by=gate)
 
 
 def _gate_power(gate: Any, plan: Any, swept: list[str], steps: int | None, pool: Any) -> None:
