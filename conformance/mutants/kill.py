@@ -8,8 +8,9 @@ The unmodified implementation runs over the same profiles and seeds: a harness t
 everything would "kill" every mutant, so the matrix only counts when the baseline passes.
 
 The fuzz column (``add_fuzz_column``, ``rmqsim mutants --fuzz``) runs ``rmqsim fuzz`` at its
-default profile against each queue-layer mutant: killed or not, the examples and seconds
-until the first failing example, the campaign's CPU seconds and the shrunk program's length.
+default profile against each queue-, consumer- and stream-layer mutant (``--layer``):
+killed or not, the examples and seconds until the first failing example, the campaign's
+CPU seconds and the shrunk program's length.
 """
 
 from __future__ import annotations
@@ -32,10 +33,9 @@ from rmqsim.conformance.gate import (
     run_profiles,
     save_failure,
 )
-from rmqsim.conformance.gate_power import PowerPlan, run_power_sweeps
+from rmqsim.conformance.gate_power import GATE_POWER_STEPS, PowerPlan, run_power_sweeps
 from rmqsim.conformance.lockstep import Divergence
 from rmqsim.conformance.mutants import Mutant
-from rmqsim.conformance.power_loss import DEFAULT_POWER_STEPS
 from rmqsim.conformance.power_trace import power_anomaly
 from rmqsim.conformance.shrink import shrink_and_save
 from rmqsim.conformance.shrink_budget import DEFAULT_SHRINK_BUDGET, ShrinkBudget
@@ -50,17 +50,17 @@ LAYER_PROFILES: dict[str, tuple[str, ...]] = {
     "stream": GATE_STREAM_PROFILES,
 }
 #: A storage mutant dies in a power-loss sweep (``conformance.gate_power``) of the first
-#: seed of each profile, of this many steps, held to the sync promise; its baseline is
-#: the correct backend over the same sweeps.
-STORAGE_POWER_STEPS = DEFAULT_POWER_STEPS
+#: seed of each profile, of this many steps (the default gate's), held to the sync
+#: promise; its baseline is the correct backend over the same sweeps.
+STORAGE_POWER_STEPS = GATE_POWER_STEPS
 STORAGE_BASELINE_IMPL = "commitlog"
 KILLED = "killed"
 SURVIVED = "survived"
 NOT_RUN = "not run"
 
 
-#: The layers ``rmqsim fuzz`` drives.
-FUZZ_LAYERS = ("queue",)
+#: The layers ``rmqsim fuzz`` drives (``--layer``; a storage mutant needs a power cut).
+FUZZ_LAYERS = ("queue", "consumer", "stream")
 
 
 @dataclass(slots=True)
@@ -313,8 +313,8 @@ def fuzz_mutant(
     examples may start from; ``jobs``: worker processes, the same campaign whatever their
     number) against ``mutant``; a failure's trace goes under ``out``."""
     if mutant.layer not in FUZZ_LAYERS:
-        return FuzzKill(NOT_RUN, note=f"{mutant.layer} layer: the fuzzer drives the queue")
-    campaign = fuzz(mutant.impl, corpus=corpus, jobs=jobs)
+        return FuzzKill(NOT_RUN, note=f"{mutant.layer} layer: no fuzzer drives it")
+    campaign = fuzz(mutant.impl, layer=mutant.layer, corpus=corpus, jobs=jobs)
     fuzz_kill = FuzzKill(
         SURVIVED, examples=campaign.examples, seconds=campaign.wall_s, cpu_seconds=campaign.cpu_s
     )
@@ -326,7 +326,8 @@ def fuzz_mutant(
     fuzz_kill.shrunk_steps = failure.steps
     fuzz_kill.repro = failure.repro_command()
     out.mkdir(parents=True, exist_ok=True)
-    fuzz_kill.trace = str(save_failure(failure, out))  # fuzz-seed0-<anomaly>.jsonl
+    # fuzz-seed0-<anomaly>.jsonl (the queue's), <profile>-seed<S>-<anomaly>.jsonl (others)
+    fuzz_kill.trace = str(save_failure(failure, out))
     return fuzz_kill
 
 

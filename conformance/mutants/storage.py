@@ -1,11 +1,12 @@
 """Storage mutants: the commit-log backend with one durability bug in its file I/O.
 
 Each one is ``impl.commitlog`` (sync flush) opened over a ``FileSystem`` wrapper that
-changes what the backend asks of the disk, modelled on real bugs (the notes' part B): only
+changes what the backend asks of the disk (or, for recovery's own logic, with one of its
+``RecoveryHooks``), modelled on real bugs (the notes' part B): only
 a power cut shows them (a process crash keeps what the OS holds), so they are killed by
 ``rmqsim crash-sweep --storage sync`` and by the gate's power-loss sweep; in the catalogue
 their layer is ``storage``, and the kill matrix kills them with power-loss sweeps.
-Nothing is patched globally: the wrapper is the backend's own seam.
+Nothing is patched globally: the wrapper and the hooks are the backend's own seams.
 
 - ``no-fsync``: the commit log's segments are never synced (a flush that forgets the
   fsync): in sync mode an operation returns before its bytes are durable.
@@ -26,11 +27,14 @@ Nothing is patched globally: the wrapper is the backend's own seam.
   roll the previous one's tail (the records and the blank filler written into it) is never
   synced, and the checkpoint written at the roll points past bytes that a power cut loses
   ("flushed position persisted ahead of the data"; RocketMQ #678). It runs on segments of
-  4 KiB (``ROLL_GEOMETRY``) so that a short scenario rolls; ``open_small_segments`` is the
+  512 bytes (``ROLL_GEOMETRY``) so that the gate's short power-loss sweeps roll within
+  their first steps (smoke's seed 0 rolls at its third); ``open_small_segments`` is the
   correct backend on the same geometry (the control).
 - ``truncate-one-record-off``: recovery's truncation of a torn tail starts one record
   early and also cuts the last good record (RocketMQ #2571, ``truncateDirtyLogicFiles``
-  off by one entry): recovery keeps it in the metadata, the log no longer holds it.
+  off by one entry): recovery keeps it in the metadata, the log no longer holds it. It
+  goes through recovery's named extension point (``RecoveryHooks.truncation_offset``), not
+  the file system.
 - ``control-crc-unchecked``: a metadata control record (topics, groups, positions,
   retention) is applied without checking its CRC (the messages' CRC is checked): a torn
   control record is applied, or breaks recovery.
@@ -44,18 +48,22 @@ from __future__ import annotations
 import contextlib
 import struct
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from rmqsim.conformance.mutants import Mutant
 from rmqsim.impl.commitlog import (
+    MIN_SEGMENT_SIZE_BYTES,
     CommitLogMQ,
     FileSystem,
     FlushPolicy,
     Geometry,
     OsFileSystem,
+    RecoveryHooks,
     records,
 )
+from rmqsim.impl.commitlog.records import Record
 from rmqsim.model.api import Clock, MQConfig
 
 __all__ = [
@@ -74,8 +82,9 @@ __all__ = [
     "open_truncate_one_record_off",
 ]
 
-#: Segments of 4 KiB (the smallest the format allows): a scenario of a few steps rolls.
-ROLL_GEOMETRY = Geometry(segment_size_bytes=4096, cq_entries_per_file=64)
+#: Segments of 512 bytes (the smallest the format allows, a sector): a few records fill one,
+#: so the gate's 8-step power-loss sweeps (``GATE_POWER_STEPS``) reach a roll.
+ROLL_GEOMETRY = Geometry(segment_size_bytes=MIN_SEGMENT_SIZE_BYTES, cq_entries_per_file=64)
 
 
 class _Wrapped:
@@ -162,26 +171,11 @@ class _RollSkipsPrevious(_Tracked):
             self.inner.sync(handle)
 
 
-class _TruncateOneRecordOff(_Tracked):
-    def write_at(self, handle: int, offset: int, data: bytes) -> None:
-        start = offset
-        if "/commitlog/" in self.paths.get(handle, "") and data and not any(data):
-            start = self._start_of_record_ending_at(handle, offset)
-        self.inner.write_at(handle, start, bytes(offset - start) + data)
-
-    def _start_of_record_ending_at(self, handle: int, end: int) -> int:
-        """The bug: zeroing from ``end`` (recovery's truncation) starts at the record
-        that ends there instead (the segment's records walked from its first byte)."""
-        data = self.inner.read(handle, 0, end)
-        position = 0
-        while position + records.BLANK_SIZE_BYTES <= end:
-            size, magic = struct.unpack_from(">II", data, position)
-            if magic != records.MAGIC_MESSAGE or size < records.HEADER_SIZE_BYTES:
-                return end
-            if position + size == end:
-                return position
-            position += size
-        return end
+def _one_record_early(valid: Sequence[Record], end_offset: int) -> int:
+    """The bug (``RecoveryHooks.truncation_offset``): recovery's truncation starts at the
+    last valid record instead of after it, so the log loses the last whole operation's
+    last record while the replayed metadata keeps it."""
+    return valid[-1].offset if valid else end_offset
 
 
 class _FsyncRetried(_Wrapped):
@@ -198,14 +192,16 @@ class _NoDirSync(_Wrapped):
 
 
 def _opener(
-    wrapper: type[_Wrapped], name: str, doc: str, geometry: Geometry | None = None
+    wrapper: type[_Wrapped], name: str, doc: str, geometry: Geometry | None = None,
+    hooks: RecoveryHooks | None = None,
 ) -> Any:
     def factory(
         *, path: Path, config: MQConfig, clock: Clock, faults: Any, fs: FileSystem | None = None
     ) -> CommitLogMQ:
         return CommitLogMQ.open(path, config=config, clock=clock, faults=faults,
                                 policy=FlushPolicy(mode="sync"),
-                                fs=wrapper(fs or OsFileSystem()), geometry=geometry)
+                                fs=wrapper(fs or OsFileSystem()), geometry=geometry,
+                                hooks=hooks)
 
     factory.__qualname__ = factory.__name__ = name
     factory.__doc__ = f"Bug class: storage (sync flush; only a power cut shows it). {doc}"
@@ -223,14 +219,17 @@ open_rename_no_dir_sync = _opener(_RenameNoDirSync, "open_rename_no_dir_sync",
                                   "The store directory never synced after a rename.")
 open_roll_skips_previous_segment = _opener(
     _RollSkipsPrevious, "open_roll_skips_previous_segment",
-    "A flush syncs only the newest segment (4 KiB segments).", ROLL_GEOMETRY,
+    "A flush syncs only the newest segment (512-byte segments).", ROLL_GEOMETRY,
 )
 open_small_segments = _opener(_Wrapped, "open_small_segments",
-                              "The correct backend on 4 KiB segments (the control).",
+                              "The correct backend on 512-byte segments (the control).",
                               ROLL_GEOMETRY)
-open_small_segments.__doc__ = "The correct backend on 4 KiB segments (the control: no bug)."
-open_truncate_one_record_off = _opener(_TruncateOneRecordOff, "open_truncate_one_record_off",
-                                       "Recovery's truncation also cuts the last good record.")
+open_small_segments.__doc__ = "The correct backend on 512-byte segments (the control: no bug)."
+open_truncate_one_record_off = _opener(
+    _Wrapped, "open_truncate_one_record_off",
+    "Recovery's truncation also cuts the last good record.",
+    hooks=RecoveryHooks(truncation_offset=_one_record_early),
+)
 open_control_crc_unchecked = _opener(_ControlCrcUnchecked, "open_control_crc_unchecked",
                                      "Control records applied without their CRC checked.")
 open_fsync_retried = _opener(_FsyncRetried, "open_fsync_retried",

@@ -11,6 +11,9 @@ Modules: ``fs`` (the one file-system interface, and the OS one), ``records`` (re
 layout and checks), ``log`` (segments), ``cq`` (consume queues), ``state`` (metadata as
 events, checkpoint encoding), ``recovery`` (open and recover), ``queue`` (``CommitLogMQ``).
 
+``RecoveryHooks`` names recovery's extension points (``CommitLogMQ.open(hooks=...)``), for
+tools that seed bugs in it; the defaults are correct.
+
 ``open_queue`` and ``open_queue_async`` are adapter factories:
 ``--impl impl.commitlog:open_queue`` (sync flush) or ``impl.commitlog:open_queue_async``.
 """
@@ -21,17 +24,25 @@ from pathlib import Path
 
 from rmqsim.impl.commitlog.fs import FileSystem, OsFileSystem
 from rmqsim.impl.commitlog.queue import FLUSH_MODES, CommitLogMQ, FlushPolicy
-from rmqsim.impl.commitlog.recovery import Geometry
+from rmqsim.impl.commitlog.recovery import (
+    MIN_SEGMENT_SIZE_BYTES,
+    Geometry,
+    RecoveryHooks,
+    TruncationHook,
+)
 from rmqsim.impl.faults import FaultHook
 from rmqsim.model.api import Clock, MQConfig
 
 __all__ = [
     "FLUSH_MODES",
+    "MIN_SEGMENT_SIZE_BYTES",
     "CommitLogMQ",
     "FileSystem",
     "FlushPolicy",
     "Geometry",
     "OsFileSystem",
+    "RecoveryHooks",
+    "TruncationHook",
     "open_queue",
     "open_queue_async",
 ]

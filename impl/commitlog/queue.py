@@ -30,7 +30,13 @@ from typing import Any, NoReturn
 from rmqsim.impl.commitlog import records
 from rmqsim.impl.commitlog.fs import FileSystem, OsFileSystem
 from rmqsim.impl.commitlog.log import PendingRecord
-from rmqsim.impl.commitlog.recovery import Geometry, OpenStore, open_store, write_checkpoint
+from rmqsim.impl.commitlog.recovery import (
+    Geometry,
+    OpenStore,
+    RecoveryHooks,
+    open_store,
+    write_checkpoint,
+)
 from rmqsim.impl.commitlog.state import TopicMeta, apply_event, apply_messages
 from rmqsim.impl.errors import CorruptDatabaseError, StorageError
 from rmqsim.impl.faults import FaultHook, write_points
@@ -126,14 +132,16 @@ class CommitLogMQ:
         policy: FlushPolicy | None = None,
         fs: FileSystem | None = None,
         geometry: Geometry | None = None,
+        hooks: RecoveryHooks | None = None,
     ) -> CommitLogMQ:
         """Open (create or recover) the store at directory ``path``. ``fs``: the file
-        system (default the OS); ``geometry``: file sizes of a new store."""
+        system (default the OS); ``geometry``: file sizes of a new store; ``hooks``:
+        recovery's extension points (``RecoveryHooks``; default the correct ones)."""
         if not isinstance(config, MQConfig):
             raise InvalidArgumentError(f"config must be an MQConfig, got {type(config).__name__}")
         policy = policy or FlushPolicy()
         geometry = geometry or Geometry(segment_size_bytes=1 << 20, cq_entries_per_file=4096)
-        store = open_store(fs or OsFileSystem(), os.fspath(path), geometry, faults)
+        store = open_store(fs or OsFileSystem(), os.fspath(path), geometry, faults, hooks)
         mq = cls(store, config, clock or _system_clock, faults, policy)
         if policy.background_flush_interval_s is not None:
             mq._start_flusher(float(policy.background_flush_interval_s))

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from rmqsim.impl.commitlog.cq import ConsumeQueue, Entry, correct_min_offset
@@ -54,13 +54,44 @@ from rmqsim.impl.errors import (
 )
 from rmqsim.impl.faults import write_points
 
-__all__ = ["FORMAT_FILE", "Geometry", "OpenStore", "open_store", "write_checkpoint"]
+__all__ = [
+    "FORMAT_FILE",
+    "MIN_SEGMENT_SIZE_BYTES",
+    "Geometry",
+    "OpenStore",
+    "RecoveryHooks",
+    "TruncationHook",
+    "open_store",
+    "truncate_after_last_operation",
+    "write_checkpoint",
+]
 
 _log = logging.getLogger(__name__)
 
 FORMAT_FILE = "rmqsim-commitlog"
 _FORMAT_LINE = "rmqsim commitlog 1"
 _IGNORED_WHEN_EMPTY = frozenset({"lock", FORMAT_FILE + ".tmp"})
+#: The smallest segment a store may have (a sector; the default is 1 MiB).
+MIN_SEGMENT_SIZE_BYTES = 512
+#: Recovery's truncation point: given the valid records it keeps (in log order, the last
+#: one ending the last whole operation) and the offset where that operation ends, the
+#: offset from which the log is zeroed and later segments removed.
+TruncationHook = Callable[[Sequence[Record], int], int]
+
+
+def truncate_after_last_operation(valid: Sequence[Record], end_offset: int) -> int:
+    """The correct ``TruncationHook``: keep every valid record, drop what follows."""
+    del valid
+    return end_offset
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryHooks:
+    """Named extension points of recovery, for tools that seed bugs in it (rmqsim's
+    storage mutants); the defaults are the correct behaviour. ``truncation_offset``:
+    where step 7 (truncate the log) starts."""
+
+    truncation_offset: TruncationHook = truncate_after_last_operation
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +113,7 @@ class OpenStore:
     lock_handle: int
     report: list[str] = field(default_factory=list)
     released: bool = False
+    hooks: RecoveryHooks = field(default_factory=RecoveryHooks)
 
     def cq(self, incarnation: int) -> ConsumeQueue:
         queue = self.cqs.get(incarnation)
@@ -137,9 +169,11 @@ def _read_file(fs: FileSystem, path: str) -> bytes:
 
 
 def open_store(
-    fs: FileSystem, root: str, geometry: Geometry, faults: Callable[[str], None] | None
+    fs: FileSystem, root: str, geometry: Geometry, faults: Callable[[str], None] | None,
+    hooks: RecoveryHooks | None = None,
 ) -> OpenStore:
-    """Open (creating or recovering) the store at ``root``; see the module docstring."""
+    """Open (creating or recovering) the store at ``root``; see the module docstring.
+    ``hooks``: recovery's extension points (default: the correct ones)."""
     if fs.exists(root) and not fs.is_dir(root):
         raise NotADatabaseError(f"{root} is a file, not a commit-log store directory")
     fs.make_dir(root)
@@ -150,7 +184,8 @@ def open_store(
     try:
         geometry = _format(fs, root, geometry, faults)
         log = CommitLog(fs, f"{root}/commitlog", geometry.segment_size_bytes)
-        store = OpenStore(fs, root, geometry, log, Meta(), {}, lock_handle)
+        store = OpenStore(fs, root, geometry, log, Meta(), {}, lock_handle,
+                          hooks=hooks or RecoveryHooks())
     except BaseException:
         fs.close(lock_handle)
         raise
@@ -197,7 +232,7 @@ def _format(
         if isinstance(exc, FormatVersionError):
             raise
         raise CorruptDatabaseError(f"{path}: does not parse ({exc})") from None
-    if stored.segment_size_bytes < 4096 or stored.cq_entries_per_file < 1:
+    if stored.segment_size_bytes < MIN_SEGMENT_SIZE_BYTES or stored.cq_entries_per_file < 1:
         raise CorruptDatabaseError(f"{path}: impossible geometry {stored}")
     for directory in ("commitlog", "consumequeue"):
         fs.make_dir(f"{root}/{directory}")
@@ -222,7 +257,7 @@ def _recover(store: OpenStore) -> None:
         store.report.append(f"dropped an unfinished operation from offset {end}")
     _replay(store, valid)
     if scan.problem is not None or end != scan.end_offset:
-        for path in log.truncate(end):
+        for path in log.truncate(store.hooks.truncation_offset(valid, end)):
             store.report.append(f"removed {path} (after the end of the valid log)")
     log.end_offset = end
     if not log.segments:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from rmqsim.impl.commitlog import records
 from rmqsim.impl.commitlog.cq import Entry, correct_min_offset
+from rmqsim.impl.commitlog.recovery import RecoveryHooks, truncate_after_last_operation
 from rmqsim.model.api import MQConfig
 from tests.commitlog.helpers import (
     SMALL,
@@ -202,3 +203,26 @@ def test_an_entry_pointing_below_the_log_is_corrected_from_the_log(tmp_path: Pat
     assert mq.snapshot() == expected
     assert any("below the log's first offset" in line for line in mq.recovery_report)
     mq.close()
+
+
+def test_recovery_truncates_where_its_named_hook_says(tmp_path: Path) -> None:
+    """``RecoveryHooks.truncation_offset`` is where step 7 truncates (the extension point
+    the truncate-one-record-off mutant uses): called once with the valid records and the
+    end of the last whole operation, and the default keeps every valid record."""
+    path = tmp_path / "store"
+    mq = open_mq(path)
+    _produce_one_by_one(mq, 3)
+    mq.close()
+    _damage_last_message_topic_length(path, 2)
+    calls: list[tuple[int, int]] = []
+
+    def spy(valid, end_offset: int) -> int:
+        calls.append((valid[-1].queue_offset, end_offset))
+        return truncate_after_last_operation(valid, end_offset)
+
+    mq = open_mq(path, hooks=RecoveryHooks(truncation_offset=spy))
+    second_offset, second_size = cq_entry(path, 1)
+    assert calls == [(2, second_offset + second_size)]
+    assert mq.get_latest_msg("t") == 2
+    mq.close()
+    assert RecoveryHooks().truncation_offset is truncate_after_last_operation

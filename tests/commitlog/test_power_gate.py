@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from rmqsim.conformance.cli import cli
+from rmqsim.conformance.gate_power import GATE_POWER_STEPS
 from rmqsim.conformance.mutants import kill
 from rmqsim.conformance.mutants.catalogue import select
 from rmqsim.conformance.power_loss import gate_promise
@@ -125,3 +126,17 @@ def test_the_kill_matrix_kills_storage_mutants_by_power_loss(
         assert record.shrunk_steps is not None and 0 < record.shrunk_steps <= 10
         assert record.step and record.step >= record.shrunk_steps  # a cut in an operation
         assert run_power_trace(read_power_trace(Path(str(record.trace)))).anomaly == record.anomaly
+
+
+def test_the_default_gate_sweep_kills_every_storage_mutant(tmp_path: Path) -> None:
+    """The kill matrix sweeps as the default gate does (``GATE_POWER_STEPS`` steps of the
+    first seed): every storage mutant dies there, roll-skips-previous-segment included
+    (its 512-byte segments roll within the first steps), shrunk to at most 10 operations."""
+    assert kill.STORAGE_POWER_STEPS == GATE_POWER_STEPS
+    mutants = tuple(m for m in select(None) if m.layer == "storage")
+    assert len(mutants) == 10 and "roll-skips-previous-segment" in {m.name for m in mutants}
+    matrix = kill.run_matrix(mutants, range(0, 1), out=tmp_path, profiles=("smoke",))
+    assert matrix.ok and matrix.baseline is not None
+    for record in matrix.kills:
+        assert record.status == kill.KILLED and record.check == "power loss", record
+        assert record.shrunk_steps is not None and 0 < record.shrunk_steps <= 10, record
