@@ -14,7 +14,9 @@ the report pays a job's fixed cost once, not once per aggregation:
 4. fault points passed (coverage of crash points), exploded from the map column;
 5. the determinism pairs (a broadcast join of the few re-runs with their twins);
 6. wall-time percentiles per profile and overall;
-7. the consumer profiles' own configurations (``consumer_config``, one per profile).
+7. the consumer profiles' own configurations (``consumer_config``, one per profile);
+8. the coverage map's cells (``conformance.coverage``): the two map columns of the queue
+   runs exploded and summed by cell label (rows of schema version 3 have none).
 
 Only first runs (``determinism_repeat`` 0) count as runs; the re-runs only feed (5).
 """
@@ -22,7 +24,7 @@ Only first runs (``determinism_repeat`` 0) count as runs; the re-runs only feed 
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,11 +38,14 @@ from rmqsim.reports.schema import (
     LAYER_OP_KINDS,
     LAYER_QUEUE,
     MANIFEST,
+    READABLE_SCHEMA_VERSIONS,
     RUNS_DIR,
+    SCHEMA_VERSION,
     STATUS_DIVERGENCE,
     STATUS_ERROR,
     STATUS_OK,
     SchemaMismatchError,
+    arrow_schema,
     check_columns,
     spark_schema,
 )
@@ -48,6 +53,7 @@ from rmqsim.reports.sweep import check_manifest, data_files, read_manifest
 from rmqsim.scenarios.ops import OP_KINDS
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 #: Wall-time percentiles the report shows.
@@ -90,12 +96,12 @@ def check_sweep_dir(sweep_dir: Path) -> int:
     if manifest is None:
         raise SweepDirError(f"{sweep_dir}: not a sweep directory (no sweep.json)")
     try:
-        check_manifest(sweep_dir, manifest)
+        version = check_manifest(sweep_dir, manifest, READABLE_SCHEMA_VERSIONS)
     except SchemaMismatchError as exc:
         raise SweepDirError(str(exc)) from None
     runs = sweep_dir / RUNS_DIR
     files = data_files(runs) if runs.is_dir() else []
-    found = check_footers(files)
+    found = check_footers(files, version)
     check_listed_files(sweep_dir, manifest, found)
     if not files or not any(runs.glob("profile=*")):
         raise SweepDirError(f"{sweep_dir}: holds no rows ({runs} is missing or empty)")
@@ -143,9 +149,10 @@ def check_listed_files(sweep_dir: Path, manifest: dict[str, Any], found: dict[Pa
             )
 
 
-def check_footers(files: list[Path]) -> dict[Path, int]:
+def check_footers(files: list[Path], version: int = SCHEMA_VERSION) -> dict[Path, int]:
     """The rows of each of ``files`` from its Parquet footer, or ``SweepDirError`` naming
-    the first whose footer cannot be read.
+    the first whose footer cannot be read or whose columns are not those of row schema
+    ``version`` (Spark then reads the rows with that schema: no job infers it).
 
     Only the footer is read (its length, then the metadata): the cost is per file, not
     per row, so a report over millions of rows still reads its data once, in Spark.
@@ -153,27 +160,43 @@ def check_footers(files: list[Path]) -> dict[Path, int]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    expected = _spark_types(arrow_schema(version))
+    del expected["profile"]  # a partition column: in the directory names, not the files
     rows = {}
     for path in files:
         try:
-            rows[path] = pq.read_metadata(path).num_rows
+            metadata = pq.read_metadata(path)
+            schema = metadata.schema.to_arrow_schema()
         except (pa.ArrowException, OSError) as exc:
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise SweepDirError(f"{path}: not a readable Parquet file ({reason})") from None
+        try:
+            check_columns(_spark_types(schema), expected)
+        except (SchemaMismatchError, TypeError) as exc:
+            raise SweepDirError(f"{path}: {exc} (rows of another schema version?)") from None
+        rows[path] = metadata.num_rows
     return rows
 
 
-def load_rows(spark: SparkSession, sweep_dir: Path) -> DataFrame:
-    """The rows of ``sweep_dir`` (which passed ``check_sweep_dir``), after checking their
-    columns."""
-    runs = sweep_dir / RUNS_DIR
-    frame = spark.read.parquet(str(runs))
-    found = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
-    expected = {f.name: f.dataType.simpleString() for f in spark_schema().fields}
-    try:
-        check_columns(found, expected)
-    except SchemaMismatchError as exc:
-        raise SweepDirError(f"{runs}: {exc} (rows of another schema version?)") from None
+def _spark_types(schema: pa.Schema) -> dict[str, str]:
+    """Each column's Spark type (``simpleString``) as Spark reads ``schema``'s columns
+    (``TypeError`` for a type Spark does not read)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return {f.name: f.dataType.simpleString() for f in from_arrow_schema(schema).fields}
+
+
+def load_rows(spark: SparkSession, sweep_dir: Path, version: int = SCHEMA_VERSION) -> DataFrame:
+    """The rows of ``sweep_dir`` (whose files' columns ``check_sweep_dir`` checked), read
+    with the schema of row ``version`` (given, so no Spark job infers it); the columns
+    later versions added are empty in rows of an older one."""
+    from pyspark.sql import functions as F
+
+    schema = spark_schema(version)
+    frame = spark.read.schema(schema).parquet(str(sweep_dir / RUNS_DIR))
+    for field in spark_schema().fields:
+        if field.name not in schema.names:
+            frame = frame.withColumn(field.name, F.create_map().cast(field.dataType))
     return frame
 
 
@@ -567,6 +590,46 @@ def _wall_percentiles(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _cells_query(first: DataFrame, column: str) -> DataFrame:
+    """A coverage map column (cell label -> count) summed by cell over the rows."""
+    from pyspark.sql import functions as F
+
+    return (
+        first.select(F.explode(column).alias("label", "count"))
+        .groupBy("label")
+        .agg(F.sum("count").alias("count"))
+    )
+
+
+def _coverage_cells(
+    found: dict[str, list[dict[str, Any]]], groups: list[Any], version: int
+) -> dict[str, Any] | None:
+    """The coverage map of the queue runs (``CoverageMap.to_json``'s cells, counts and
+    never-hit cells); None when the rows carry none (an older schema, no queue run)."""
+    from rmqsim.conformance.coverage import Cell, CoverageMap
+
+    runs = sum(g["runs"] for g in groups if g["layer"] == LAYER_QUEUE)
+    if version < 4 or not runs:
+        return None
+
+    def counts(rows: list[dict[str, Any]]) -> Counter[Cell]:
+        return Counter({Cell(*r["label"].split("/", 2)): r["count"] for r in rows})
+
+    # Rows do not keep the points one operation passed: the map names no multi-write kind.
+    coverage = CoverageMap(
+        reached=counts(found["cells_reached"]), crashed=counts(found["cells_crashed"])
+    ).to_json()
+    never = coverage["never_hit"]
+    return {
+        "runs": runs,
+        "operation_cells": coverage["operation_cells"],
+        "crash_cells": coverage["crash_cells"],
+        "cells": coverage["cells"],
+        "operations_never_hit": [label for label in never if label.endswith("/-")],
+        "crashes_never_armed": [label for label in never if not label.endswith("/-")],
+    }
+
+
 def _known_fault_points(implementations: list[str]) -> list[str]:
     """Crash points the implementations are known to have: ours lists them in
     ``impl.FAULT_POINTS``; another implementation's are only known by being passed."""
@@ -643,11 +706,15 @@ def _queries(frame: DataFrame) -> dict[str, DataFrame]:
         "fault_points": _fault_points_query(first),
         "determinism": _determinism_query(frame),
         "wall": _wall_query(first),
+        "cells_reached": _cells_query(first, "coverage_reached"),
+        "cells_crashed": _cells_query(first, "coverage_crashed"),
     }
 
 
 def _summarize(spark: SparkSession, sweep_dir: Path) -> dict[str, Any]:
-    found = collect_all(_queries(load_rows(spark, sweep_dir)))
+    manifest = read_manifest(sweep_dir) or {}
+    version = manifest.get("schema_version", SCHEMA_VERSION)
+    found = collect_all(_queries(load_rows(spark, sweep_dir, version)))
     every_group = found["groups"]
     groups = [g for g in every_group if g["determinism_repeat"] == 0]
     implementations = sorted({g["implementation"] for g in groups})
@@ -656,7 +723,6 @@ def _summarize(spark: SparkSession, sweep_dir: Path) -> dict[str, Any]:
     op_kinds = _op_coverage(groups)
     points = _fault_points(found["fault_points"])
     hit = {p["point"] for p in points}
-    manifest = read_manifest(sweep_dir) or {}
     return {
         "schema_version": manifest.get("schema_version"),
         "sweep_dir": str(sweep_dir),
@@ -685,6 +751,7 @@ def _summarize(spark: SparkSession, sweep_dir: Path) -> dict[str, Any]:
             "op_kinds_never": [k["label"] for k in op_kinds if not k["count"]],
             "fault_points": points,
             "fault_points_never": [p for p in _known_fault_points(implementations) if p not in hit],
+            "cells": _coverage_cells(found, groups, version),
         },
         "determinism": _determinism(found["determinism"]),
         "wall_time_s": _wall_percentiles(found["wall"]),

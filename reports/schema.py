@@ -13,6 +13,11 @@ Version 3: rows of stream profiles (``scenarios.stream_profiles``) too: ``layer`
 "stream", ``op_counts`` holds the stream vocabulary as well, ``consumer_config`` carries a
 stream profile's own knobs (each layer's ``Layer.sweep_fields``).
 
+Version 4: ``coverage_reached`` and ``coverage_crashed``, a queue run's coverage map
+(``conformance.coverage``: operation cells run and crash points passed, crashes armed) by
+cell label; empty for the other layers. ``rmqsim report`` still reads version 3 rows
+(``READABLE_SCHEMA_VERSIONS``), whose report says that no coverage map was recorded.
+
 The Spark schema is derived from the pyarrow one, so the two cannot drift apart.
 """
 
@@ -29,7 +34,11 @@ from rmqsim.scenarios.stream_ops import STREAM_OP_TYPES
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+#: The row schema versions ``rmqsim report`` reads (a sweep appends to its own only).
+READABLE_SCHEMA_VERSIONS = (3, 4)
+#: The columns each version after 3 added (a report over older rows goes without them).
+ADDED_COLUMNS: dict[int, tuple[str, ...]] = {4: ("coverage_reached", "coverage_crashed")}
 
 #: Where the rows go under a sweep directory (a Parquet dataset partitioned by profile).
 RUNS_DIR = "runs"
@@ -104,6 +113,11 @@ ARROW_SCHEMA = pa.schema(
         pa.field("reopens", pa.int64(), nullable=False),
         # "operation:point" -> times the SUT passed that crash point.
         pa.field("fault_points", pa.map_(pa.string(), pa.int64()), nullable=False),
+        # queue runs: coverage cell label ("kind/condition/point") -> operations run under
+        # that condition (point "-") or times that point was passed; and -> crashes armed
+        # there (``conformance.coverage.CoverageMap.label_counts``). Empty for other layers.
+        pa.field("coverage_reached", pa.map_(pa.string(), pa.int64()), nullable=False),
+        pa.field("coverage_crashed", pa.map_(pa.string(), pa.int64()), nullable=False),
         *(pa.field(name, pa.int64()) for name in CONFIG_COLUMNS),
         # operation kinds a swarm seed switched off (empty for fixed profiles).
         pa.field("kinds_off", pa.list_(pa.string()), nullable=False),
@@ -128,11 +142,18 @@ ARROW_SCHEMA = pa.schema(
 COLUMNS: tuple[str, ...] = tuple(ARROW_SCHEMA.names)
 
 
-def spark_schema() -> StructType:
-    """The Spark ``StructType`` of a row (imported lazily: Spark is heavy)."""
+def arrow_schema(version: int = SCHEMA_VERSION) -> pa.Schema:
+    """The pyarrow schema of rows of ``version`` (one of ``READABLE_SCHEMA_VERSIONS``)."""
+    assert version in READABLE_SCHEMA_VERSIONS, version
+    later = {name for v, names in ADDED_COLUMNS.items() if v > version for name in names}
+    return pa.schema([f for f in ARROW_SCHEMA if f.name not in later], metadata=None)
+
+
+def spark_schema(version: int = SCHEMA_VERSION) -> StructType:
+    """The Spark ``StructType`` of a row of ``version`` (imported lazily: Spark is heavy)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    return from_arrow_schema(ARROW_SCHEMA)
+    return from_arrow_schema(ARROW_SCHEMA if version == SCHEMA_VERSION else arrow_schema(version))
 
 
 class SchemaMismatchError(Exception):

@@ -190,13 +190,21 @@ def read_manifest(out: Path) -> dict[str, Any] | None:
     return manifest
 
 
-def check_manifest(out: Path, manifest: dict[str, Any]) -> None:
+def check_manifest(
+    out: Path, manifest: dict[str, Any], readable: Collection[int] = (SCHEMA_VERSION,)
+) -> int:
+    """The manifest's row schema version, or ``SchemaMismatchError`` unless it is one of
+    ``readable`` (a report reads older versions too; a sweep appends to its own only)."""
     version = manifest.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if version not in readable or isinstance(version, bool):
+        older = sorted(v for v in readable if v != SCHEMA_VERSION)
+        also = f" (and {', '.join(map(str, older))})" if older else ""
         raise SchemaMismatchError(
             f"{out} was written with row schema version {version!r}; this rmqsim reads "
-            f"version {SCHEMA_VERSION} (re-run the sweep with this version)"
+            f"version {SCHEMA_VERSION}{also} (re-run the sweep with this version)"
         )
+    assert isinstance(version, int)
+    return version
 
 
 def check_appendable(out: Path) -> None:

@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rmqsim.conformance.coverage import APPLICABLE
 from rmqsim.conformance.gate import GATE_PROFILES
 from rmqsim.impl import FAULT_POINTS
 from rmqsim.reports.schema import (
@@ -78,17 +79,30 @@ def _trace_digests(rng: np.random.Generator, repeat: np.ndarray) -> pa.Array:
     return digests.take(pa.array(digest_index))
 
 
-def _fault_points(rng: np.random.Generator, n: int) -> pa.MapArray:
-    """0..8 crash points passed per row, each with a hit count."""
-    points = [f"{p.split('.')[0]}:{p}" for p in FAULT_POINTS]
-    per_row = rng.integers(0, 9, size=n)
+def _counts_map(rng: np.random.Generator, n: int, keys: list[str], most: int) -> pa.MapArray:
+    """0..``most`` entries per row, drawn from ``keys``, each with a count."""
+    per_row = rng.integers(0, most + 1, size=n)
     offsets = np.concatenate([[0], np.cumsum(per_row)]).astype(np.int32)
     entries = int(offsets[-1])
     return pa.MapArray.from_arrays(
         pa.array(offsets),
-        pa.array(points).take(pa.array(rng.integers(0, len(points), size=entries))),
+        pa.array(keys).take(pa.array(rng.integers(0, len(keys), size=entries))),
         pa.array(rng.integers(1, 50, size=entries)),
     )
+
+
+def _fault_points(rng: np.random.Generator, n: int) -> pa.MapArray:
+    """0..8 crash points passed per row, each with a hit count."""
+    return _counts_map(rng, n, [f"{p.split('.')[0]}:{p}" for p in FAULT_POINTS], 8)
+
+
+def _coverage(rng: np.random.Generator, n: int) -> tuple[pa.MapArray, pa.MapArray]:
+    """The coverage columns: 0..8 operation or point cells reached per row, 0..1 crash
+    cell armed (a real queue run reaches a hundred cells or more: the shape, not the
+    size, of the real column)."""
+    operations = [f"{kind}/{c}/-" for kind, conditions in APPLICABLE.items() for c in conditions]
+    points = [f"{p.split('.')[0]}/any/{p}" for p in FAULT_POINTS]
+    return _counts_map(rng, n, operations + points, 8), _counts_map(rng, n, points, 1)
 
 
 def _kinds_off(rng: np.random.Generator, n: int, swarm: bool) -> pa.ListArray:
@@ -161,6 +175,8 @@ def _batch(rng: np.random.Generator, profile: str, first_seed: int, n: int) -> p
         "repro_steps": pa.array(rng.integers(2, 40, size=n), mask=ok_mask),
         "repro": _pick(rng, ["rmqsim run --profile smoke --seed 1"], n, mask=ok_mask),
     }
+    # Drawn last: the other columns are those of the same seed before this one existed.
+    columns["coverage_reached"], columns["coverage_crashed"] = _coverage(rng, n)
     schema = pa.schema([f for f in ARROW_SCHEMA if f.name != "profile"])
     return pa.table([columns[f.name] for f in schema], schema=schema)
 

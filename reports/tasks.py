@@ -19,7 +19,7 @@ from typing import Any
 
 from rmqsim.conformance.adapter import Factory
 from rmqsim.conformance.cli.common import signals_raise
-from rmqsim.conformance.coverage import with_coverage
+from rmqsim.conformance.coverage import CoverageMap, MappedRun, with_coverage
 from rmqsim.conformance.gate import save_failure
 from rmqsim.conformance.layer import RunSpec, layer_for_profile, layer_named
 from rmqsim.conformance.run import RunResult, git_commit, run, spec_for_seed
@@ -151,6 +151,17 @@ def _counters(result: RunResult) -> dict[str, Any]:
     }
 
 
+def coverage_columns(coverage: CoverageMap | None) -> tuple[dict[str, int], dict[str, int]]:
+    """A run's coverage map as a row's ``coverage_reached`` and ``coverage_crashed``:
+    counts by cell label (``Cell.label``), sorted; empty for no map (another layer)."""
+    if coverage is None:
+        return {}, {}
+    return (
+        {cell.label(): n for cell, n in sorted(coverage.reached.items()) if n},
+        {cell.label(): n for cell, n in sorted(coverage.crashed.items()) if n},
+    )
+
+
 def result_row(
     result: RunResult,
     item: WorkItem,
@@ -158,8 +169,11 @@ def result_row(
     *,
     trace_path: str | None,
     shrunk: RunResult | None,
+    coverage: CoverageMap | None = None,
 ) -> tuple[Any, ...]:
-    """The row of one run (of any layer's profile), a tuple in ``COLUMNS`` order."""
+    """The row of one run (of any layer's profile), a tuple in ``COLUMNS`` order, with
+    the run's ``coverage`` map (a queue run's; None: empty columns)."""
+    reached, crashed = coverage_columns(coverage)
     columns = profile_columns(result)
     div = result.divergence
     saved = shrunk or result
@@ -179,6 +193,8 @@ def result_row(
         "steps": result.steps,
         **_counters(result),
         "fault_points": dict(sorted(result.fault_points.items())),
+        "coverage_reached": reached,
+        "coverage_crashed": crashed,
         **columns,
         "sim_time_s": result.sim_time_s,
         "wall_s": result.wall_s,
@@ -220,6 +236,8 @@ def error_row(item: WorkItem, spec: TaskSpec, exc: BaseException, wall_s: float)
         crashes_injected=0,
         reopens=0,
         fault_points={},
+        coverage_reached={},
+        coverage_crashed={},
         sim_time_s=0,
         wall_s=wall_s,
         trace_digest="",
@@ -252,9 +270,13 @@ def run_item(
     trace lines are dropped (memory stays flat); a determinism re-run saves nothing, its
     twin already did.
     """
-    result = run(run_spec(item, spec), impl=spec.impl, workdir=workdir, log_faults=spec.coverage)
+    result = run(run_spec(item, spec), impl=spec.impl, workdir=workdir, log_faults=True)
+    mapped = with_coverage(result)
+    coverage = mapped.coverage if isinstance(mapped, MappedRun) else None
     if spec.coverage:
-        result = with_coverage(result)
+        result = mapped
+    else:
+        result.fault_log = []  # the map holds what the row needs of it
     trace_path: str | None = None
     shrunk: RunResult | None = None
     if not result.ok and item.repeat == 0:
@@ -266,7 +288,7 @@ def run_item(
         saved = shrunk or result
         assert saved.trace_path is not None
         trace_path = f"{TRACES_DIR}/{saved.trace_path.name}"
-    row = result_row(result, item, spec, trace_path=trace_path, shrunk=shrunk)
+    row = result_row(result, item, spec, trace_path=trace_path, shrunk=shrunk, coverage=coverage)
     if result.ok:
         result.trace_lines = []
     return result, row

@@ -3,14 +3,16 @@ task's rows and saved reproducers, and the HTML page's escaping."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
-from rmqsim.conformance.adapter import make_model_factory, model_factory
+from rmqsim.conformance.adapter import DEFAULT_IMPL, make_model_factory, model_factory
 from rmqsim.conformance.cli import cli
 from rmqsim.conformance.cli.common import UsageError
 from rmqsim.conformance.consumer_run import consumer_trace_header
@@ -33,6 +35,7 @@ from rmqsim.reports.schema import (
     RUNS_DIR,
     SCHEMA_VERSION,
     SchemaMismatchError,
+    arrow_schema,
     check_columns,
     spark_schema,
 )
@@ -112,8 +115,12 @@ def test_spark_schema_is_the_arrow_schema() -> None:
         check_columns({"seed": "string"}, {"seed": "bigint"})
 
 
-def test_schema_3_holds_every_layer() -> None:
-    assert SCHEMA_VERSION == 3
+def test_schema_4_holds_every_layer_and_the_coverage_map() -> None:
+    assert SCHEMA_VERSION == 4
+    maps = pa.map_(pa.string(), pa.int64())
+    for name in ("coverage_reached", "coverage_crashed"):
+        assert ARROW_SCHEMA.field(name).type == maps and name not in arrow_schema(3).names
+    assert arrow_schema(4) == ARROW_SCHEMA.remove_metadata()
     fields = ARROW_SCHEMA.field("op_counts").type
     assert [fields.field(i).name for i in range(fields.num_fields)] == list(ALL_OP_KINDS)
     # Every kind of every vocabulary has its field, each once (run_retention is shared).
@@ -170,6 +177,25 @@ def test_the_traces_of_a_task_name_the_drivers_git_commit(tmp_path: Path) -> Non
     passing = TaskSpec(model_factory, str(tmp_path), "t", steps=20, git_commit=driver_commit)
     results = [result for _item, result, _row in run_chunk([WorkItem("consumer", 0)], passing)]
     assert [(r.status, r.spec.git_commit) for r in results] == [("ok", driver_commit)]
+
+
+def test_a_queue_row_carries_its_runs_coverage_cells(tmp_path: Path) -> None:
+    """The row's coverage columns are the run's own map by cell label (a consumer row's
+    are empty: the map is the queue's vocabulary)."""
+    from rmqsim.conformance.coverage import coverage_of_result
+    from rmqsim.conformance.run import run_seed
+
+    spec = TaskSpec(impl=DEFAULT_IMPL, out_dir=str(tmp_path), sweep_id="t", steps=60)
+    queue = _row(WorkItem("swarm", 2), spec)
+    consumer = _row(WorkItem("consumer", 0), dataclasses.replace(spec, steps=20))
+    expected = coverage_of_result(run_seed("swarm", 2, steps=60, log_faults=True))
+    assert expected is not None
+    reached = {cell.label(): n for cell, n in expected.reached.items()}
+    crashed = {cell.label(): n for cell, n in expected.crashed.items()}
+    assert queue["status"] == "ok" and "produce/any/-" in reached
+    assert dict(queue["coverage_reached"]) == reached
+    assert dict(queue["coverage_crashed"]) == crashed
+    assert consumer["coverage_reached"] == consumer["coverage_crashed"] == {}
 
 
 def test_a_conforming_row_carries_counts_and_no_trace(tmp_path: Path) -> None:
@@ -390,6 +416,16 @@ def _summary_with(text: str) -> dict:
             "op_kinds_never": [text],
             "fault_points": [{"point": text, "hits": 1}],
             "fault_points_never": [text],
+            "cells": {
+                "runs": 1,
+                "operation_cells": {"reachable": 2, "hit": 1},
+                "crash_cells": {"reachable": 1, "hit": 0},
+                "cells": [
+                    {"kind": text, "condition": "any", "point": "-", "reached": 1, "crashes": 0}
+                ],
+                "operations_never_hit": [text],
+                "crashes_never_armed": [text],
+            },
         },
         "determinism": {
             "pairs_checked": 1,
