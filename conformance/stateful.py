@@ -55,12 +55,14 @@ from hypothesis.stateful import (
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL, Factory, queue_factory
 from rmqsim.conformance.consumer_run import is_consumer_header
+from rmqsim.conformance.fuzz_layers import fuzz_layer_round, fuzzable_layers
+from rmqsim.conformance.layer import layer_named
 from rmqsim.conformance.lockstep import Divergence, Lockstep
 from rmqsim.conformance.pool import worker_pool
 from rmqsim.conformance.report import render_op, render_outcome
-from rmqsim.conformance.run import RunResult, lockstep_result, trace_header
+from rmqsim.conformance.run import RunResult, lockstep_result, parse_run_lines, trace_header
 from rmqsim.conformance.scratch import scratch_root
-from rmqsim.conformance.trace import parse_lines, read_trace
+from rmqsim.conformance.trace import read_trace
 from rmqsim.conformance.watchdog import op_timeout, op_timeout_s
 from rmqsim.model.api import MQConfig, State
 from rmqsim.scenarios import ops
@@ -669,6 +671,9 @@ class RoundSpec:
     repro: str
     corpus: str | None = None
     database: str | None = None
+    #: The layer fuzzed: ``queue`` (this module's machine) or one of
+    #: ``fuzz_layers.LAYER_SIMULATIONS``.
+    layer: str = "queue"
 
 
 @dataclass(slots=True)
@@ -728,6 +733,8 @@ class FuzzResult:
     coverage: set[str] = field(default_factory=set)
     #: Keys the last round reached first.
     new_coverage: int = 0
+    #: The layer fuzzed.
+    layer: str = "queue"
 
     @property
     def ok(self) -> bool:
@@ -737,7 +744,9 @@ class FuzzResult:
         """The command that runs the same rounds again (a time budget's by its count)."""
         default_steps = FUZZ_PROFILES[self.profile].stateful_step_count
         steps = None if self.max_steps == default_steps else self.max_steps
-        return fuzz_repro(self.impl, self.profile, self.seed, self.examples_planned, steps)
+        return fuzz_repro(
+            self.impl, self.profile, self.seed, self.examples_planned, steps, self.layer
+        )
 
     @property
     def reproduce_line(self) -> str | None:
@@ -771,9 +780,18 @@ def resolve_seed(profile: str, seed: int | None) -> int:
     return CI_SEED if profile == "ci" else random.SystemRandom().randrange(2**32)
 
 
-def fuzz_repro(impl: str, profile: str, seed: int, examples: int | None, steps: int | None) -> str:
+def fuzz_repro(
+    impl: str,
+    profile: str,
+    seed: int,
+    examples: int | None,
+    steps: int | None,
+    layer: str = "queue",
+) -> str:
     """The ``rmqsim fuzz`` command line that repeats a campaign."""
     parts = ["rmqsim", "fuzz", "--profile", profile, "--seed", str(seed)]
+    if layer != "queue":
+        parts += ["--layer", layer]
     if examples is not None:
         parts += ["--examples", str(examples)]
     if steps is not None:
@@ -841,6 +859,8 @@ def run_round(spec: RoundSpec) -> RoundResult:
     into the SUT are bounded as a run's are (``--op-timeout-s``, ``watchdog.op_timeout_s``):
     a round's examples are long and build big backlogs, and a machine shared with other
     work once took more than a shrink's 1 s for one produce of the reference model."""
+    if spec.layer != "queue":
+        return _run_layer_round(spec)
     starts = corpus_starts(Path(spec.corpus)) if spec.corpus else ()
     machine = hypothesis_seed(round_seed(spec.seed, spec.index))(make_machine(spec.impl, starts))
     done = RoundResult(spec.index, machine.impl_name, planned=spec.examples)
@@ -867,6 +887,24 @@ def run_round(spec: RoundSpec) -> RoundResult:
     return done
 
 
+def _run_layer_round(spec: RoundSpec) -> RoundResult:
+    """``run_round`` for a layer other than the queue (``fuzz_layers``)."""
+    started, cpu_started = time.perf_counter(), time.process_time()
+    report: list[str] = []
+    with _collect_reports(report), _without_local_constants(), op_timeout(op_timeout_s()):
+        ran = fuzz_layer_round(
+            spec.layer, spec.impl, seed=round_seed(spec.seed, spec.index),
+            round_settings=_round_settings(spec), max_steps=spec.steps, repro=spec.repro,
+        )  # fmt: skip
+    return RoundResult(
+        spec.index, ran.impl, planned=spec.examples, examples=ran.examples, steps=ran.steps,
+        crashes_injected=ran.crashes_injected, first_failure=ran.first_failure,
+        first_failure_s=ran.first_failure_s, coverage=frozenset(ran.coverage),
+        wall_s=time.perf_counter() - started, cpu_s=time.process_time() - cpu_started,
+        failure=ran.failure, report=report if ran.failure is not None else [],
+    )  # fmt: skip
+
+
 @dataclass(slots=True)
 class FuzzPlan:
     """A campaign's bounds and where its rounds start (``fuzz``'s arguments, resolved)."""
@@ -880,6 +918,8 @@ class FuzzPlan:
     first_round: int = 0
     #: The examples of the rounds before ``first_round`` (a resumed campaign).
     examples_before: int = 0
+    #: The layer fuzzed (``RoundSpec.layer``).
+    layer: str = "queue"
 
     def rounds(self) -> Iterator[tuple[int, int, int]]:
         """(index, examples, examples through it) of every round the bounds allow by
@@ -897,7 +937,7 @@ class FuzzPlan:
 def _specs(
     plan: FuzzPlan, impl: str | Factory, corpus: Path | None, database: Path | None
 ) -> Iterator[RoundSpec]:
-    name = impl if isinstance(impl, str) else queue_factory(impl, "fuzzing")[0]
+    name = impl if isinstance(impl, str) else fuzzed_impl_name(impl, plan.layer)
     for index, size, through in plan.rounds():
         # Repeating a campaign needs the examples through the failing round (a time
         # budget's campaign is repeated by its count) and, if not the profile's, the steps.
@@ -912,10 +952,23 @@ def _specs(
             index=index,
             examples=size,
             steps=plan.steps,
-            repro=fuzz_repro(name, plan.profile, plan.seed, repro_examples, steps),
-            corpus=str(corpus) if corpus is not None else None,
+            repro=fuzz_repro(name, plan.profile, plan.seed, repro_examples, steps, plan.layer),
+            corpus=str(corpus) if corpus is not None and plan.layer == "queue" else None,
             database=str(database) if database is not None else None,
+            layer=plan.layer,
         )
+
+
+def fuzzed_impl_name(impl: str | Factory, layer: str = "queue") -> str:
+    """The name a campaign on ``layer`` records for ``impl`` (``BadImplError`` if that
+    layer cannot fuzz it, ``ValueError`` if no fuzzer drives ``layer``)."""
+    if layer not in fuzzable_layers():
+        known = ", ".join(fuzzable_layers())
+        raise ValueError(f"no fuzzer drives the layer {layer!r:.80}; known: {known}")
+    if layer == "queue":
+        return queue_factory(impl, "fuzzing")[0]
+    name: str = layer_named(layer).resolve_impl(impl, for_replay=False)[0]
+    return name
 
 
 class FuzzOptions(TypedDict, total=False):
@@ -923,6 +976,9 @@ class FuzzOptions(TypedDict, total=False):
 
     #: A name of ``FUZZ_PROFILES`` [``"ci"``]: each round's settings and the budget.
     profile: str
+    #: The layer to fuzz, one of ``fuzz_layers.fuzzable_layers()`` [``"queue"``]; the
+    #: corpus is the queue's only.
+    layer: str
     #: Examples of the whole campaign [the profile's ``FuzzBudget``].
     examples: int | None
     #: Most operations per example [the profile's].
@@ -959,6 +1015,7 @@ def _plan(impl_name: str, options: FuzzOptions) -> FuzzPlan:
         round_examples=base.max_examples,
         examples=examples,
         budget_s=budget_s,
+        layer=options.get("layer", "queue"),
     )
     database = options.get("database")
     if database is not None:
@@ -973,13 +1030,14 @@ def _resume(plan: FuzzPlan, path: Path, impl_name: str, seed: int | None) -> Non
     try:
         saved = json.loads(path.read_text())
         saved_impl, saved_seed = saved["impl"], int(saved["seed"])
+        saved_layer = saved.get("layer", "queue")
         next_round, examples_done = int(saved["next_round"]), int(saved["examples"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{path}: not a fuzz campaign record ({exc})") from None
-    if saved_impl != impl_name or (seed is not None and seed != saved_seed):
+    if (saved_impl, saved_layer) != (impl_name, plan.layer) or seed not in (None, saved_seed):
         raise ValueError(
-            f"{path} records a campaign of {saved_impl} with seed {saved_seed}; give "
-            "another --db to fuzz another implementation or seed"
+            f"{path} records a campaign of {saved_impl} on the {saved_layer} layer with seed "
+            f"{saved_seed}; give another --db to fuzz another implementation, layer or seed"
         )
     plan.seed, plan.first_round, plan.examples_before = saved_seed, next_round, examples_done
 
@@ -993,6 +1051,8 @@ def _record(path: Path, result: FuzzResult, plan: FuzzPlan) -> None:
         "next_round": plan.first_round + result.rounds,
         "examples": plan.examples_before + result.examples_planned,
     }
+    if result.layer != "queue":  # a queue campaign's record is as it was before layers
+        record["layer"] = result.layer
     path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
@@ -1032,12 +1092,13 @@ def fuzz(impl: str | Factory = DEFAULT_IMPL, **options: Unpack[FuzzOptions]) -> 
     jobs = options.get("jobs", 1)
     if jobs > 1 and not isinstance(impl, str):
         raise ValueError("fuzzing with several jobs needs the implementation as MOD:FACTORY")
-    impl_name = queue_factory(impl, "fuzzing")[0]
+    impl_name = fuzzed_impl_name(impl, options.get("layer", "queue"))
     plan = _plan(impl_name, options)
     database, on_round = options.get("database"), options.get("on_round")
     result = FuzzResult(
         impl=impl_name, profile=plan.profile, seed=plan.seed, examples=0, max_steps=plan.steps,
         steps=0, crashes_injected=0, examples_to_find=0, wall_s=0.0, first_round=plan.first_round,
+        layer=plan.layer,
     )  # fmt: skip
     started = time.perf_counter()
 
@@ -1096,7 +1157,7 @@ def _failure(machine: type[LockstepMachine], spec: RoundSpec, divergence: Diverg
 def render_program(run: RunResult) -> str:
     """The shrunk program, one operation per line with the model's outcome."""
     out = io.StringIO()
-    trace = parse_lines(run.trace_lines)
+    trace = parse_run_lines(run.trace_lines)
     config = trace.header["config"]
     out.write(f"shrunk program ({len(trace.steps)} steps, config {config}):\n")
     for step in trace.steps:

@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 #: The fuzz profiles (``conformance.stateful.FUZZ_PROFILES``), restated so that ``--help``
 #: does not import hypothesis; a test keeps the two equal.
 PROFILE_NAMES = ("dev", "ci", "nightly")
+#: The layers a fuzzer drives (``conformance.fuzz_layers.fuzzable_layers()``), restated
+#: for the same reason.
+LAYER_NAMES = ("queue", "consumer", "stream")
 #: Seconds per unit of ``--budget``.
 _DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -71,8 +74,9 @@ class _SettingsProfile(click.Choice):
         except click.BadParameter:
             from rmqsim.scenarios.consumer_profiles import CONSUMER_PROFILES
             from rmqsim.scenarios.profiles import PROFILES
+            from rmqsim.scenarios.stream_profiles import STREAM_PROFILES
 
-            if value in PROFILES or value in CONSUMER_PROFILES:
+            if value in PROFILES or value in CONSUMER_PROFILES or value in STREAM_PROFILES:
                 self.fail(
                     f"{value!r} is a scenario profile (rmqsim run --profile); fuzz's "
                     f"--profile picks hypothesis settings ({', '.join(PROFILE_NAMES)}): "
@@ -85,6 +89,15 @@ class _SettingsProfile(click.Choice):
 
 @click.command("fuzz")
 @impl_option
+@click.option(
+    "--layer",
+    type=click.Choice(LAYER_NAMES),
+    default="queue",
+    show_default=True,
+    help="The layer to fuzz: the queue (a state machine of its operations), or the push "
+    "consumer or the streams (hypothesis draws every choice of the layer's simulation, "
+    "over its gate profiles).",
+)
 @click.option(
     "--profile",
     type=_SettingsProfile(PROFILE_NAMES),
@@ -145,6 +158,7 @@ class _SettingsProfile(click.Choice):
 @friendly_errors
 def fuzz_command(
     impl: str | None,
+    layer: str,
     profile: str,
     examples: int | None,
     steps: int | None,
@@ -165,7 +179,8 @@ def fuzz_command(
     from rmqsim.conformance.stateful import fuzz, render_program
 
     impl = impl or DEFAULT_IMPL
-    load_factory(impl)
+    if layer == "queue":
+        load_factory(impl)
     writable_dir(out)
     if database is not None:
         writable_dir(database, "--db")
@@ -173,8 +188,9 @@ def fuzz_command(
         raise UsageError(f"--corpus {corpus}: no such directory")
     try:
         result = fuzz(
-            impl, profile=profile, examples=examples, steps=steps, seed=seed, budget_s=budget,
-            jobs=jobs, database=database, corpus=corpus or DEFAULT_CORPUS, on_round=_progress,
+            impl, layer=layer, profile=profile, examples=examples, steps=steps, seed=seed,
+            budget_s=budget, jobs=jobs, database=database, corpus=corpus or DEFAULT_CORPUS,
+            on_round=_progress,
         )  # fmt: skip
     except ValueError as exc:  # a --db holding another campaign
         raise UsageError(str(exc)) from None
@@ -213,7 +229,8 @@ def _summary(impl: str, result: FuzzResult) -> None:
     rate = result.examples / result.wall_s if result.wall_s else 0.0
     resumed = f" (resumed at round {result.first_round})" if result.first_round else ""
     click.echo(
-        f"rmqsim fuzz: {impl}, profile {result.profile}, seed {result.seed}{resumed}: "
+        f"rmqsim fuzz: {impl}, {result.layer} layer, profile {result.profile}, "
+        f"seed {result.seed}{resumed}: "
         f"{result.rounds} rounds, {result.examples} examples, {result.steps} operations, "
         f"{result.crashes_injected} crashes injected, coverage {len(result.coverage)}, in "
         f"{result.wall_s:.1f}s ({rate:.1f} examples/s, {result.cpu_s:.1f} CPU s); "
