@@ -11,6 +11,7 @@ at close, and recovery rebuilds what the log holds beyond the checkpoint.
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -100,8 +101,7 @@ class ConsumeQueue:
             handle, position = self._handle(index, create=True)
             assert handle is not None
             count = min(len(entries) - done, self.entries_per_file - position // ENTRY_SIZE_BYTES)
-            pack = _ENTRY.pack
-            data = b"".join([pack(*entry) for entry in entries[done : done + count]])
+            data = b"".join(itertools.starmap(_ENTRY.pack, entries[done : done + count]))
             self.fs.write_at(handle, position, data)
             self.dirty.add(index - index % self.entries_per_file)
             index += count

@@ -13,7 +13,8 @@ written since the last flush, and the directory when a segment was created or re
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+import itertools
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -22,10 +23,21 @@ from rmqsim.impl.commitlog.fs import FileSystem
 from rmqsim.impl.commitlog.records import Record, RecordError
 from rmqsim.impl.errors import CorruptDatabaseError
 
-__all__ = ["CommitLog", "PendingRecord", "ScanResult", "Segment", "all_zero", "segment_name"]
+__all__ = [
+    "CommitLog",
+    "PendingRecord",
+    "RunEncoder",
+    "ScanResult",
+    "Segment",
+    "all_zero",
+    "segment_name",
+]
 
 _NAME_DIGITS = 20
 _ZERO_CHUNK_BYTES = 1 << 20
+#: ``encode(position, start, end)``: the bytes (as parts to join) of records ``start`` to
+#: ``end - 1`` of a batch, the first at physical offset ``position``.
+RunEncoder = Callable[[int, int, int], list[bytes]]
 
 
 def all_zero(data: bytes, start: int = 0) -> bool:
@@ -251,37 +263,44 @@ class CommitLog:
     # ----------------------------------------------------------------- writing
 
     def append(self, batch: Iterable[PendingRecord]) -> list[tuple[int, int]]:
-        """Append the records (one operation), returning ``(offset, size)`` of each: the
-        records that fit in a segment are encoded in one call and written with one
-        ``write_at`` per segment (usually one)."""
+        """Append the records (one operation), returning ``(offset, size)`` of each
+        (``append_runs`` with ``records.encode_batch``)."""
         pending = list(batch)
         fixed = records.HEADER_SIZE_BYTES  # records.record_size, inlined: once per message
         sizes = [fixed + len(p.topic) + len(p.properties) + len(p.body) for p in pending]
-        placed: list[tuple[int, int]] = []
+
+        def encode(position: int, start: int, end: int) -> list[bytes]:
+            return records.encode_batch(position, pending[start:end])[0]
+
+        return list(zip(self.append_runs(sizes, encode), sizes, strict=True))
+
+    def append_runs(self, sizes: Sequence[int], encode: RunEncoder) -> list[int]:
+        """Append one operation's records, of ``sizes`` bytes each, encoded by ``encode``
+        run by run (the records that fit in one segment: usually all of them) and written
+        with one ``write_at`` per segment. Returns each record's offset."""
+        totals = list(itertools.accumulate(sizes, initial=0))
+        offsets: list[int] = []
         chunks: dict[int, list[bytes]] = {}
         first_of: dict[int, int] = {}
-        position = self.end_offset
-        start = 0
-        while start < len(pending):
+        position, start = self.end_offset, 0
+        while start < len(sizes):
             segment = self.segments[-1] if self.segments else None
-            end, run_end = start, position
             limit = segment.end - records.BLANK_SIZE_BYTES if segment is not None else -1
-            while end < len(pending) and run_end + sizes[end] <= limit:
-                run_end += sizes[end]
-                end += 1
+            # The records start..end-1 fit: position + totals[end] - totals[start] <= limit.
+            fit = limit - position + totals[start]
+            end = max(start, bisect.bisect_right(totals, fit, lo=start) - 1)
             if end == start:  # the next record needs a new segment
                 segment = self._room_for(position, sizes[start], chunks, first_of)
                 position = max(position, segment.start)
                 continue
             assert segment is not None
-            parts, run_placed = records.encode_batch(position, pending[start:end])
             first_of.setdefault(segment.start, position)
-            chunks.setdefault(segment.start, []).extend(parts)
-            placed += run_placed
-            position, start = run_end, end
+            chunks.setdefault(segment.start, []).extend(encode(position, start, end))
+            offsets += itertools.accumulate(sizes[start : end - 1], initial=position)
+            position, start = position + totals[end] - totals[start], end
         self._write(chunks, first_of)
         self.end_offset = position
-        return placed
+        return offsets
 
     def _room_for(
         self, position: int, size: int, chunks: dict[int, list[bytes]], first_of: dict[int, int]
@@ -308,8 +327,21 @@ class CommitLog:
         self.dirty.add(start)
         return segment
 
+    def _by_start(self, starts: Iterable[int]) -> dict[int, Segment]:
+        """The segments that start at ``starts`` (the ones written lately, so searched from
+        the log's end: a log of many segments is not walked at every write)."""
+        wanted = set(starts)
+        found: dict[int, Segment] = {}
+        for segment in reversed(self.segments):
+            if not wanted:
+                break
+            if segment.start in wanted:
+                found[segment.start] = segment
+                wanted.discard(segment.start)
+        return found
+
     def _write(self, chunks: dict[int, list[bytes]], first_of: dict[int, int]) -> None:
-        by_start = {segment.start: segment for segment in self.segments}
+        by_start = self._by_start(chunks)
         for start, parts in chunks.items():
             segment = by_start[start]
             data = b"".join(parts)
@@ -319,7 +351,7 @@ class CommitLog:
 
     def flush(self) -> None:
         """Sync every segment written since the last flush (and the directory)."""
-        by_start = {segment.start: segment for segment in self.segments}
+        by_start = self._by_start(self.dirty)
         for start in sorted(self.dirty):
             segment = by_start.get(start)
             if segment is not None:

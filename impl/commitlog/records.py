@@ -35,9 +35,11 @@ in the producer's order. No pickle anywhere.
 
 from __future__ import annotations
 
+import functools
 import struct
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import accumulate, chain, repeat
 from typing import NamedTuple
 
 try:  # ISA-L's CRC-32 (the ``fast`` extra): zlib's values, ≈6x faster on 1 KiB
@@ -60,6 +62,7 @@ __all__ = [
     "crc32",
     "decode_properties",
     "encode_batch",
+    "encode_plain_run",
     "encode_properties",
     "encode_record",
     "parse_record",
@@ -210,6 +213,39 @@ def encode_batch(
         placed.append((offset, size))
         offset += size
     return parts, placed
+
+
+@functools.lru_cache(maxsize=64)
+def _plain_tail(topic_length: int) -> struct.Struct:
+    """What follows the CRC in a record without properties whose topic is
+    ``topic_length`` bytes: ``_FIELDS``, the topic, a properties length of 0 and the body
+    length (the body follows)."""
+    return struct.Struct(f">IQQqQH{topic_length}sII")
+
+
+def encode_plain_run(
+    offset: int, first_id: int, store_time: int, incarnation: int, topic: bytes,
+    bodies: Sequence[bytes], flags: Sequence[int],
+) -> bytes:  # fmt: skip
+    """The records ``encode_batch`` makes of consecutive messages of one topic without
+    properties, ids from ``first_id`` on, ``flags[i]`` the flags of ``bodies[i]``, from
+    physical ``offset`` on: the same bytes, built by passes of C functions over the batch
+    (``map``, ``accumulate``, one ``join``) instead of a Python loop per record, a
+    produce's hot path."""
+    tail = _plain_tail(len(topic))
+    body_lengths = list(map(len, bodies))
+    sizes = list(map((_PREFIX.size + tail.size).__add__, body_lengths))
+    offsets = list(accumulate(sizes, initial=offset))
+    del offsets[-1]
+    count = len(bodies)
+    tails = list(map(
+        tail.pack, flags, range(first_id, first_id + count), offsets, repeat(store_time, count),
+        repeat(incarnation, count), repeat(len(topic), count), repeat(topic, count),
+        repeat(0, count), body_lengths,
+    ))  # fmt: skip
+    crcs = map(crc32, bodies, map(crc32, tails))
+    prefixes = map(_PREFIX.pack, sizes, repeat(MAGIC_MESSAGE, count), crcs)
+    return b"".join(chain.from_iterable(zip(prefixes, tails, bodies, strict=True)))
 
 
 def blank(remaining_bytes: int) -> bytes:
