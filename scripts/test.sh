@@ -9,6 +9,11 @@
 # apt-get, as root or with sudo). No test installs anything. When Chromium cannot be
 # installed, the browser test is skipped, unless RMQSIM_REQUIRE_BROWSER=1 (CI): then the
 # set-up stops here.
+#
+# pytest runs on two worker processes (pytest-xdist; RMQSIM_TEST_WORKERS=N for another
+# count, 0 for none). --dist worksteal: each worker starts with half of the tests in their
+# collection order (tests/conftest.py puts the slowest first), and a worker that runs out
+# takes half of what the other has left, so neither idles at the end.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/bootstrap.sh" --java
@@ -22,4 +27,4 @@ fi
 cd "$root"
 .venv/bin/ruff check .
 .venv/bin/mypy
-exec .venv/bin/python -m pytest "$@"
+exec .venv/bin/python -m pytest -n "${RMQSIM_TEST_WORKERS:-2}" --dist worksteal "$@"

@@ -201,6 +201,42 @@ def both_factories(tmp_path: Path) -> Iterator[dict[str, QueueFactory]]:
         factory.close_all()
 
 
+#: The slowest test files (or single tests), slowest first, as ``--durations`` measured
+#: them (docs/BENCHMARKS.md, "The test suite"). They run before the rest, in this order, so
+#: that ``scripts/test.sh`` (two pytest-xdist workers, ``--dist worksteal``) does not end on
+#: one of them while the other worker idles; a whole file moves together so that its
+#: module-scoped fixtures (a Spark session, an installed wheel) are set up once.
+SLOWEST_FIRST = (
+    "tests/test_fuzz.py::test_a_campaign_does_not_depend_on_what_the_process_imported[fuzz]",
+    "tests/test_crash_fidelity.py",
+    "tests/test_spark_cluster.py",
+    "tests/test_mutants.py::test_every_mutant_is_killed_by_the_default_gate_seeds[capped-poll]",
+    "tests/test_fuzz_campaign.py",
+    "tests/test_fuzz.py::test_the_default_fuzz_campaign_catches_a_queue_that_merges_two_names"
+    "[nfc-insensitive-names-pair1]",
+    "tests/test_mutants.py::test_every_mutant_is_killed_by_the_default_gate_seeds"
+    "[two-step-destroy-topic]",
+    "tests/test_reports_spark.py",
+    "tests/test_fuzz.py::test_crash_inside_an_operation_is_found_and_the_same_seed_gives_the_same_trace",
+    "tests/test_gate_parallel.py",
+)
+
+
+def _slowness_rank(item: pytest.Item) -> int:
+    """``item``'s place in ``SLOWEST_FIRST`` (its own node id first, then its file);
+    ``len(SLOWEST_FIRST)`` for every other test."""
+    for name in (item.nodeid, item.nodeid.split("::", 1)[0]):
+        if name in SLOWEST_FIRST:
+            return SLOWEST_FIRST.index(name)
+    return len(SLOWEST_FIRST)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests of ``SLOWEST_FIRST`` first, in its order; the rest keep theirs (a stable
+    sort: every worker of a run sees the same order, as pytest-xdist requires)."""
+    items.sort(key=_slowness_rank)
+
+
 @pytest.fixture
 def clock() -> FakeClock:
     """A FakeClock at ``FAKE_EPOCH``."""

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -138,10 +139,30 @@ def test_the_test_command_installs_what_the_tests_need_before_pytest_saying_so(
     assert log[-3:] == [
         "ruff check . [require=]",
         "mypy  [require=]",
-        "python -m pytest -q [require=]",
+        "python -m pytest -n 2 --dist worksteal -q [require=]",
     ]
     assert "installing Java" in done.stderr
     assert "installing Chromium" in done.stderr and "apt-get install chromium" in done.stderr
+
+
+def test_the_test_commands_workers_fail_the_run_on_a_failing_test_and_keep_durations(
+    repo: Path,
+) -> None:
+    """The real pytest behind test.sh's options: two workers, a failing test still fails
+    the command (exit 1), and --durations (pyproject's addopts) still prints the slowest."""
+    (repo / ".venv" / "bin" / "python").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_two.py").write_text(
+        "def test_passes():\n    pass\n\n\ndef test_fails():\n    assert 1 == 2\n"
+    )
+    done, _ = run(repo, ["./scripts/test.sh", "-p", "no:cacheprovider"])
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "2 workers [2 items]" in done.stdout
+    assert "FAILED tests/test_two.py::test_fails" in done.stdout
+    assert "slowest 20 durations" in done.stdout
+    alone, _ = run(repo, ["./scripts/test.sh", "-k", "passes"], RMQSIM_TEST_WORKERS="0")
+    assert alone.returncode == 0, alone.stdout + alone.stderr
+    assert "workers [" not in alone.stdout and "1 passed, 1 deselected" in alone.stdout
 
 
 def test_the_test_command_stops_before_pytest_on_a_type_error(repo: Path) -> None:
@@ -157,7 +178,7 @@ def test_without_chromium_the_tests_run_unless_ci_requires_the_browser(repo: Pat
     _stand_in(repo.parent / "bin" / "apt-get", APT_WITHOUT_CHROMIUM)
     done, log = run(repo, ["./scripts/test.sh"])
     assert done.returncode == 0, done.stderr
-    assert log[-1] == "python -m pytest [require=]"
+    assert log[-1] == "python -m pytest -n 2 --dist worksteal [require=]"
     assert "the browser test will be skipped" in done.stderr
 
     done, log = run(repo, ["./.ci/run"])
@@ -179,7 +200,7 @@ def test_ci_runs_exactly_the_readme_test_command(repo: Path) -> None:
     done, log = run(repo, ["./.ci/run"])
     assert done.returncode == 0, done.stderr
     assert installs(log) == ["openjdk-17-jre-headless", "chromium", "chromium-driver"]
-    assert log[-1] == "python -m pytest [require=1]"
+    assert log[-1] == "python -m pytest -n 2 --dist worksteal [require=1]"
 
 
 def test_bootstrap_refuses_an_unknown_option(repo: Path) -> None:
