@@ -58,7 +58,9 @@ __all__ = [
     "coverage_of_result",
     "coverage_of_trace",
     "coverage_summary",
+    "merged_coverage",
     "run_coverage",
+    "steered_coverage",
     "sweep_coverage",
     "with_coverage",
 ]
@@ -135,10 +137,15 @@ class CoverageMap:
     reached: Counter[Cell] = field(default_factory=Counter)
     crashed: Counter[Cell] = field(default_factory=Counter)
     points_per_call: dict[str, int] = field(default_factory=dict)
+    #: Per crash cell reached, where an ``ArmCrash`` first reaches it (log order): the
+    #: ``(step, during, hit)`` of a crash sweep's case (``conformance.steer`` arms it).
+    first_passed: dict[Cell, tuple[int, str, int]] = field(default_factory=dict)
 
     def merge(self, other: CoverageMap) -> None:
         self.reached.update(other.reached)
         self.crashed.update(other.crashed)
+        for cell, where in other.first_passed.items():
+            self.first_passed.setdefault(cell, where)
         for kind, count in other.points_per_call.items():
             self.points_per_call[kind] = max(count, self.points_per_call.get(kind, 0))
 
@@ -370,8 +377,11 @@ def _add_passes(
         if not own:
             continue
         per_call[(passed.step, passed.during)] += 1
+        where = (passed.step, passed.during, passed.hit)
         for condition in conditions[passed.step]:
-            coverage.reached[Cell(kind, condition, passed.point)] += 1
+            cell = Cell(kind, condition, passed.point)
+            coverage.reached[cell] += 1
+            coverage.first_passed.setdefault(cell, where)
     for (step, _), count in sorted(per_call.items()):
         kind = kinds[step]
         coverage.points_per_call[kind] = max(count, coverage.points_per_call.get(kind, 0))
@@ -433,7 +443,22 @@ def sweep_coverage(sweep: SweepResult) -> CoverageMap:
     return coverage_of_trace(trace, sweep.base.fault_log, cases)
 
 
-def _merged(results: Iterable[RunResult], sweeps: Iterable[SweepResult]) -> tuple[CoverageMap, int]:
+def steered_coverage(steered: SweepResult) -> CoverageMap:
+    """The crashes steered cases armed (``conformance.steer``): their base run is a
+    profile run the map already counts, so only the crash cells its cases armed."""
+    cases = [(case.step, case.point) for case in steered.cases]
+    coverage = coverage_of_trace(parse_lines(steered.base.trace_lines), (), cases)
+    return CoverageMap(crashed=coverage.crashed)
+
+
+def merged_coverage(
+    results: Iterable[RunResult],
+    sweeps: Iterable[SweepResult],
+    steered: Iterable[SweepResult] = (),
+) -> tuple[CoverageMap, int]:
+    """The map of the mapped profile runs of ``results`` (in their order: the first
+    places of cells are theirs), the crash sweeps and the steered cases; and how many
+    mapped runs there were."""
     merged = CoverageMap()
     runs = 0
     for result in results:
@@ -442,33 +467,54 @@ def _merged(results: Iterable[RunResult], sweeps: Iterable[SweepResult]) -> tupl
             runs += 1
     for sweep in sweeps:
         merged.merge(sweep_coverage(sweep))
+    for steer in steered:
+        merged.merge(steered_coverage(steer))
     return merged, runs
 
 
-def coverage_summary(results: Iterable[RunResult], sweeps: Sequence[SweepResult]) -> dict[str, Any]:
+def coverage_summary(
+    results: Iterable[RunResult],
+    sweeps: Sequence[SweepResult],
+    steered: Sequence[SweepResult] = (),
+) -> dict[str, Any]:
     """The gate's ``summary.json`` entry: the map of its mapped profile runs (queue runs
-    made by the gate's own runner) and crash sweeps."""
-    merged, runs = _merged(results, sweeps)
-    return {"runs": runs, "crash_sweeps": len(sweeps), **merged.to_json()}
+    made by the gate's own runner), crash sweeps and steered crash cases."""
+    merged, runs = merged_coverage(results, sweeps, steered)
+    return {
+        "runs": runs,
+        "crash_sweeps": len(sweeps),
+        "steered_cases": sum(len(s.cases) for s in steered),
+        **merged.to_json(),
+    }
 
 
 #: Most never-hit cells the printed summary names on one line (summary.json has all).
 MAX_NAMED = 12
 
 
-def coverage_lines(results: Iterable[RunResult], sweeps: Sequence[SweepResult]) -> list[str]:
+def coverage_lines(
+    results: Iterable[RunResult],
+    sweeps: Sequence[SweepResult],
+    steered: Sequence[SweepResult] = (),
+) -> list[str]:
     """The printed summary's lines about the map (summary.json holds it whole)."""
-    merged, runs = _merged(results, sweeps)
+    merged, runs = merged_coverage(results, sweeps, steered)
     summary = merged.to_json()
     operations, crashes = summary["operation_cells"], summary["crash_cells"]
+    cases = sum(len(s.cases) for s in steered)
+    steering = f", {cases} steered crash cases" if steered else ""
     lines = [
-        f"coverage ({runs} runs, {len(sweeps)} crash sweeps): {operations['hit']} of "
+        f"coverage ({runs} runs, {len(sweeps)} crash sweeps{steering}): "
+        f"{operations['hit']} of "
         f"{operations['reachable']} operation cells hit, crashes armed in {crashes['hit']} of "
         f"{crashes['reachable']} crash cells"
     ]
     never = [c for c in summary["never_hit"] if c.endswith("/" + NO_POINT)]
     if never:
         lines.append("operation cells never hit: " + _named(c[: -len(NO_POINT) - 1] for c in never))
+    crash_never = [c for c in summary["never_hit"] if not c.endswith("/" + NO_POINT)]
+    if crash_never:
+        lines.append("crash cells never armed: " + _named(crash_never))
     unarmed = [
         point for points in summary["write_points"].values() for point, n in points.items() if not n
     ]

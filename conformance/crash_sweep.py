@@ -58,6 +58,7 @@ __all__ = [
     "case_trace",
     "crash_cases",
     "crash_sweep",
+    "run_case",
 ]
 
 #: Steps of the scenario a sweep crashes in, by default (cases grow about linearly with
@@ -161,6 +162,35 @@ def case_file_name(result: SweepResult, case: CrashCase, anomaly: str | None) ->
     )
 
 
+def run_case(
+    result: SweepResult,
+    header: dict[str, Any],
+    recorded: list[Step],
+    case: CrashCase,
+    *,
+    impl: str | Factory,
+    out: Path | None,
+    prefix: str = "",
+) -> bool:
+    """Replay one ``case`` of the run ``recorded`` (its trace ``header``) and add what it
+    found to ``result``: its digest, the crash's resolution, or the failing run (its
+    trace saved under ``out``, named ``prefix`` + ``case_file_name``). True if it passed."""
+    outcome = replay_trace(case_trace(header, recorded, case), impl=impl)
+    result.case_digests.append(case_digest(outcome))
+    if outcome.ok:
+        crashed = parse_lines(outcome.trace_lines).steps
+        result.resolutions.update(s.crash.resolved for s in crashed if s.crash is not None)
+        if case.step == 0:  # in the first open: recorded in the header, not a step
+            result.resolutions["before"] += 1
+        return True
+    outcome.replay_only = True
+    if out is not None:
+        outcome.trace_path = out / (prefix + case_file_name(result, case, outcome.anomaly))
+        write_lines(outcome.trace_path, outcome.trace_lines)
+    result.failures.append((case, outcome))
+    return False
+
+
 def crash_sweep(
     profile: str,
     seed: int,
@@ -191,21 +221,9 @@ def crash_sweep(
     header = dict(trace.header, crash_sweep=True)
     result.cases = crash_cases(base.fault_log, recorded)
     for done, case in enumerate(result.cases, start=1):
-        outcome = replay_trace(case_trace(header, recorded, case), impl=impl)
-        result.case_digests.append(case_digest(outcome))
-        if outcome.ok:
-            crashed = parse_lines(outcome.trace_lines).steps
-            result.resolutions.update(s.crash.resolved for s in crashed if s.crash is not None)
-            if case.step == 0:  # in the first open: recorded in the header, not a step
-                result.resolutions["before"] += 1
-        else:
-            outcome.replay_only = True
-            if out is not None:
-                outcome.trace_path = out / case_file_name(result, case, outcome.anomaly)
-                write_lines(outcome.trace_path, outcome.trace_lines)
-            result.failures.append((case, outcome))
-            if max_failures is not None and len(result.failures) >= max_failures:
-                break
+        ok = run_case(result, header, recorded, case, impl=impl, out=out)
+        if not ok and max_failures is not None and len(result.failures) >= max_failures:
+            break
         if on_case is not None:
             on_case(done, len(result.cases))
     result.wall_s = time.perf_counter() - started

@@ -26,6 +26,7 @@ from rmqsim.conformance.power_loss import PowerSweepResult
 from rmqsim.conformance.report import render_failure
 from rmqsim.conformance.run import RunResult, run_seed
 from rmqsim.conformance.shrink_budget import OnRun, ShrinkBudget
+from rmqsim.conformance.steer import SteerPlan, run_steered, steer_targets
 from rmqsim.conformance.trace import write_lines
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "junit_xml",
     "run_corpus",
     "run_profiles",
+    "run_steering",
     "run_sweeps",
     "save_failure",
     "submit_sweeps",
@@ -112,6 +114,9 @@ class GateResult:
     #: Power-loss sweeps (``conformance.gate_power``), when the implementation is a
     #: file-system backend: one per profile, on the first seed.
     power_sweeps: list[PowerSweepResult] = field(default_factory=list)
+    #: Crash cases steered into the crash cells no sweep armed (``conformance.steer``),
+    #: one result per (profile, seed) they crash in.
+    steered: list[SweepResult] = field(default_factory=list)
     #: The signal that stopped the gate before its end (``"SIGINT"``, ``"SIGTERM"``), or
     #: None: the outputs then hold only what had finished.
     interrupted_by: str | None = None
@@ -128,12 +133,14 @@ class GateResult:
     @property
     def sweep_failures(self) -> list[RunResult]:
         """The failing run of every failing sweep case (and failing sweep base runs)."""
-        found = [s.base for s in self.sweeps if not s.base.ok]
-        return found + [run for s in self.sweeps for _, run in s.failures]
+        swept = [*self.sweeps, *self.steered]
+        found = [s.base for s in swept if not s.base.ok]
+        return found + [run for s in swept for _, run in s.failures]
 
     @property
     def ok(self) -> bool:
         return (not self.failures and all(s.ok for s in self.sweeps)
+                and all(s.ok for s in self.steered)
                 and all(s.ok for s in self.power_sweeps))
 
 
@@ -382,6 +389,24 @@ def _add_sweep(
         on_sweep(sweep)
 
 
+def run_steering(
+    gate: GateResult,
+    plan: GatePlan,
+    *,
+    pool: WorkerPool | None = None,
+    on_group: Callable[[SweepResult], None] | None = None,
+) -> None:
+    """After the profile runs and crash sweeps of ``gate``: a crash case at the first
+    place its runs reached each crash cell no sweep armed (``conformance.steer``), added
+    to ``gate.steered`` in the gate's order (the same with or without a ``pool``)."""
+    targets = steer_targets(gate.results, gate.sweeps)
+    steer = SteerPlan(plan.impl, plan.out, plan.steps, plan.crash_rate)
+    for result in run_steered(targets, steer, pool=pool, on_group=on_group):
+        if not result.base.ok:
+            save_failure(result.base, plan.out, prefix="crash-steer-")
+        gate.steered.append(result)
+
+
 def _finished_after(futures: list[Future[T]], count: int) -> list[T]:
     """The results of ``futures[count:]`` that had finished when the gate was interrupted
     (in order): it reports them too."""
@@ -400,12 +425,15 @@ def _sweep_one(profile: str, plan: SweepPlan) -> SweepResult:
     return sweep
 
 
-def _sweep_suite(root: ET.Element, sweeps: list[SweepResult]) -> None:
-    """One JUnit test suite for the crash sweeps: a test case per profile."""
+def _sweep_suite(
+    root: ET.Element, sweeps: list[SweepResult], name: str = "crash-sweep"
+) -> None:
+    """One JUnit test suite for the crash sweeps (or the steered crash cases, ``name``
+    ``crash-steer``): a test case per profile (and seed)."""
     suite = ET.SubElement(
         root,
         "testsuite",
-        name="rmqsim.crash-sweep",
+        name=f"rmqsim.{name}",
         tests=str(len(sweeps)),
         failures=str(sum(not s.ok for s in sweeps)),
         errors="0",
@@ -415,7 +443,7 @@ def _sweep_suite(root: ET.Element, sweeps: list[SweepResult]) -> None:
         case = ET.SubElement(
             suite,
             "testcase",
-            classname="rmqsim.crash-sweep",
+            classname=f"rmqsim.{name}",
             name=f"{sweep.profile} seed {sweep.seed} ({len(sweep.cases)} cases)",
             time=f"{sweep.wall_s:.3f}",
         )
@@ -478,6 +506,8 @@ def junit_xml(gate: GateResult) -> bytes:
                 failure.text = render_failure(result)
     if gate.sweeps:
         _sweep_suite(root, gate.sweeps)
+    if gate.steered:
+        _sweep_suite(root, gate.steered, "crash-steer")
     if gate.power_sweeps:
         power_suite(root, gate.power_sweeps)
     if gate.interrupted_by is not None:
@@ -546,7 +576,20 @@ def summary_json(gate: GateResult) -> dict[str, Any]:
             }
             for r in gate.failures
         ],
-        "coverage": coverage_summary(gate.results, gate.sweeps),
+        "coverage": coverage_summary(gate.results, gate.sweeps, gate.steered),
+        "crash_steer": [
+            {
+                "profile": s.profile,
+                "seed": s.seed,
+                "cases": [c.label() for c in s.cases],
+                "failed": len(s.failures) + (0 if s.base.ok else 1),
+                "failures": [
+                    {"case": c.label(), "anomaly": r.anomaly, "repro": r.repro_command()}
+                    for c, r in s.failures
+                ],
+            }
+            for s in gate.steered
+        ],
         "crash_sweep": {
             s.profile: {
                 "seed": s.seed,

@@ -293,3 +293,24 @@ def test_a_mapped_run_keeps_every_field_and_its_map_is_the_traces() -> None:
     parsed = coverage_of_trace(parse_lines(result.trace_lines), result.fault_log)
     assert parsed.to_json() == mapped.coverage.to_json()
     assert mapped.coverage.crashed  # the crash rate armed crashes inside operations
+
+
+def test_the_map_keeps_the_first_place_each_crash_cell_was_reached() -> None:
+    steps = _steps(CreateTopic("t"), _produce("t", 1), CreateTopic("u"), _produce("t", 1))
+    log = [
+        PointPass(2, "produce", "produce.before_write", 1),
+        PointPass(4, "produce", "produce.before_write", 1),
+        PointPass(4, "produce", "produce.before_write", 2),
+    ]
+    coverage = run_coverage(CONFIG, steps, log)
+    assert coverage.first_passed[Cell("produce", "any", "produce.before_write")] == (
+        2, "produce", 1
+    )
+    # Two topics live only before step 4: its first pass is that cell's first place.
+    assert coverage.first_passed[Cell("produce", "several-topics", "produce.before_write")] == (
+        4, "produce", 1
+    )
+    merged = CoverageMap()
+    merged.merge(run_coverage(CONFIG, steps, log[1:]))
+    merged.merge(coverage)
+    assert merged.first_passed[Cell("produce", "any", "produce.before_write")] == (4, "produce", 1)

@@ -450,6 +450,7 @@ def gate_command(
         _gate_profiles(gate, plan, runner, pool)
         if sweep and swept:
             _gate_sweeps(gate, plan, swept, sweep_steps, sweep_crash_mode, pool)
+            _gate_steer(gate, plan, pool)
         if power_loss and swept:
             _gate_power(gate, plan, swept, power_steps, pool)
         run_corpus(gate, corpus or DEFAULT_CORPUS, impl=impl)
@@ -516,6 +517,14 @@ def _gate_sweeps(
             bar.advance(bar.task_ids[0])
 
         run_sweeps(swept, sweeps, on_sweep=on_sweep, pool=pool, weighed_by=gate)
+
+
+def _gate_steer(gate: Any, plan: Any, pool: Any) -> None:
+    """A crash case at the first place the runs reached each crash cell the sweeps did
+    not arm (``conformance.steer``), added to ``gate``."""
+    from rmqsim.conformance.gate import run_steering
+
+    run_steering(gate, plan, pool=pool)
 
 
 def _gate_power(gate: Any, plan: Any, swept: list[str], steps: int | None, pool: Any) -> None:
@@ -598,7 +607,7 @@ def _print_gate_tables(gate: Any) -> None:
         console.print(sweeps)
     from rmqsim.conformance.coverage import coverage_lines
 
-    for line in coverage_lines(gate.results, gate.sweeps):
+    for line in coverage_lines(gate.results, gate.sweeps, gate.steered):
         click.echo(line)
     if gate.power_sweeps:
         console.print(_power_table(gate))
