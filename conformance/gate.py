@@ -426,25 +426,27 @@ def _sweep_one(profile: str, plan: SweepPlan) -> SweepResult:
 
 
 def _sweep_suite(
-    root: ET.Element, sweeps: list[SweepResult], name: str = "crash-sweep"
+    root: ET.Element, sweeps: list[SweepResult], steered: list[SweepResult]
 ) -> None:
-    """One JUnit test suite for the crash sweeps (or the steered crash cases, ``name``
-    ``crash-steer``): a test case per profile (and seed)."""
+    """One JUnit test suite for the crash sweeps: a test case per profile, then one per
+    (profile, seed) of the steered crash cases (named ``steered ...``)."""
+    every = [*sweeps, *steered]
     suite = ET.SubElement(
         root,
         "testsuite",
-        name=f"rmqsim.{name}",
-        tests=str(len(sweeps)),
-        failures=str(sum(not s.ok for s in sweeps)),
+        name="rmqsim.crash-sweep",
+        tests=str(len(every)),
+        failures=str(sum(not s.ok for s in every)),
         errors="0",
-        time=f"{sum(s.wall_s for s in sweeps):.3f}",
+        time=f"{sum(s.wall_s for s in every):.3f}",
     )
-    for sweep in sweeps:
+    for index, sweep in enumerate(every):
+        kind = "steered " if index >= len(sweeps) else ""
         case = ET.SubElement(
             suite,
             "testcase",
-            classname=f"rmqsim.{name}",
-            name=f"{sweep.profile} seed {sweep.seed} ({len(sweep.cases)} cases)",
+            classname="rmqsim.crash-sweep",
+            name=f"{kind}{sweep.profile} seed {sweep.seed} ({len(sweep.cases)} cases)",
             time=f"{sweep.wall_s:.3f}",
         )
         if not sweep.ok:
@@ -504,10 +506,8 @@ def junit_xml(gate: GateResult) -> bytes:
                     case, "failure", message=f"{result.anomaly}", type="divergence"
                 )
                 failure.text = render_failure(result)
-    if gate.sweeps:
-        _sweep_suite(root, gate.sweeps)
-    if gate.steered:
-        _sweep_suite(root, gate.steered, "crash-steer")
+    if gate.sweeps or gate.steered:
+        _sweep_suite(root, gate.sweeps, gate.steered)
     if gate.power_sweeps:
         power_suite(root, gate.power_sweeps)
     if gate.interrupted_by is not None:

@@ -58,7 +58,7 @@ def test_steering_arms_every_crash_cell_the_runs_reached_and_rocksmq_passes(
     assert [c for s in summary["crash_steer"] for c in s["cases"]] == [
         t.case.label() for t in targets
     ]
-    assert b'name="rmqsim.crash-steer"' in junit_xml(gate)
+    assert b'name="steered churn seed' in junit_xml(gate)
 
 
 def test_steering_kills_the_two_step_destroy_the_sweep_missed(tmp_path: Path) -> None:
