@@ -37,6 +37,8 @@ from __future__ import annotations
 
 import struct
 
+from rmqsim.impl.errors import CorruptDatabaseError
+
 __all__ = [
     "COLUMN_FAMILIES",
     "COUNTER_KEY",
@@ -111,8 +113,9 @@ def group_range(incarnation: int) -> tuple[bytes, bytes]:
 
 
 def parse_group_key(key: bytes) -> tuple[int, str]:
-    """``(incarnation, group)`` of a ``G`` key."""
-    assert key[:1] == TAG_GROUP and len(key) > 9, key
+    """``(incarnation, group)`` of a ``G`` key (read from disk: a malformed one is refused)."""
+    if key[:1] != TAG_GROUP or len(key) <= 9:
+        raise _malformed("group", key)
     return _U64.unpack_from(key, 1)[0], key[9:].decode("utf-8")
 
 
@@ -130,8 +133,9 @@ def page_range(incarnation: int, end_id_exclusive: int | None = None) -> tuple[b
 
 
 def parse_page_key(key: bytes) -> tuple[int, int]:
-    """``(incarnation, end_id)`` of a ``P`` key."""
-    assert len(key) == 17 and key[:1] == TAG_PAGE, key
+    """``(incarnation, end_id)`` of a ``P`` key (read from disk: a malformed one is refused)."""
+    if len(key) != 17 or key[:1] != TAG_PAGE:
+        raise _malformed("page", key)
     _, incarnation, end_id = _TAG_U64_U64.unpack(key)
     return incarnation, end_id
 
@@ -152,7 +156,18 @@ def msg_range(
 
 
 def parse_msg_key(key: bytes) -> tuple[int, int]:
-    """``(incarnation, msg_id)`` of a message key."""
-    assert len(key) == 17 and key[:1] == TAG_MSG, key
+    """``(incarnation, msg_id)`` of a message key (read from disk: a malformed one is
+    refused)."""
+    if len(key) != 17 or key[:1] != TAG_MSG:
+        raise _malformed("message", key)
     _, incarnation, msg_id = _TAG_U64_U64.unpack(key)
     return incarnation, msg_id
+
+
+def _malformed(what: str, key: bytes) -> CorruptDatabaseError:
+    # Keys come from the database's scans: a real error, not an assertion, so the refusal
+    # stays under ``python -O`` and names what was found.
+    return CorruptDatabaseError(
+        f"the database breaks rmqsim's layout: a malformed {what} key {key[:40]!r}"
+        f" ({len(key)} bytes)"
+    )

@@ -125,7 +125,7 @@ def read_database(store: Store, *, with_messages: bool) -> DiskState:
                 pages.setdefault(incarnation, []).append(page)
             else:
                 raise _corrupt(f"unknown metadata key {key[:40]!r}")
-    except (UnicodeDecodeError, AssertionError) as exc:
+    except UnicodeDecodeError as exc:
         raise _corrupt(f"a metadata key cannot be parsed ({exc})") from None
     if next_incarnation is None:
         raise _corrupt("the incarnation counter record is missing")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -178,3 +180,40 @@ def test_new_directory_is_created_and_empty_directory_is_used(tmp_path: Path) ->
     mq = RocksMQ.open(empty)
     assert mq.snapshot().topics == {}
     mq.close()
+
+
+MALFORMED_KEYS = {
+    "page": keys.TAG_PAGE + b"\x00" * 15,  # 16 bytes: one short of tag, incarnation, end id
+    "group": keys.TAG_GROUP + b"\x00" * 8,  # tag and incarnation, no group name
+}
+
+
+@pytest.mark.parametrize("what", sorted(MALFORMED_KEYS))
+def test_a_malformed_metadata_key_is_a_corrupt_database_even_under_python_o(
+    what: str, tmp_path: Path
+) -> None:
+    """Keys read from the database are checked by real exceptions, not assertions: the
+    refusal names the key under ``python -O`` too (where an ``assert`` would vanish)."""
+    path = tmp_path / "db"
+    mq = RocksMQ.open(path)
+    mq.create_topic("t")
+    mq.close()
+    _poke(path, {MALFORMED_KEYS[what]: b"\x00" * 8})
+    with pytest.raises(CorruptDatabaseError, match=f"malformed {what} key"):
+        RocksMQ.open(path)
+    script = (
+        "import sys\n"
+        "from rmqsim.impl import RocksMQ, CorruptDatabaseError\n"
+        "try:\n"
+        "    RocksMQ.open(sys.argv[1])\n"
+        "except CorruptDatabaseError as e:\n"
+        "    print('refused:', e)\n"
+    )
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-O", "-c", script, str(path)],
+        env={**os.environ, "PYTHONPATH": str(root)}, capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"refused: the database breaks rmqsim's layout: a malformed {what} key" in done.stdout
