@@ -96,12 +96,8 @@ def apply_messages(
     """``apply_message`` of consecutive message records, ids from ``first_id`` on, each
     given as ``(size_bytes, closes_page, now)``: one lookup and one id check per run, as a
     produce writes them (``apply_message`` is this for one record)."""
-    topic = meta.by_incarnation.get(incarnation)
-    if topic is None:
-        return None
-    if first_id != topic.last_id + 1:
-        raise ValueError(f"message id {first_id} follows {topic.last_id} in {topic.name!r}")
-    if not messages:
+    topic = _run_topic(meta, incarnation, first_id)
+    if topic is None or not messages:
         return topic
     open_bytes = topic.open_page_bytes
     for msg_id, (size_bytes, closes_page, now) in enumerate(messages, start=first_id):
@@ -110,14 +106,13 @@ def apply_messages(
             open_bytes = 0
         else:
             open_bytes += size_bytes
-    topic.open_page_bytes = open_bytes
-    topic.last_id = first_id + len(messages) - 1
-    meta.high_water_marks[topic.name] = topic.last_id
+    _end_run(meta, topic, open_bytes, first_id + len(messages) - 1)
     return topic
 
 
-def page_closings(open_page_bytes: int, body_lengths: Sequence[int], page_size_bytes: int
-                   ) -> list[int]:
+def page_closings(
+    open_page_bytes: int, body_lengths: Sequence[int], page_size_bytes: int
+) -> list[int]:
     """Which of consecutive messages (by index) close their topic's page, the open page
     holding ``open_page_bytes`` before them: one that takes it past ``page_size_bytes``
     closes it (itself included; SPEC "Pages"), as ``produce`` decides message by message.
@@ -140,22 +135,31 @@ def apply_message_run(
     """``apply_messages`` of consecutive messages stored at ``now``, given by their body
     lengths and the indices of those that close a page (``page_closings``): the same
     changes, with a step per page closed rather than per message."""
-    topic = meta.by_incarnation.get(incarnation)
-    if topic is None:
-        return None
-    if first_id != topic.last_id + 1:
-        raise ValueError(f"message id {first_id} follows {topic.last_id} in {topic.name!r}")
-    if not body_lengths:
+    topic = _run_topic(meta, incarnation, first_id)
+    if topic is None or not body_lengths:
         return topic
     open_bytes, start = topic.open_page_bytes, 0
     for index in closing:
         page_bytes = open_bytes + sum(body_lengths[start : index + 1])
         topic.pages.append(Page(first_id + index, page_bytes, now, None))
         open_bytes, start = 0, index + 1
-    topic.open_page_bytes = open_bytes + sum(body_lengths[start:])
-    topic.last_id = first_id + len(body_lengths) - 1
-    meta.high_water_marks[topic.name] = topic.last_id
+    _end_run(meta, topic, open_bytes + sum(body_lengths[start:]), first_id + len(body_lengths) - 1)
     return topic
+
+
+def _run_topic(meta: Meta, incarnation: int, first_id: int) -> TopicMeta | None:
+    """The live topic of ``incarnation`` that a run of messages from ``first_id`` on
+    extends (None: destroyed), its ids checked to follow on (the log is read from disk)."""
+    topic = meta.by_incarnation.get(incarnation)
+    if topic is not None and first_id != topic.last_id + 1:
+        raise ValueError(f"message id {first_id} follows {topic.last_id} in {topic.name!r}")
+    return topic
+
+
+def _end_run(meta: Meta, topic: TopicMeta, open_page_bytes: int, last_id: int) -> None:
+    topic.open_page_bytes = open_page_bytes
+    topic.last_id = last_id
+    meta.high_water_marks[topic.name] = last_id
 
 
 def _ack(topic: TopicMeta, ack_end_id: int | None, now: int) -> None:
@@ -249,8 +253,15 @@ def decode_checkpoint(data: bytes) -> tuple[Meta, int]:
             acked = sum(1 for page in pages if page.acked_ts is not None)
             meta.add(
                 TopicMeta(
-                    t["name"], t["inc"], t["base_id"], t["last_id"], t["trim_id"],
-                    t["open_page_bytes"], pages, acked, dict(t["groups"]),
+                    t["name"],
+                    t["inc"],
+                    t["base_id"],
+                    t["last_id"],
+                    t["trim_id"],
+                    t["open_page_bytes"],
+                    pages,
+                    acked,
+                    dict(t["groups"]),
                 )
             )
         return meta, int(document["log_offset"])
