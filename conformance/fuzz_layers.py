@@ -25,11 +25,9 @@ campaigns of rounds for every layer.
 from __future__ import annotations
 
 import random
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from hypothesis import given, settings
@@ -41,8 +39,8 @@ import rmqsim.conformance.layers  # noqa: F401 (registers the built-in layers)
 from rmqsim.conformance.adapter import Factory
 from rmqsim.conformance.layer import Layer, LayerLockstep, RunSpec, layer_named
 from rmqsim.conformance.lockstep import Divergence
+from rmqsim.conformance.run import run_in_lockstep
 from rmqsim.conformance.run_result import RunResult, build_result, failed_at_final_check
-from rmqsim.conformance.scratch import scratch_root
 from rmqsim.scenarios.consumer_sim import ConsumerSimulation
 from rmqsim.scenarios.stream_sim import StreamSimulation
 
@@ -130,33 +128,30 @@ def _run_example(
     layer: Layer, spec: RunSpec, sut: Any, steer: Callable[[Any], SteeredRandom]
 ) -> tuple[RunResult, LayerLockstep]:
     """Run ``spec``'s simulation with the random source ``steer(simulation)`` in the
-    layer's lockstep, then its final check; always release both sides."""
+    layer's lockstep (``run.run_in_lockstep``: then its final check, both sides released)."""
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="rmqsim-fuzz-", dir=scratch_root()) as tmp:
-        lockstep = layer.open_lockstep(spec, Path(tmp), sut=sut, recorded=False, log_faults=False)
-        divergence: Divergence | None = None
+    opened: list[LayerLockstep] = []
+
+    def drive(lockstep: LayerLockstep) -> None:
+        opened.append(lockstep)
+        simulation = LAYER_SIMULATIONS[layer.name](lockstep.profile, spec.seed, spec.steps)  # type: ignore[attr-defined]  # consumer and stream locksteps hold their profile
+        simulation.rng = steer(simulation)
         try:
-            simulation = LAYER_SIMULATIONS[layer.name](lockstep.profile, spec.seed, spec.steps)  # type: ignore[attr-defined]  # consumer and stream locksteps hold their profile
-            simulation.rng = steer(simulation)
-            try:
-                simulation.run(lockstep.execute)
-            except StopTest as stop:  # hypothesis's data ran out inside a simpy process
-                # simpy re-raises a process's exception as a copy; hypothesis wants its own.
-                raise (stop.__cause__ if isinstance(stop.__cause__, StopTest) else stop) from None
-            if spec.final_check:
-                lockstep.finish()
-        except Divergence as found:
-            divergence = found
-        finally:
-            lockstep.close()
-        result = build_result(spec, lockstep, divergence, started=started)
-        if divergence is None or not layer.final_check_needs_whole_run:
-            return result, lockstep
-        if failed_at_final_check(result):
-            return result, lockstep
-        # Cut at the failing step: a replay must not run the final check (see ``run_steps``).
-        cut = spec.replace(final_check=False)
-        return build_result(cut, lockstep, divergence, started=started), lockstep
+            simulation.run(lockstep.execute)
+        except StopTest as stop:  # hypothesis's data ran out inside a simpy process
+            # simpy re-raises a process's exception as a copy; hypothesis wants its own.
+            raise (stop.__cause__ if isinstance(stop.__cause__, StopTest) else stop) from None
+
+    result = run_in_lockstep(layer, spec, sut, drive)
+    lockstep = opened[0]
+    divergence = result.divergence
+    if divergence is None or not layer.final_check_needs_whole_run:
+        return result, lockstep
+    if failed_at_final_check(result):
+        return result, lockstep
+    # Cut at the failing step: a replay must not run the final check (see ``run_steps``).
+    cut = spec.replace(final_check=False)
+    return build_result(cut, lockstep, divergence, started=started), lockstep
 
 
 def fuzz_layer_round(

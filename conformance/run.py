@@ -82,6 +82,7 @@ __all__ = [
     "replay_run_trace",
     "replay_trace",
     "run",
+    "run_in_lockstep",
     "run_seed",
     "run_steps",
     "spec_for_seed",
@@ -93,7 +94,7 @@ __all__ = [
 Drive = Callable[[LayerLockstep], None]
 
 
-def _run_in_lockstep(
+def run_in_lockstep(
     layer: Layer,
     spec: RunSpec,
     sut: Any,
@@ -140,7 +141,7 @@ def run(
     def simulate(lockstep: LayerLockstep) -> None:
         layer.simulate(spec, lockstep)
 
-    return _run_in_lockstep(layer, spec, sut, simulate, workdir=workdir, log_faults=log_faults)
+    return run_in_lockstep(layer, spec, sut, simulate, workdir=workdir, log_faults=log_faults)
 
 
 class RunOptions(TypedDict, total=False):
@@ -272,7 +273,7 @@ def replay(
         )
 
     try:
-        result = _run_in_lockstep(layer, spec, sut, drive, workdir=workdir, recorded=True)
+        result = run_in_lockstep(layer, spec, sut, drive, workdir=workdir, recorded=True)
     except BadRecordedStep as bad:
         raise TraceFormatError(trace.path, trace.steps[bad.index - 1].line, str(bad)) from None
     final_state = trace.end is not None and trace.end.get("state_digest") is not None
@@ -304,7 +305,7 @@ def run_steps(
         for step in candidate:
             lockstep.execute(step)
 
-    return _run_in_lockstep(layer, spec.replace(impl=name), sut, drive)
+    return run_in_lockstep(layer, spec.replace(impl=name), sut, drive)
 
 
 def _decoders(first_line: str | bytes) -> dict[str, Any]:
