@@ -55,6 +55,7 @@ __all__ = [
     "SweepResult",
     "case_digest",
     "case_file_name",
+    "case_inputs",
     "case_trace",
     "crash_cases",
     "crash_sweep",
@@ -124,6 +125,14 @@ def crash_cases(log: list[PointPass], steps: list[Step]) -> list[CrashCase]:
         if addressable:
             cases.append(CrashCase(passed.step, passed.during, passed.point, passed.hit))
     return cases
+
+
+def case_inputs(base: RunResult) -> tuple[dict[str, Any], list[Step]]:
+    """What every crash case of the passing run ``base`` starts from: its trace's header
+    marked as a sweep's, and its recorded steps (``case_trace`` builds a case of them)."""
+    trace = parse_lines(base.trace_lines)
+    recorded = [Step(s.time_s, s.actor, s.op) for s in trace.steps]
+    return dict(trace.header, crash_sweep=True), recorded
 
 
 def case_trace(header: dict[str, Any], steps: list[Step], case: CrashCase) -> Trace:
@@ -216,9 +225,7 @@ def crash_sweep(
     if not base.ok:
         result.wall_s = time.perf_counter() - started
         return result
-    trace = parse_lines(base.trace_lines)
-    recorded = [Step(s.time_s, s.actor, s.op) for s in trace.steps]
-    header = dict(trace.header, crash_sweep=True)
+    header, recorded = case_inputs(base)
     result.cases = crash_cases(base.fault_log, recorded)
     for done, case in enumerate(result.cases, start=1):
         ok = run_case(result, header, recorded, case, impl=impl, out=out)

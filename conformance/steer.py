@@ -26,11 +26,9 @@ from pathlib import Path
 
 from rmqsim.conformance.adapter import Factory
 from rmqsim.conformance.coverage import NO_POINT, Cell, MappedRun, merged_coverage
-from rmqsim.conformance.crash_sweep import CrashCase, SweepResult, run_case
+from rmqsim.conformance.crash_sweep import CrashCase, SweepResult, case_inputs, run_case
 from rmqsim.conformance.pool import WorkerPool
 from rmqsim.conformance.run import RunResult, run_seed
-from rmqsim.conformance.trace import parse_lines
-from rmqsim.scenarios.ops import Step
 
 __all__ = [
     "MAX_STEERED_CASES",
@@ -115,9 +113,7 @@ def steer_run(profile: str, seed: int, cases: list[CrashCase], plan: SteerPlan) 
     if not base.ok:  # not the run the gate passed: reported as a failure
         result.wall_s = time.perf_counter() - started
         return result
-    trace = parse_lines(base.trace_lines)
-    recorded = [Step(s.time_s, s.actor, s.op) for s in trace.steps]
-    header = dict(trace.header, crash_sweep=True)
+    header, recorded = case_inputs(base)
     result.cases = list(cases)
     for case in cases:
         run_case(result, header, recorded, case, impl=plan.impl, out=plan.out,
