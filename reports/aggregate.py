@@ -1,22 +1,23 @@
-"""The report's numbers, computed by Spark over a sweep directory's rows.
+"""The report's numbers over a sweep directory's rows: Spark schedules, pyarrow computes.
 
-Spark does every pass over the rows; what comes back to the driver is small (a few
-thousand groups at most) and is shaped into the JSON summary here. The aggregations are
-queries over the rows, all collected by ONE Spark job (``collect_all``: their union), so
-the report pays a job's fixed cost once, not once per aggregation:
+One Spark task per data file (or per group of small files) reads ITS files' needed
+columns with pyarrow and returns partial aggregates of everything the report shows
+(``reports.partials``); the driver merges them (grouped keys, not rows: small) and shapes
+the JSON summary here. The aggregations:
 
-1. one grouped scan by (profile, layer, status, config knobs): totals, failure rates by
-   profile and by config dimension (over the rows that have that config), and the
-   operation counts (coverage of operation kinds, per layer: a queue row counts the
-   queue's vocabulary, a consumer row the consumer's);
-2. the swarm's switched-off kinds (another config dimension), exploded;
+1. the base grouping by (repeat, profile, layer, status, implementation, code version,
+   config knobs): totals, failure rates by profile and by config dimension (over the
+   rows that have that config), and the operation counts (coverage of operation kinds,
+   per layer: a queue row counts the queue's vocabulary, a consumer row the consumer's);
+2. the swarm's switched-off kinds (another config dimension);
 3. failures grouped by anomaly signature: count, first seen, smallest reproducer;
-4. fault points passed (coverage of crash points), exploded from the map column;
-5. the determinism pairs (a broadcast join of the few re-runs with their twins);
-6. wall-time percentiles per profile and overall;
+4. fault points passed (coverage of crash points), summed from the map column;
+5. the determinism pairs: each re-run with its first run's digest, exact across files
+   (a second, small pass asks the files that may hold a twin's first run);
+6. wall-time percentiles per profile and overall (a mergeable log-bucket histogram);
 7. the consumer profiles' own configurations (``consumer_config``, one per profile);
 8. the coverage map's cells (``conformance.coverage``): the two map columns of the queue
-   runs exploded and summed by cell label (rows of schema version 3 have none).
+   runs summed by cell label (rows of schema version 3 have none).
 
 Only first runs (``determinism_repeat`` 0) count as runs; the re-runs only feed (5).
 """
@@ -25,16 +26,22 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlparse
 
+from rmqsim.reports.partials import (
+    WALL_BUCKETS_PER_OCTAVE,
+    FileTask,
+    Partials,
+    as_rows,
+    file_profile,
+    lookup_pairs,
+    merge,
+    task_partials,
+    twin_lookups,
+)
 from rmqsim.reports.schema import (
-    ALL_OP_KINDS,
     CONFIG_COLUMNS,
-    LAYER_CONSUMER,
     LAYER_OP_KINDS,
     LAYER_QUEUE,
     MANIFEST,
@@ -43,29 +50,25 @@ from rmqsim.reports.schema import (
     SCHEMA_VERSION,
     STATUS_DIVERGENCE,
     STATUS_ERROR,
-    STATUS_OK,
     SchemaMismatchError,
     arrow_schema,
     check_columns,
-    spark_schema,
 )
 from rmqsim.reports.sweep import check_manifest, data_files, read_manifest
 from rmqsim.scenarios.ops import OP_KINDS
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
 
 #: Wall-time percentiles the report shows.
 PERCENTILES = (0.5, 0.9, 0.99)
-#: Resolution of the wall-time histogram: buckets per doubling (16: within ~4.4 %).
-WALL_BUCKETS_PER_OCTAVE = 16
 #: Failure groups listed in full (the JSON keeps them all).
 MAX_SIGNATURES = 200
-#: How ``collect_all`` runs its union: adaptive execution would run every shuffle of it
-#: as a job of its own (one per aggregation), and the report's groups are few, so a
-#: couple of shuffle partitions hold them.
-ONE_JOB_CONF = {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "2"}
+#: Spark tasks per core of the session at most (a task per data file up to that: small
+#: files are grouped, so a directory of many appended sweeps is not a task per file).
+TASKS_PER_CORE = 8
 
 
 class SweepDirError(Exception):
@@ -186,91 +189,8 @@ def _spark_types(schema: pa.Schema) -> dict[str, str]:
     return {f.name: f.dataType.simpleString() for f in from_arrow_schema(schema).fields}
 
 
-def load_rows(spark: SparkSession, sweep_dir: Path, version: int = SCHEMA_VERSION) -> DataFrame:
-    """The rows of ``sweep_dir`` (whose files' columns ``check_sweep_dir`` checked), read
-    with the schema of row ``version`` (given, so no Spark job infers it); the columns
-    later versions added are empty in rows of an older one."""
-    from pyspark.sql import functions as F
-
-    schema = spark_schema(version)
-    frame = spark.read.schema(schema).parquet(str(sweep_dir / RUNS_DIR))
-    for field in spark_schema().fields:
-        if field.name not in schema.names:
-            frame = frame.withColumn(field.name, F.create_map().cast(field.dataType))
-    return frame
-
-
-def _java_causes(exc: BaseException) -> Iterator[Any]:
-    """The Java exception behind a Py4J/PySpark error, then its causes, innermost last."""
-    java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
-    for _ in range(64):  # a cause chain is short; never loop on a cyclic one
-        if java is None:
-            return
-        yield java
-        java = java.getCause()
-
-
-def unreadable_file(exc: BaseException) -> str | None:
-    """One line naming the file when ``exc`` is Spark failing to read one of the rows'
-    files (``FAILED_READ_FILE``: a footer or a page it cannot decode, a checksum that
-    does not match), else None. The footers were checked before Spark started; this
-    catches the damage a footer does not show, in the middle of a file."""
-    from py4j.protocol import Py4JError
-
-    causes = list(_java_causes(exc))
-    path = None
-    for java in causes:
-        try:
-            condition = str(java.getCondition() or "")
-            parameters = java.getMessageParameters()
-        except Py4JError:  # not a SparkThrowable: a Hadoop or JDK exception
-            continue
-        if condition.startswith("FAILED_READ_FILE") and parameters.get("path"):
-            path = str(parameters.get("path"))
-            break
-    if path is None:
-        return None
-    if path.startswith("file:"):
-        path = unquote(urlparse(path).path)
-    innermost = causes[-1]
-    lines = str(innermost.getMessage() or "").strip().splitlines()
-    reason = f"{innermost.getClass().getSimpleName()}: {lines[0]}" if lines else "unreadable"
-    return f"{path}: not a readable Parquet file (Spark: {reason})"
-
-
-@contextmanager
-def _unreadable_files_are_bad_input() -> Iterator[None]:
-    """Turn Spark's failure to read a file of the rows into ``SweepDirError``."""
-    try:
-        yield
-    except SweepDirError:
-        raise
-    except Exception as exc:
-        problem = unreadable_file(exc)
-        if problem is None:
-            raise
-        raise SweepDirError(problem) from None
-
-
 def _rate(failed: int, runs: int) -> float:
     return round(failed / runs, 6) if runs else 0.0
-
-
-def _base_groups(frame: DataFrame) -> DataFrame:
-    """One grouped pass over every row: counts, sums, seed range and operation counts per
-    (repeat, profile, layer, status, implementation, code version, config) group."""
-    from pyspark.sql import functions as F
-
-    sums = [F.sum(F.col(f"op_counts.{kind}")).alias(f"op_{kind}") for kind in ALL_OP_KINDS]
-    keys = ["determinism_repeat", "profile", "layer", "status", "implementation", "code_version"]
-    return frame.groupBy(*keys, *CONFIG_COLUMNS).agg(
-        F.count(F.lit(1)).alias("runs"),
-        F.sum("steps").alias("steps"),
-        F.sum("wall_s").alias("wall_s"),
-        F.min("seed").alias("min_seed"),
-        F.max("seed").alias("max_seed"),
-        *sums,
-    )
 
 
 def _tally(groups: list[Any], key: str | None) -> list[dict[str, Any]]:
@@ -304,20 +224,6 @@ def _tally(groups: list[Any], key: str | None) -> list[dict[str, Any]]:
             }
         )
     return rows
-
-
-def _kinds_off_query(first: DataFrame) -> DataFrame:
-    from pyspark.sql import functions as F
-
-    return (
-        first.where(F.size("kinds_off") > 0)
-        .select(F.explode("kinds_off").alias("kind"), "status")
-        .groupBy("kind")
-        .agg(
-            F.count(F.lit(1)).alias("runs"),
-            F.sum((F.col("status") != STATUS_OK).cast("long")).alias("failed"),
-        )
-    )
 
 
 def _kinds_off(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -405,19 +311,6 @@ def _describe_consumer(config: dict[str, Any]) -> dict[str, Any]:
     return {"clients": clients, "crashes": crashes, "other": other}
 
 
-def _consumers_query(first: DataFrame) -> DataFrame:
-    from pyspark.sql import functions as F
-
-    return (
-        first.where(F.col("layer") == LAYER_CONSUMER)
-        .groupBy("profile", "consumer_config")
-        .agg(
-            F.count(F.lit(1)).alias("runs"),
-            F.sum((F.col("status") != STATUS_OK).cast("long")).alias("failed"),
-        )
-    )
-
-
 def _consumer_profiles(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each consumer profile's configuration as its rows carry it, with its runs (one
     entry per distinct configuration: appended sweeps of other code may differ)."""
@@ -439,33 +332,6 @@ def _consumer_profiles(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             }
         )
     return out
-
-
-def _failures_query(first: DataFrame) -> DataFrame:
-    from pyspark.sql import functions as F
-
-    smallest = F.struct(
-        F.coalesce("repro_steps", "steps").alias("repro_steps"),
-        F.coalesce("divergence_step", F.lit(0)).alias("divergence_step"),
-        "seed",
-        "profile",
-        "trace_path",
-        "trace_shrunk",
-        "repro",
-        "detail",
-        "implementation",
-    )
-    return (
-        first.where(F.col("status") != STATUS_OK)
-        .groupBy("signature")
-        .agg(
-            F.count(F.lit(1)).alias("count"),
-            F.first("anomaly").alias("anomaly"),
-            F.min(F.struct("seed", "profile")).alias("first"),
-            F.min(smallest).alias("smallest"),
-            F.sort_array(F.collect_set("profile")).alias("profiles"),
-        )
-    )
 
 
 def _failures(rows: list[dict[str, Any]], sweep_dir: Path) -> list[dict[str, Any]]:
@@ -490,18 +356,6 @@ def _failures(rows: list[dict[str, Any]], sweep_dir: Path) -> list[dict[str, Any
     return out
 
 
-def _fault_points_query(first: DataFrame) -> DataFrame:
-    """Times each crash point was passed (a point is recorded per operation kind as
-    ``op:point``; the report counts the point itself)."""
-    from pyspark.sql import functions as F
-
-    return (
-        first.select(F.explode("fault_points").alias("key", "hits"))
-        .groupBy("key")
-        .agg(F.sum("hits").alias("hits"))
-    )
-
-
 def _fault_points(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The ``op:point`` keys' hits summed by point (here: the keys are a few hundred, and
     cutting each of millions of map entries in Spark cost more than the grouping)."""
@@ -509,22 +363,6 @@ def _fault_points(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in rows:
         hits[r["key"].rpartition(":")[2]] += r["hits"]
     return [{"point": point, "hits": hits[point]} for point in sorted(hits)]
-
-
-def _determinism_query(frame: DataFrame) -> DataFrame:
-    """The determinism pairs: one row per twin (a small share of the sweep), joined with
-    its first run."""
-    from pyspark.sql import functions as F
-
-    keys = ["sweep_id", "profile", "seed", "implementation"]
-    twins = frame.where(F.col("determinism_repeat") == 1).select(
-        *keys, F.col("trace_digest").alias("repeat_digest")
-    )
-    return (
-        frame.where(F.col("determinism_repeat") == 0)
-        .join(F.broadcast(twins), keys)
-        .select("profile", "seed", "implementation", "trace_digest", "repeat_digest")
-    )
 
 
 def _determinism(found: list[dict[str, Any]]) -> dict[str, Any]:
@@ -563,17 +401,6 @@ def _percentiles(buckets: list[tuple[int, int]], largest: float) -> dict[str, fl
     return {**values, "max": round(largest, 4)}
 
 
-def _wall_query(first: DataFrame) -> DataFrame:
-    """A histogram of logarithmic buckets of wall time per profile (mergeable, unlike
-    exact or sketch percentiles)."""
-    from pyspark.sql import functions as F
-
-    bucket = F.floor(F.log2(F.greatest("wall_s", F.lit(1e-6))) * WALL_BUCKETS_PER_OCTAVE)
-    return first.groupBy("profile", bucket.alias("bucket")).agg(
-        F.count(F.lit(1)).alias("runs"), F.max("wall_s").alias("max")
-    )
-
-
 def _wall_percentiles(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Wall-time percentiles per profile and overall, from ``_wall_query``'s histogram."""
     per_profile: dict[str, list[tuple[int, int]]] = defaultdict(list)
@@ -588,17 +415,6 @@ def _wall_percentiles(rows: list[dict[str, Any]]) -> dict[str, Any]:
             name: _percentiles(per_profile[name], largest[name]) for name in sorted(per_profile)
         },
     }
-
-
-def _cells_query(first: DataFrame, column: str) -> DataFrame:
-    """A coverage map column (cell label -> count) summed by cell over the rows."""
-    from pyspark.sql import functions as F
-
-    return (
-        first.select(F.explode(column).alias("label", "count"))
-        .groupBy("label")
-        .agg(F.sum("count").alias("count"))
-    )
 
 
 def _coverage_cells(
@@ -644,77 +460,53 @@ def _known_fault_points(implementations: list[str]) -> list[str]:
 
 def summarize(spark: SparkSession, sweep_dir: Path) -> dict[str, Any]:
     """The JSON summary of the sweep directory (what the HTML page shows); a data file
-    Spark cannot read is a ``SweepDirError`` naming it. The caller checks ``sweep_dir``
+    that cannot be read is a ``SweepDirError`` naming it. The caller checks ``sweep_dir``
     first with ``check_sweep_dir`` (``rmqsim report`` does, before Spark starts), so its
     manifest, listing and footers are read once."""
-    with _unreadable_files_are_bad_input():
-        return _summarize(spark, sweep_dir)
-
-
-def collect_all(queries: dict[str, DataFrame]) -> dict[str, list[dict[str, Any]]]:
-    """The rows of every query, by name, from ONE Spark job: each query's rows become
-    JSON text (nulls kept) tagged with its name, and the tagged queries are one union,
-    collected once. Spark plans the branches as stages of the same job, so the rows are
-    scanned as the union needs them, and the job's fixed cost (scheduling, code
-    generation, a round trip per ``collect``) is paid once instead of once per query."""
-    from functools import reduce
-
-    from pyspark.sql import functions as F
-
-    tagged = [
-        query.select(
-            F.lit(name).alias("query"),
-            F.to_json(F.struct(*query.columns), {"ignoreNullFields": "false"}).alias("row"),
-        )
-        for name, query in queries.items()
-    ]
-    found: dict[str, list[dict[str, Any]]] = {name: [] for name in queries}
-    union = reduce(lambda a, b: a.unionAll(b), tagged)
-    with _session_conf(union.sparkSession, ONE_JOB_CONF):
-        rows = union.collect()
-    for row in rows:
-        found[row["query"]].append(json.loads(row["row"]))
-    return found
-
-
-@contextmanager
-def _session_conf(spark: SparkSession, conf: dict[str, str]) -> Iterator[None]:
-    """``conf`` set on ``spark`` for the block, the previous values restored after."""
-    before = {key: spark.conf.get(key, None) for key in conf}
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, earlier in before.items():
-            if earlier is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, earlier)
-
-
-def _queries(frame: DataFrame) -> dict[str, DataFrame]:
-    """Every aggregation of the report, as a query over the rows (``frame``)."""
-    from pyspark.sql import functions as F
-
-    first = frame.where(F.col("determinism_repeat") == 0)
-    return {
-        "groups": _base_groups(frame),
-        "kinds_off": _kinds_off_query(first),
-        "failures": _failures_query(first),
-        "consumers": _consumers_query(first),
-        "fault_points": _fault_points_query(first),
-        "determinism": _determinism_query(frame),
-        "wall": _wall_query(first),
-        "cells_reached": _cells_query(first, "coverage_reached"),
-        "cells_crashed": _cells_query(first, "coverage_crashed"),
-    }
-
-
-def _summarize(spark: SparkSession, sweep_dir: Path) -> dict[str, Any]:
     manifest = read_manifest(sweep_dir) or {}
     version = manifest.get("schema_version", SCHEMA_VERSION)
-    found = collect_all(_queries(load_rows(spark, sweep_dir, version)))
+    found = collect_partials(spark.sparkContext, sweep_dir, version)
+    return shape_summary(found, manifest, sweep_dir)
+
+
+def file_tasks(sweep_dir: Path, version: int) -> list[FileTask]:
+    """A task's worth of work per data file of ``sweep_dir`` (the files Spark would read,
+    in a stable order), each read by path where the task runs."""
+    runs = sweep_dir / RUNS_DIR
+    return [FileTask(str(path), file_profile(path, runs), version) for path in data_files(runs)]
+
+
+def collect_partials(
+    sc: SparkContext, sweep_dir: Path, version: int
+) -> dict[str, list[dict[str, Any]]]:
+    """Every aggregation's rows, by name: one Spark job whose tasks aggregate their data
+    files with pyarrow (``reports.partials``), merged here; then, only when some twin's
+    first run may lie in another file than the twin, a second job asking those files."""
+    tasks = file_tasks(sweep_dir, version)
+    merged = _run_tasks(sc, tasks, task_partials)
+    lookups = twin_lookups(tasks, merged)
+    if lookups:
+        merged.add(_run_tasks(sc, lookups, lookup_pairs))
+    return as_rows(merged)
+
+
+def _run_tasks(sc: SparkContext, items: list[Any], function: Any) -> Partials:
+    """``function`` over ``items`` in Spark tasks (a task per item, up to
+    ``TASKS_PER_CORE`` per core), their partials merged; ``SweepDirError`` naming the
+    first file a task could not read."""
+    slices = max(1, min(len(items), TASKS_PER_CORE * sc.defaultParallelism))
+    merged = merge(sc.parallelize(items, slices).mapPartitions(function).collect())
+    if merged.error is not None:
+        raise SweepDirError(merged.error)
+    return merged
+
+
+def shape_summary(
+    found: dict[str, list[dict[str, Any]]], manifest: dict[str, Any], sweep_dir: Path
+) -> dict[str, Any]:
+    """The JSON summary from the aggregations' rows (``collect_partials``) and the
+    directory's manifest."""
+    version = manifest.get("schema_version", SCHEMA_VERSION)
     every_group = found["groups"]
     groups = [g for g in every_group if g["determinism_repeat"] == 0]
     implementations = sorted({g["implementation"] for g in groups})

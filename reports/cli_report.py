@@ -69,7 +69,7 @@ def report_command(
     """
     from rmqsim.reports.aggregate import SweepDirError, check_sweep_dir, summarize, write_json
     from rmqsim.reports.page import write_html
-    from rmqsim.reports.spark import spark_session
+    from rmqsim.reports.spark import Shipping, spark_session
 
     try:
         rows = check_sweep_dir(sweep_dir)
@@ -82,7 +82,8 @@ def report_command(
             f"--html and --json name the same file ({html_file}): one would overwrite the other"
         )
     quick = rows <= QUICK_START_ROWS
-    with spark_session(master, "rmqsim report", quick_start=quick) as spark:
+    shipping = Shipping(rmqsim=True)  # the tasks aggregate with rmqsim.reports.partials
+    with spark_session(master, "rmqsim report", shipping=shipping, quick_start=quick) as spark:
         try:
             summary = summarize(spark, sweep_dir.resolve())
         except SweepDirError as exc:

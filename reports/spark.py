@@ -105,11 +105,13 @@ def _root_cause(exc: Exception) -> str:
 @dataclass(frozen=True, slots=True)
 class Shipping:
     """What a session's Python tasks need on a cluster's executors (``reports.shipping``):
-    the implementation they run (None: the session runs no rmqsim code in its tasks, a
-    report) and a packed Python environment (``--archives FILE[#ALIAS]``, None: none)."""
+    the implementation they run (None: none), rmqsim itself (shipped whenever ``impl`` is
+    given; ``rmqsim`` asks for it without one: a report's tasks run rmqsim's aggregation
+    code) and a packed Python environment (``--archives FILE[#ALIAS]``, None: none)."""
 
     impl: str | Factory | None = None
     archives: str | None = None
+    rmqsim: bool = False
 
 
 @contextmanager
@@ -159,7 +161,7 @@ def spark_session(
         spark.sparkContext.setLogLevel("ERROR")
         try:
             with tempfile.TemporaryDirectory(prefix="rmqsim-ship-") as ship_dir:
-                if shipping.impl is not None and not is_local(master):
+                if (shipping.impl is not None or shipping.rmqsim) and not is_local(master):
                     ship_code(spark.sparkContext, shipping.impl, Path(ship_dir))
                 yield spark
         finally:
@@ -205,11 +207,12 @@ def _executor_python(python: str) -> Iterator[None]:
             os.environ["PYSPARK_PYTHON"] = before
 
 
-def ship_code(sc: SparkContext, impl: str | Factory, ship_dir: Path) -> None:
-    """Send rmqsim and ``impl``'s module to the executors (``SparkContext.addPyFile``);
-    the files are built under ``ship_dir``, which outlives the session's tasks."""
+def ship_code(sc: SparkContext, impl: str | Factory | None, ship_dir: Path) -> None:
+    """Send rmqsim and ``impl``'s module (if any) to the executors
+    (``SparkContext.addPyFile``); the files are built under ``ship_dir``, which outlives
+    the session's tasks."""
     sc.addPyFile(str(package_zip(ship_dir)))
-    code = impl_code(impl, ship_dir)
+    code = impl_code(impl, ship_dir) if impl is not None else None
     if code is not None:
         sc.addPyFile(str(code))
 

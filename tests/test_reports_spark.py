@@ -275,9 +275,9 @@ def test_a_schema_3_directory_is_reported_without_a_coverage_map(
 def test_the_report_runs_its_aggregations_as_one_spark_job(
     spark: Any, good_sweep: tuple[Path, Any]
 ) -> None:
-    """Every aggregation comes back from one collect: Spark jobs are the twins' broadcast
-    and the union of the aggregations, however many there are (the rows' schema is given,
-    from the footers ``check_sweep_dir`` reads: no job infers it)."""
+    """Every aggregation comes back from one job whose tasks aggregate their data files
+    (``reports.partials``), plus one small job for the twins whose first runs lie in
+    other files (a sweep puts a re-run in another task's chunk than its first run)."""
     from rmqsim.reports.aggregate import summarize
 
     out, _ = good_sweep
@@ -473,8 +473,8 @@ def test_report_names_a_file_damaged_past_its_footer(
     good_sweep: tuple[Path, Any], tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """Pages overwritten, the footer intact: the footer check before Spark passes the file,
-    Spark's read fails (its checksum), and the report still names the file in one line
-    with exit 2, not a Java stack trace with exit 3."""
+    the Spark task's pyarrow read fails, and the report still names the file in one line
+    with exit 2, not a stack trace with exit 3."""
     out, _ = good_sweep
     copy = tmp_path / "damaged"
     shutil.copytree(out, copy)
@@ -489,7 +489,7 @@ def test_report_names_a_file_damaged_past_its_footer(
     result = rmqsim("report", copy)
     assert result.exit_code == 2, result.output
     [line] = result.output.splitlines()
-    assert line.startswith(f"rmqsim: error: {victim}: not a readable Parquet file (Spark: ")
+    assert line.startswith(f"rmqsim: error: {victim}: not a readable Parquet file (pyarrow: ")
     jvm = capfd.readouterr().err  # what the JVM printed itself
     assert "at org.apache" not in jvm and "Exception" not in jvm, jvm
 

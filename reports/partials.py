@@ -1,0 +1,578 @@
+"""The report's aggregations over ONE data file of a sweep, with pyarrow, and how the
+driver merges them (``merge``): what each Spark task of ``rmqsim report`` computes.
+
+Spark schedules (a task per data file, or per group of small files), pyarrow computes:
+each task reads its files' needed columns only and returns partial aggregates, small
+(grouped keys, not rows); the driver merges them into the rows the report is shaped
+from (``reports.aggregate``). Nothing here imports Spark, so a Spark Python worker, a
+cluster's executor (rmqsim shipped as a zip) and a plain process run it the same.
+
+Every file's rows share one profile (the ``profile=...`` directory it lies in), so a
+file's groups need not carry it per row. The determinism pairs are exact across files:
+a task resolves its twins against the first runs of the same file, and names for each
+(sweep, implementation) its first runs' seed range; the driver then asks the files whose
+range holds a twin's seed (``TwinLookup``, a second, small pass) for the rest.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from rmqsim.reports.schema import (
+    ADDED_COLUMNS,
+    ALL_OP_KINDS,
+    CONFIG_COLUMNS,
+    LAYER_CONSUMER,
+    STATUS_OK,
+)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = [
+    "GROUP_KEYS",
+    "WALL_BUCKETS_PER_OCTAVE",
+    "FileTask",
+    "Partials",
+    "TwinLookup",
+    "as_rows",
+    "file_profile",
+    "lookup_pairs",
+    "merge",
+    "task_partials",
+    "twin_lookups",
+]
+
+#: Resolution of the wall-time histogram: buckets per doubling (16: within ~4.4 %).
+WALL_BUCKETS_PER_OCTAVE = 16
+#: The base grouping's keys (``profile`` comes from the file's directory).
+GROUP_KEYS: tuple[str, ...] = (
+    "determinism_repeat",
+    "profile",
+    "layer",
+    "status",
+    "implementation",
+    "code_version",
+    *CONFIG_COLUMNS,
+)
+#: Fields of a failure group's smallest reproducer, compared in this order.
+SMALLEST_FIELDS = (
+    "repro_steps",
+    "divergence_step",
+    "seed",
+    "profile",
+    "trace_path",
+    "trace_shrunk",
+    "repro",
+    "detail",
+    "implementation",
+)
+#: Columns a task reads (the coverage maps only from rows of schema 4 on).
+READ_COLUMNS = (
+    "sweep_id",
+    "layer",
+    "seed",
+    "implementation",
+    "code_version",
+    "determinism_repeat",
+    "status",
+    "anomaly",
+    "signature",
+    "divergence_step",
+    "detail",
+    "steps",
+    "op_counts",
+    "fault_points",
+    *CONFIG_COLUMNS,
+    "kinds_off",
+    "consumer_config",
+    "wall_s",
+    "trace_digest",
+    "trace_path",
+    "trace_shrunk",
+    "repro_steps",
+    "repro",
+)
+#: Summary files another writer may leave: their row groups are other files' rows.
+SUMMARY_FILES = ("_metadata", "_common_metadata")
+
+#: A twin's key: (sweep_id, profile, seed, implementation).
+TwinKey = tuple[str, str | None, int, str]
+
+
+@dataclass(frozen=True, slots=True)
+class FileTask:
+    """One data file to aggregate: its path, its rows' profile, the row schema version."""
+
+    path: str
+    profile: str | None
+    version: int
+
+
+def file_profile(path: Path, runs_dir: Path) -> str | None:
+    """The profile of a data file's rows: its ``profile=...`` directory's value, unquoted
+    as Spark's partition discovery does (None outside such a directory)."""
+    for part in path.relative_to(runs_dir).parts[:-1]:
+        name, sep, value = part.partition("=")
+        if sep and name == "profile":
+            return unquote(value)
+    return None
+
+
+@dataclass(slots=True)
+class Partials:
+    """The partial aggregates of some files (merged in place by ``add``); ``error`` names
+    the first file that could not be read."""
+
+    groups: dict[tuple[Any, ...], list[Any]] = field(default_factory=dict)
+    kinds_off: dict[Any, list[int]] = field(default_factory=dict)
+    failures: dict[Any, dict[str, Any]] = field(default_factory=dict)
+    consumers: dict[tuple[Any, Any], list[int]] = field(default_factory=dict)
+    fault_points: dict[Any, int] = field(default_factory=dict)
+    wall: dict[tuple[Any, int], list[Any]] = field(default_factory=dict)
+    cells_reached: dict[Any, int] = field(default_factory=dict)
+    cells_crashed: dict[Any, int] = field(default_factory=dict)
+    #: Twins' repeat digests, and the digests of the first runs found for them by the
+    #: file they lie in (a file asked twice for a twin answers once).
+    repeats: dict[TwinKey, list[str]] = field(default_factory=dict)
+    firsts: dict[TwinKey, dict[str, list[str]]] = field(default_factory=dict)
+    #: Per file: (sweep_id, profile, implementation) -> (lowest, highest) first-run seed.
+    seed_ranges: dict[str, dict[tuple[Any, ...], tuple[int, int]]] = field(default_factory=dict)
+    #: Per file: the twins found in it (resolved there already).
+    twin_files: dict[str, list[TwinKey]] = field(default_factory=dict)
+    error: str | None = None
+
+    def add(self, other: Partials) -> None:
+        """Merge ``other``'s aggregates into these."""
+        for key, agg in other.groups.items():
+            mine = self.groups.get(key)
+            self.groups[key] = list(agg) if mine is None else _merge_group(mine, agg)
+        _sum_lists(self.kinds_off, other.kinds_off)
+        _sum_lists(self.consumers, other.consumers)
+        for key, wall in other.wall.items():
+            runs, largest = self.wall.get(key, (0, -math.inf))
+            self.wall[key] = [runs + wall[0], max(largest, wall[1])]
+        for name in ("fault_points", "cells_reached", "cells_crashed"):
+            _sum_counts(getattr(self, name), getattr(other, name))
+        for signature, failure in other.failures.items():
+            mine_failure = self.failures.get(signature)
+            self.failures[signature] = (
+                dict(failure) if mine_failure is None else _merge_failure(mine_failure, failure)
+            )
+        for twin, digests in other.repeats.items():
+            self.repeats.setdefault(twin, []).extend(digests)
+        for twin, by_file in other.firsts.items():
+            self.firsts.setdefault(twin, {}).update(by_file)
+        self.seed_ranges.update(other.seed_ranges)
+        self.twin_files.update(other.twin_files)
+        self.error = self.error or other.error
+
+
+def _merge_group(mine: list[Any], other: list[Any]) -> list[Any]:
+    """[runs, steps, wall_s, min_seed, max_seed, *op sums]: sums, except the seeds."""
+    runs, steps, wall_s, low, high, *ops = mine
+    return [
+        runs + other[0],
+        _add(steps, other[1]),
+        _add(wall_s, other[2]),
+        min(low, other[3]),
+        max(high, other[4]),
+        *(_add(a, b) for a, b in zip(ops, other[5:], strict=True)),
+    ]
+
+
+def _add(a: Any, b: Any) -> Any:
+    """A SQL sum's merge: null only when both are."""
+    if a is None:
+        return b
+    return a if b is None else a + b
+
+
+def _sum_lists(into: dict[Any, list[int]], more: dict[Any, list[int]]) -> None:
+    for key, values in more.items():
+        mine = into.get(key)
+        into[key] = (
+            list(values) if mine is None else [a + b for a, b in zip(mine, values, strict=True)]
+        )
+
+
+def _sum_counts(into: dict[Any, int], more: dict[Any, int]) -> None:
+    for key, count in more.items():
+        into[key] = _add(into.get(key), count)
+
+
+def _nulls_first(value: Any) -> tuple[bool, Any]:
+    """A sort key ordering None before every value (Spark's order for ``min``)."""
+    return (value is not None, value)
+
+
+def _smallest_key(smallest: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(_nulls_first(smallest[name]) for name in SMALLEST_FIELDS)
+
+
+def _merge_failure(mine: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+    anomalies = [a for a in (mine["anomaly"], other["anomaly"]) if a is not None]
+    return {
+        "count": mine["count"] + other["count"],
+        "anomaly": min(anomalies, default=None),
+        "first": min(mine["first"], other["first"], key=lambda f: tuple(map(_nulls_first, f))),
+        "smallest": min(mine["smallest"], other["smallest"], key=_smallest_key),
+        "profiles": mine["profiles"] | other["profiles"],
+    }
+
+
+def task_partials(tasks: Iterable[FileTask]) -> Iterator[Partials]:
+    """What one Spark task returns: the partial aggregates of its files, merged (one
+    ``Partials``; an unreadable file makes it carry ``error`` instead of raising, so the
+    report names the file in one line rather than a worker's traceback)."""
+    partials = Partials()
+    for task in tasks:
+        if Path(task.path).name in SUMMARY_FILES:
+            continue
+        try:
+            table = _read(task)
+        except Exception as exc:  # any decoding failure names the file
+            partials.error = partials.error or _unreadable(task.path, exc)
+            continue
+        partials.add(_file_partials(table, task))
+    yield partials
+
+
+def _unreadable(path: str, exc: BaseException) -> str:
+    reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return f"{path}: not a readable Parquet file (pyarrow: {type(exc).__name__}: {reason})"
+
+
+def _read(task: FileTask) -> pa.Table:
+    import pyarrow.parquet as pq
+
+    later = {name for v, names in ADDED_COLUMNS.items() if v > task.version for name in names}
+    wanted = [
+        *READ_COLUMNS,
+        *(c for c in ("coverage_reached", "coverage_crashed") if c not in later),
+    ]
+    return pq.ParquetFile(task.path).read(columns=wanted, use_threads=False)
+
+
+def _file_partials(table: pa.Table, task: FileTask) -> Partials:
+    import pyarrow.compute as pc
+
+    first = table.filter(pc.equal(table["determinism_repeat"], 0))
+    partials = Partials(
+        groups=_groups(table, task.profile),
+        kinds_off=_kinds_off(first),
+        failures=_failures(first, task.profile),
+        consumers=_consumers(first, task.profile),
+        fault_points=_map_sums(first, "fault_points"),
+        wall=_wall(first, task.profile),
+    )
+    if "coverage_reached" in table.column_names:
+        partials.cells_reached = _map_sums(first, "coverage_reached")
+        partials.cells_crashed = _map_sums(first, "coverage_crashed")
+    _twins(table, first, task, partials)
+    return partials
+
+
+def _groups(table: pa.Table, profile: str | None) -> dict[tuple[Any, ...], list[Any]]:
+    """The base grouping: runs, steps, wall time, seed range and operations per group."""
+    import pyarrow.compute as pc
+
+    ops = {f"op_{kind}": pc.struct_field(table["op_counts"], kind) for kind in ALL_OP_KINDS}
+    keys = [k for k in GROUP_KEYS if k != "profile"]
+    source = table.select([*keys, "steps", "wall_s", "seed"])
+    for name, column in ops.items():
+        source = source.append_column(name, column)
+    rows = source.group_by(keys, use_threads=False).aggregate(
+        [
+            ([], "count_all"),
+            ("steps", "sum"),
+            ("wall_s", "sum"),
+            ("seed", "min"),
+            ("seed", "max"),
+            *((name, "sum") for name in ops),
+        ]
+    )
+    out = {}
+    for row in rows.to_pylist():
+        key = tuple(profile if k == "profile" else row[k] for k in GROUP_KEYS)
+        out[key] = [
+            row["count_all"],
+            row["steps_sum"],
+            row["wall_s_sum"],
+            row["seed_min"],
+            row["seed_max"],
+            *(row[f"{name}_sum"] for name in ops),
+        ]
+    return out
+
+
+def _kinds_off(first: pa.Table) -> dict[Any, list[int]]:
+    """Per switched-off kind: [runs, failed] (a run counts once per kind it switched off)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    column = first["kinds_off"]
+    lengths = pc.list_value_length(column).fill_null(0).to_numpy(zero_copy_only=False)
+    if not lengths.sum():
+        return {}
+    failed = pc.not_equal(first["status"], STATUS_OK).to_numpy(zero_copy_only=False)
+    entries = pa.table(
+        {
+            "kind": pc.list_flatten(column),
+            "failed": np.repeat(failed.astype(np.int64), lengths),
+        }
+    )
+    rows = entries.group_by("kind", use_threads=False).aggregate(
+        [([], "count_all"), ("failed", "sum")]
+    )
+    return {r["kind"]: [r["count_all"], r["failed_sum"]] for r in rows.to_pylist()}
+
+
+def _failures(first: pa.Table, profile: str | None) -> dict[Any, dict[str, Any]]:
+    """Per signature: count, anomaly, first (seed, profile), smallest reproducer, profiles
+    (the failing first runs are few: about 1 % of the rows; done row by row)."""
+    import pyarrow.compute as pc
+
+    failing = first.filter(pc.not_equal(first["status"], STATUS_OK))
+    if not failing.num_rows:
+        return {}
+    columns = ["signature", "anomaly", "steps", *(f for f in SMALLEST_FIELDS if f != "profile")]
+    out: dict[Any, dict[str, Any]] = {}
+    for row in failing.select(list(dict.fromkeys(columns))).to_pylist():
+        smallest = {name: profile if name == "profile" else row[name] for name in SMALLEST_FIELDS}
+        if smallest["repro_steps"] is None:
+            smallest["repro_steps"] = row["steps"]
+        if smallest["divergence_step"] is None:
+            smallest["divergence_step"] = 0
+        failure = {
+            "count": 1,
+            "anomaly": row["anomaly"],
+            "first": (row["seed"], profile),
+            "smallest": smallest,
+            "profiles": frozenset([profile]),
+        }
+        mine = out.get(row["signature"])
+        out[row["signature"]] = failure if mine is None else _merge_failure(mine, failure)
+    return out
+
+
+def _consumers(first: pa.Table, profile: str | None) -> dict[tuple[Any, Any], list[int]]:
+    """Per (profile, consumer configuration) of the consumer runs: [runs, failed]."""
+    import pyarrow.compute as pc
+
+    mine = first.filter(pc.equal(first["layer"], LAYER_CONSUMER))
+    if not mine.num_rows:
+        return {}
+    failed = pc.cast(pc.not_equal(mine["status"], STATUS_OK), "int64")
+    source = mine.select(["consumer_config"]).append_column("failed", failed)
+    rows = source.group_by("consumer_config", use_threads=False).aggregate(
+        [([], "count_all"), ("failed", "sum")]
+    )
+    return {
+        (profile, r["consumer_config"]): [r["count_all"], r["failed_sum"]] for r in rows.to_pylist()
+    }
+
+
+def _map_sums(first: pa.Table, column: str) -> dict[Any, int]:
+    """A map column (label -> count) summed by label."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    maps = first[column]
+    key = pa.field("key", maps.type.key_type, nullable=False)
+    as_list = pa.list_(pa.struct([key, pa.field("value", maps.type.item_type)]))
+    entries = pc.list_flatten(maps.cast(as_list))
+    if not len(entries):
+        return {}
+    flat = pa.table(
+        {"key": pc.struct_field(entries, "key"), "value": pc.struct_field(entries, "value")}
+    )
+    rows = flat.group_by("key", use_threads=False).aggregate([("value", "sum")])
+    return {r["key"]: r["value_sum"] for r in rows.to_pylist()}
+
+
+def _wall(first: pa.Table, profile: str | None) -> dict[tuple[Any, int], list[Any]]:
+    """A histogram of logarithmic buckets of wall time: [runs, largest] per bucket; the
+    bucket as Spark's SQL computed it (``floor(log2(max(wall_s, 1e-6)) * 16)``, its
+    ``log2`` being ``ln(x) / ln(2)``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not first.num_rows:
+        return {}
+    wall = first["wall_s"]
+    log2 = pc.divide(pc.ln(pc.max_element_wise(wall, 1e-6)), math.log(2))
+    bucket = pc.cast(pc.floor(pc.multiply(log2, float(WALL_BUCKETS_PER_OCTAVE))), pa.int64())
+    source = pa.table({"bucket": bucket, "wall_s": wall})
+    rows = source.group_by("bucket", use_threads=False).aggregate(
+        [([], "count_all"), ("wall_s", "max")]
+    )
+    return {(profile, r["bucket"]): [r["count_all"], r["wall_s_max"]] for r in rows.to_pylist()}
+
+
+def _twins(table: pa.Table, first: pa.Table, task: FileTask, partials: Partials) -> None:
+    """The file's twins (repeat digests) with the first runs of the same file that match
+    them, and its first runs' seed range per (sweep, implementation)."""
+    import pyarrow.compute as pc
+
+    ranges = first.group_by(["sweep_id", "implementation"], use_threads=False).aggregate(
+        [("seed", "min"), ("seed", "max")]
+    )
+    partials.seed_ranges[task.path] = {
+        (r["sweep_id"], task.profile, r["implementation"]): (r["seed_min"], r["seed_max"])
+        for r in ranges.to_pylist()
+    }
+    twins = table.filter(pc.equal(table["determinism_repeat"], 1))
+    keys = ["sweep_id", "seed", "implementation", "trace_digest"]
+    found: list[TwinKey] = []
+    for r in twins.select(keys).to_pylist():
+        twin = (r["sweep_id"], task.profile, r["seed"], r["implementation"])
+        partials.repeats.setdefault(twin, []).append(r["trace_digest"])
+        found.append(twin)
+    partials.twin_files[task.path] = found
+    if found:
+        _first_digests(first, task, set(found), partials.firsts)
+
+
+def _first_digests(
+    first: pa.Table,
+    task: FileTask,
+    wanted: set[TwinKey],
+    into: dict[TwinKey, dict[str, list[str]]],
+) -> None:
+    """The digests of the first runs in ``first`` (of ``task``'s file) whose key is
+    ``wanted``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    seeds = pa.array(sorted({twin[2] for twin in wanted}), pa.int64())
+    candidates = first.filter(pc.is_in(first["seed"], value_set=seeds))
+    keys = ["sweep_id", "seed", "implementation", "trace_digest"]
+    for r in candidates.select(keys).to_pylist():
+        twin = (r["sweep_id"], task.profile, r["seed"], r["implementation"])
+        if twin in wanted:
+            into.setdefault(twin, {}).setdefault(task.path, []).append(r["trace_digest"])
+
+
+@dataclass(frozen=True, slots=True)
+class TwinLookup:
+    """The second pass's work for one file: the twins (found in other files) whose first
+    run this file may hold (its seed range for their sweep covers their seed)."""
+
+    task: FileTask
+    twins: frozenset[TwinKey]
+
+
+def twin_lookups(tasks: list[FileTask], merged: Partials) -> list[TwinLookup]:
+    """The files to look in again, for twins whose first runs may lie in another file
+    than theirs (none when every file's seed ranges rule them out)."""
+    by_file: dict[str, set[TwinKey]] = defaultdict(set)
+    ranges: dict[tuple[Any, ...], list[tuple[str, int, int]]] = defaultdict(list)
+    for path, file_ranges in merged.seed_ranges.items():
+        for (sweep, profile, impl), (low, high) in file_ranges.items():
+            ranges[(sweep, profile, impl)].append((path, low, high))
+    for twin_path, twins in merged.twin_files.items():
+        for twin in twins:
+            sweep, profile, seed, impl = twin
+            for path, low, high in ranges.get((sweep, profile, impl), ()):
+                if path != twin_path and low <= seed <= high:
+                    by_file[path].add(twin)
+    return [
+        TwinLookup(task, frozenset(by_file[task.path])) for task in tasks if task.path in by_file
+    ]
+
+
+def lookup_pairs(lookups: Iterable[TwinLookup]) -> Iterator[Partials]:
+    """What one task of the second pass returns: the first runs' digests its files hold
+    for the twins asked (only the key and digest columns are read)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    partials = Partials()
+    for lookup in lookups:
+        columns = ["sweep_id", "seed", "implementation", "determinism_repeat", "trace_digest"]
+        try:
+            table = pq.ParquetFile(lookup.task.path).read(columns=columns, use_threads=False)
+        except Exception as exc:  # any decoding failure names the file
+            partials.error = partials.error or _unreadable(lookup.task.path, exc)
+            continue
+        first = table.filter(pc.equal(table["determinism_repeat"], 0))
+        _first_digests(first, lookup.task, set(lookup.twins), partials.firsts)
+    yield partials
+
+
+def merge(parts: Iterable[Partials]) -> Partials:
+    """The partials of every task as one."""
+    merged = Partials()
+    for part in parts:
+        merged.add(part)
+    return merged
+
+
+def as_rows(merged: Partials) -> dict[str, list[dict[str, Any]]]:
+    """The merged aggregates as rows by aggregation name, the shape the summary is built
+    from (``reports.aggregate``): what the report's SQL queries returned before."""
+    op_names = [f"op_{kind}" for kind in ALL_OP_KINDS]
+    stats = ["runs", "steps", "wall_s", "min_seed", "max_seed", *op_names]
+    return {
+        "groups": [
+            dict(zip(GROUP_KEYS, key, strict=True)) | dict(zip(stats, agg, strict=True))
+            for key, agg in merged.groups.items()
+        ],
+        "kinds_off": [
+            {"kind": kind, "runs": runs, "failed": failed}
+            for kind, (runs, failed) in merged.kinds_off.items()
+        ],
+        "failures": [_failure_row(signature, f) for signature, f in merged.failures.items()],
+        "consumers": [
+            {"profile": profile, "consumer_config": config, "runs": runs, "failed": failed}
+            for (profile, config), (runs, failed) in merged.consumers.items()
+        ],
+        "fault_points": [{"key": k, "hits": hits} for k, hits in merged.fault_points.items()],
+        "determinism": _pairs(merged),
+        "wall": [
+            {"profile": profile, "bucket": bucket, "runs": runs, "max": largest}
+            for (profile, bucket), (runs, largest) in merged.wall.items()
+        ],
+        "cells_reached": [{"label": k, "count": n} for k, n in merged.cells_reached.items()],
+        "cells_crashed": [{"label": k, "count": n} for k, n in merged.cells_crashed.items()],
+    }
+
+
+def _failure_row(signature: Any, failure: dict[str, Any]) -> dict[str, Any]:
+    seed, profile = failure["first"]
+    return {
+        "signature": signature,
+        "count": failure["count"],
+        "anomaly": failure["anomaly"],
+        "first": {"seed": seed, "profile": profile},
+        "smallest": dict(failure["smallest"]),
+        "profiles": sorted(failure["profiles"], key=_nulls_first),
+    }
+
+
+def _pairs(merged: Partials) -> list[dict[str, Any]]:
+    """Each twin with each first run of its key (a join's rows), in key order."""
+    pairs = []
+    for twin in sorted(merged.repeats, key=lambda k: tuple(map(_nulls_first, k))):
+        _sweep, profile, seed, implementation = twin
+        firsts = [d for digests in merged.firsts.get(twin, {}).values() for d in digests]
+        for first_digest in sorted(firsts):
+            for repeat_digest in merged.repeats[twin]:
+                pairs.append(
+                    {
+                        "profile": profile,
+                        "seed": seed,
+                        "implementation": implementation,
+                        "trace_digest": first_digest,
+                        "repeat_digest": repeat_digest,
+                    }
+                )
+    return pairs
