@@ -26,7 +26,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -45,6 +45,9 @@ from rmqsim.conformance.bench_raw import (
 from rmqsim.conformance.cli.common import friendly_errors
 from rmqsim.conformance.scratch import scratch_root
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 __all__ = [
     "BACKENDS",
     "MEASUREMENTS",
@@ -62,6 +65,8 @@ __all__ = [
 TARGET_RATIO = 0.5
 #: Issue 24: the commit-log backend's async produce against ``impl.RocksMQ``'s produce.
 TARGET_VS_ROCKSMQ = 1.0
+#: The console width when stdout is not a terminal: wider than any table of the bench.
+_PIPED_WIDTH_CHARS = 1000
 #: Every backend ``rmqsim bench`` measures, in table order.
 BACKENDS = ("rocksmq", "commitlog", "commitlog-async")
 
@@ -325,7 +330,6 @@ def bench(messages: int, repeats: int, backends: tuple[str, ...], lockstep_seeds
 
 
 def _print_results(results: list[Measurement], messages: int, repeats: int) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     from rmqsim.impl.commitlog.records import CRC32_SOURCE
@@ -347,7 +351,7 @@ def _print_results(results: list[Measurement], messages: int, repeats: int) -> N
             f"{result.ratio:.2f}x", f"{result.cpu_ratio:.2f}x",
             f"{_met(result.ratio, TARGET_RATIO)} / {_met(result.cpu_ratio, TARGET_RATIO)}",
         )  # fmt: skip
-    console = Console()
+    console = _console()
     console.print(table)
     versus = vs_rocksmq(results)
     if versus is not None:
@@ -358,6 +362,16 @@ def _print_results(results: list[Measurement], messages: int, repeats: int) -> N
         )
 
 
+def _console() -> Console:
+    """A console as wide as the terminal; when stdout is not one (piped, CI) as wide as
+    ``_PIPED_WIDTH_CHARS``, so that a table keeps its natural width instead of being
+    squeezed to 80 columns, which cuts its numbers ("587,…")."""
+    from rich.console import Console
+
+    console = Console()
+    return console if console.is_terminal else Console(width=_PIPED_WIDTH_CHARS)
+
+
 def _met(ratio: float, target: float) -> str:
     return "yes" if ratio >= target else "NO"
 
@@ -366,7 +380,6 @@ def _print_lockstep(seeds: int, check_every: int) -> None:
     """Lockstep ops/s on smoke and swarm, and the stream layer's on its ``stream`` profile
     (our streams on our queue), per wall and CPU second, with ratios to the SUT (for the
     stream, the stream implementation) and the model alone."""
-    from rich.console import Console
     from rich.table import Table
 
     from rmqsim.conformance.bench_lockstep import (
@@ -411,8 +424,9 @@ def _print_lockstep(seeds: int, check_every: int) -> None:
             f"{m.cpu_slowdown_vs_sut:.2f}x",
             f"{m.slowdown_vs_model:.2f}x",
         )
-    Console().print(table)
-    Console().print(
+    console = _console()
+    console.print(table)
+    console.print(
         f"targets (default checks, --check-every 1): lockstep >= "
         f"{TARGET_LOCKSTEP_OPS_PER_S:,} ops/s on smoke; slowdown vs SUT <= "
         f"{TARGET_SLOWDOWN_VS_SUT}x (stream: vs the stream implementation alone; its "

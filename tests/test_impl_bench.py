@@ -132,6 +132,18 @@ def test_bench_command_prints_the_commit_log_rows_and_the_cpu_columns() -> None:
     assert CliRunner().invoke(cli, [*args[:6], "--backend", "nope"]).exit_code == 2
 
 
+def test_a_piped_bench_prints_whole_numbers_not_a_table_squeezed_to_80_columns() -> None:
+    args = ["bench", "--messages", "100", "--repeats", "1", "--lockstep-seeds", "1",
+            "--backend", "commitlog-async"]
+    result = CliRunner().invoke(cli, args, env={"COLUMNS": None})  # stdout is not a tty
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.output, result.output
+    row = next(line for line in result.output.splitlines() if "commitlog-async" in line)
+    assert "raw append, fsync per 4 dirty pages or 10 s" in row, result.output
+    assert len(re.findall(r"\b\d{1,3}(?:,\d{3})*\b(?![,\d])", row)) >= 4, row  # whole rates
+    assert len(re.findall(r"\d+\.\d\dx", row)) == 2, row  # both ratios, in full
+
+
 def test_cpu_time_counts_every_thread_of_the_process() -> None:
     """A background thread's work (RocksDB's, a flusher's) is in the CPU figure even while
     the measuring thread waits."""
