@@ -44,6 +44,7 @@ from rmqsim.conformance.crash_record import ArmedCrash
 from rmqsim.conformance.layer import layer_for_profile
 from rmqsim.conformance.lockstep import PointPass
 from rmqsim.conformance.run import RunResult, replay_trace, run_seed
+from rmqsim.conformance.shrink import shrunk_path
 from rmqsim.conformance.trace import Trace, TraceStep, parse_lines, write_lines
 from rmqsim.scenarios.ops import ArmCrash, CrashReopen, Step
 from rmqsim.scenarios.profiles import ProfileError
@@ -196,6 +197,8 @@ def run_case(
     if out is not None:
         outcome.trace_path = out / (prefix + case_file_name(result, case, outcome.anomaly))
         write_lines(outcome.trace_path, outcome.trace_lines)
+        # A shrunk trace an earlier run left beside it would pass for this case's.
+        shrunk_path(outcome.trace_path).unlink(missing_ok=True)
     result.failures.append((case, outcome))
     return False
 

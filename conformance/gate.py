@@ -17,7 +17,12 @@ from typing import Any, TypeVar
 from rmqsim.conformance.adapter import Factory, resolve_impl
 from rmqsim.conformance.corpus import replay_corpus
 from rmqsim.conformance.coverage import coverage_summary, with_coverage
-from rmqsim.conformance.crash_sweep import DEFAULT_SWEEP_STEPS, SweepResult, crash_sweep
+from rmqsim.conformance.crash_sweep import (
+    DEFAULT_SWEEP_STEPS,
+    CrashCase,
+    SweepResult,
+    crash_sweep,
+)
 from rmqsim.conformance.gate_power import power_suite, power_summary
 from rmqsim.conformance.layer import registered_layers
 from rmqsim.conformance.layers import CONSUMER_LAYER, QUEUE_LAYER, STREAM_LAYER
@@ -42,12 +47,14 @@ __all__ = [
     "SweepPlan",
     "all_gate_profiles",
     "collect_sweeps",
+    "crash_case_failures",
     "junit_xml",
     "run_corpus",
     "run_profiles",
     "run_steering",
     "run_sweeps",
     "save_failure",
+    "shrink_crash_cases",
     "submit_sweeps",
     "summary_json",
     "sweep_order",
@@ -72,7 +79,8 @@ def all_gate_profiles() -> tuple[str, ...]:
 CORPUS_SUITE = "regressions"
 #: Default seeds per profile: sized so that the whole gate takes a few minutes here.
 DEFAULT_GATE_SEEDS = range(0, 20)
-#: The gate shrinks at most this many failing runs (the report shows the first ones).
+#: The gate shrinks at most this many failing runs (the report shows the first ones), and
+#: as many failing crash cases (``shrink_crash_cases``).
 MAX_SHRUNK_FAILURES = 5
 
 T = TypeVar("T")
@@ -407,6 +415,48 @@ def run_steering(
         gate.steered.append(result)
 
 
+def crash_case_failures(gate: GateResult) -> list[RunResult]:
+    """The failing crash cases of ``gate``: its sweeps' in profile order, then its steered
+    cases' (a failing base run of a sweep is not a case)."""
+    return [run for swept in (*gate.sweeps, *gate.steered) for _, run in swept.failures]
+
+
+def shrink_crash_cases(
+    gate: GateResult,
+    plan: GatePlan,
+    *,
+    pool: WorkerPool | None = None,
+    on_shrink_run: OnRun | None = None,
+    on_shrunk: Callable[[RunResult], None] | None = None,
+) -> None:
+    """Shrink the first ``MAX_SHRUNK_FAILURES`` failing crash cases of ``gate``
+    (``crash_case_failures``) as the first failing runs are: within ``plan.shrink`` each
+    (None: none), the shrunk trace beside the case's, ``shrunk`` set on the case's result
+    (left None when the failure does not recur). A case's crash is one of its steps
+    (``ArmCrash``, or the header's ``open_crash``), so a candidate that drops it fails
+    otherwise or not at all and is not kept. With a ``pool`` the shrinks are its tasks
+    (the same shrunk traces; ``on_shrink_run`` is not called); ``on_shrunk`` hears each
+    case once its shrink is over, in order."""
+    if plan.shrink is None:
+        return
+    cases = crash_case_failures(gate)[:MAX_SHRUNK_FAILURES]
+    if pool is None:
+        for case in cases:
+            _shrink_here(case, plan=plan, on_run=on_shrink_run)
+            if on_shrunk is not None:
+                on_shrunk(case)
+        return
+    futures = [pool.submit(_shrink_one, case, plan) for case in cases]
+    try:
+        for case, future in zip(cases, futures, strict=True):
+            case.shrunk = future.result().shrunk
+            if on_shrunk is not None:
+                on_shrunk(case)
+    finally:
+        for future in futures:
+            future.cancel()
+
+
 def _finished_after(futures: list[Future[T]], count: int) -> list[T]:
     """The results of ``futures[count:]`` that had finished when the gate was interrupted
     (in order): it reports them too."""
@@ -458,9 +508,18 @@ def _sweep_suite(
                 type="divergence",
             )
             failure.text = "\n\n".join(
-                [f"{c.label()}: {r.anomaly}: {r.repro_command()}" for c, r in sweep.failures]
+                [_case_line(c, r) for c, r in sweep.failures]
                 + [render_failure(runs[0])]
             )
+
+
+def _case_line(case: CrashCase, run: RunResult) -> str:
+    """A failing crash case in the JUnit failure text: what and how to repeat it (and its
+    shrunk reproducer, when it was shrunk)."""
+    line = f"{case.label()}: {run.anomaly}: {run.repro_command()}"
+    if run.shrunk is not None:
+        line += f" (shrunk to {run.shrunk.steps} operations: {run.shrunk.repro_command()})"
+    return line
 
 
 def run_corpus(gate: GateResult, directory: Path, *, impl: str | Factory) -> None:
@@ -583,10 +642,7 @@ def summary_json(gate: GateResult) -> dict[str, Any]:
                 "seed": s.seed,
                 "cases": [c.label() for c in s.cases],
                 "failed": len(s.failures) + (0 if s.base.ok else 1),
-                "failures": [
-                    {"case": c.label(), "anomaly": r.anomaly, "repro": r.repro_command()}
-                    for c, r in s.failures
-                ],
+                "failures": [_case_json(c, r) for c, r in s.failures],
             }
             for s in gate.steered
         ],
@@ -599,14 +655,26 @@ def summary_json(gate: GateResult) -> dict[str, Any]:
                 "resolved": dict(sorted(s.resolutions.items())),
                 "failed": len(s.failures) + (0 if s.base.ok else 1),
                 "wall_s": round(s.wall_s, 3),
-                "failures": [
-                    {"case": c.label(), "anomaly": r.anomaly, "repro": r.repro_command()}
-                    for c, r in s.failures
-                ],
+                "failures": [_case_json(c, r) for c, r in s.failures],
             }
             for s in gate.sweeps
         },
         "power_loss": power_summary(gate.power_sweeps),
+    }
+
+
+def _case_json(case: CrashCase, run: RunResult) -> dict[str, Any]:
+    """A failing crash case in the summary: its label, anomaly and repro command, and
+    when it was shrunk its shrunk trace, length, replay command and search."""
+    return {
+        "case": case.label(),
+        "anomaly": run.anomaly,
+        "repro": run.repro_command(),
+        "steps": run.steps,
+        "shrunk_trace": str(run.shrunk.trace_path) if run.shrunk else None,
+        "shrunk_steps": run.shrunk.steps if run.shrunk else None,
+        "shrunk_repro": run.shrunk.repro_command() if run.shrunk else None,
+        "shrink_search": _search_json(run.shrunk),
     }
 
 

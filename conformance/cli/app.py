@@ -451,6 +451,7 @@ def gate_command(
         if sweep and swept:
             _gate_sweeps(gate, plan, swept, sweep_steps, sweep_crash_mode, pool)
             _gate_steer(gate, plan, pool)
+            _gate_shrink_cases(gate, plan, pool)
         if power_loss and swept:
             _gate_power(gate, plan, swept, power_steps, pool)
         run_corpus(gate, corpus or DEFAULT_CORPUS, impl=impl)
@@ -525,6 +526,24 @@ def _gate_steer(gate: Any, plan: Any, pool: Any) -> None:
     from rmqsim.conformance.gate import run_steering
 
     run_steering(gate, plan, pool=pool)
+
+
+def _gate_shrink_cases(gate: Any, plan: Any, pool: Any) -> None:
+    """Shrink the first failing crash cases (``gate.shrink_crash_cases``), under a bar."""
+    from rmqsim.conformance.gate import MAX_SHRUNK_FAILURES, crash_case_failures, shrink_crash_cases
+
+    count = min(len(crash_case_failures(gate)), MAX_SHRUNK_FAILURES)
+    if plan.shrink is None or not count:
+        return
+    with progress(count, "shrink crash cases") as bar:
+        shrink_bar = ShrinkBar(bar, plan.shrink)
+
+        def on_shrunk(_case: Any) -> None:
+            bar.advance(bar.task_ids[0])
+            shrink_bar.done()
+
+        shrink_crash_cases(gate, plan, pool=pool, on_shrink_run=shrink_bar.on_run,
+                           on_shrunk=on_shrunk)  # fmt: skip
 
 
 def _gate_power(gate: Any, plan: Any, swept: list[str], steps: int | None, pool: Any) -> None:
