@@ -54,6 +54,7 @@ from typing import Any
 
 from rmqsim.conformance.mutants import Mutant
 from rmqsim.impl.commitlog import (
+    HARNESS_GEOMETRY,
     MIN_SEGMENT_SIZE_BYTES,
     CommitLogMQ,
     FileSystem,
@@ -200,7 +201,8 @@ def _opener(
     ) -> CommitLogMQ:
         return CommitLogMQ.open(path, config=config, clock=clock, faults=faults,
                                 policy=FlushPolicy(mode="sync"),
-                                fs=wrapper(fs or OsFileSystem()), geometry=geometry,
+                                fs=wrapper(fs or OsFileSystem()),
+                                geometry=geometry or HARNESS_GEOMETRY,
                                 hooks=hooks)
 
     factory.__qualname__ = factory.__name__ = name

@@ -16,6 +16,8 @@ tools that seed bugs in it; the defaults are correct.
 
 ``open_queue`` and ``open_queue_async`` are adapter factories:
 ``--impl impl.commitlog:open_queue`` (sync flush) or ``impl.commitlog:open_queue_async``.
+They create stores of ``HARNESS_GEOMETRY`` (1 MiB segments, so that the harness's runs
+and crash sweeps roll segments); ``CommitLogMQ.open`` defaults to ``DEFAULT_GEOMETRY``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from pathlib import Path
 from rmqsim.impl.commitlog.fs import FileSystem, OsFileSystem
 from rmqsim.impl.commitlog.queue import FLUSH_MODES, CommitLogMQ, FlushPolicy
 from rmqsim.impl.commitlog.recovery import (
+    DEFAULT_GEOMETRY,
+    HARNESS_GEOMETRY,
     MIN_SEGMENT_SIZE_BYTES,
     Geometry,
     RecoveryHooks,
@@ -34,7 +38,9 @@ from rmqsim.impl.faults import FaultHook
 from rmqsim.model.api import Clock, MQConfig
 
 __all__ = [
+    "DEFAULT_GEOMETRY",
     "FLUSH_MODES",
+    "HARNESS_GEOMETRY",
     "MIN_SEGMENT_SIZE_BYTES",
     "CommitLogMQ",
     "FileSystem",
@@ -55,7 +61,7 @@ def open_queue(
     """Adapter factory: the commit-log queue, ``sync`` flush (every produce is synced).
     ``fs``: the file system (default the OS; the storage crash sweep passes its disk)."""
     return CommitLogMQ.open(path, config=config, clock=clock, faults=faults,
-                            policy=FlushPolicy(mode="sync"), fs=fs)
+                            policy=FlushPolicy(mode="sync"), fs=fs, geometry=HARNESS_GEOMETRY)
 
 
 def open_queue_async(
@@ -64,4 +70,4 @@ def open_queue_async(
 ) -> CommitLogMQ:
     """Adapter factory: the commit-log queue, ``async`` flush (RocketMQ's defaults)."""
     return CommitLogMQ.open(path, config=config, clock=clock, faults=faults,
-                            policy=FlushPolicy(mode="async"), fs=fs)
+                            policy=FlushPolicy(mode="async"), fs=fs, geometry=HARNESS_GEOMETRY)

@@ -32,6 +32,7 @@ from rmqsim.impl.commitlog import records
 from rmqsim.impl.commitlog.fs import FileSystem, OsFileSystem
 from rmqsim.impl.commitlog.log import PendingRecord
 from rmqsim.impl.commitlog.recovery import (
+    DEFAULT_GEOMETRY,
     Geometry,
     OpenStore,
     RecoveryHooks,
@@ -161,13 +162,14 @@ class CommitLogMQ:
         hooks: RecoveryHooks | None = None,
     ) -> CommitLogMQ:
         """Open (create or recover) the store at directory ``path``. ``fs``: the file
-        system (default the OS); ``geometry``: file sizes of a new store; ``hooks``:
+        system (default the OS); ``geometry``: file sizes of a new store (default
+        ``DEFAULT_GEOMETRY``: 64 MiB segments); ``hooks``:
         recovery's extension points (``RecoveryHooks``; default the correct ones)."""
         if not isinstance(config, MQConfig):
             raise InvalidArgumentError(f"config must be an MQConfig, got {type(config).__name__}")
         policy = policy or FlushPolicy()
-        geometry = geometry or Geometry(segment_size_bytes=1 << 20, cq_entries_per_file=4096)
-        store = open_store(fs or OsFileSystem(), os.fspath(path), geometry, faults, hooks)
+        store = open_store(fs or OsFileSystem(), os.fspath(path), geometry or DEFAULT_GEOMETRY,
+                           faults, hooks)
         mq = cls(store, config, clock or _system_clock, faults, policy)
         if policy.background_flush_interval_s is not None:
             mq._start_flusher(float(policy.background_flush_interval_s))
