@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from rmqsim.conformance.adapter import BadImplError, Factory, FaultHook, load_factory
-from rmqsim.conformance.watchdog import OperationHang, op_timeout_s
+from rmqsim.conformance.watchdog import OperationHang, op_timeout_s, running_s
 from rmqsim.model.api import (
     Clock,
     ConsumerMessage,
@@ -259,7 +259,7 @@ class ProcessQueue:
             # Twice the bound: the lockstep's own bound on this call (which looks at the
             # calling thread first: slow is not stuck) speaks first; this wait is what
             # ends a call that no bound watches.
-            if not self._conn.poll(2 * limit_s or None):
+            if not self._answers_within(2 * limit_s):
                 self._hung(method, limit_s)
             status, value, passed = self._conn.recv()
         except (EOFError, OSError):
@@ -275,6 +275,17 @@ class ProcessQueue:
         if status == "state":
             return State.build(*value)
         return value
+
+    def _answers_within(self, wait_s: float) -> bool:
+        """Whether the child's answer came within ``wait_s`` (0: no limit) of running time:
+        a Ctrl-Z in the wait (``watchdog.running_s``) does not count against it."""
+        if not wait_s:
+            return self._conn.poll(None)
+        deadline_s = running_s() + wait_s
+        while (left_s := deadline_s - running_s()) > 0:
+            if self._conn.poll(left_s):
+                return True
+        return self._conn.poll(0)
 
     def _pass(self, passed: list[str]) -> None:
         if self._faults is not None:

@@ -14,10 +14,10 @@ How a stuck call is stopped, in process (``--crash-mode process`` kills its chil
   with a timeout would cost two thread switches per call, and a Python thread cannot be
   killed: the stuck worker would keep the implementation's locks and its RocksDB handle
   (the database's LOCK) for the life of the process. Instead the call runs where it always
-  did, and ``CallBound.call`` only writes down its deadline (one ``time.monotonic()`` and
-  a tuple: 0.16 µs per call measured, two calls per lockstep operation of ≈150 µs of CPU,
-  ≈0.2%, within the noise of ``rmqsim bench``; a hand-off measured 72-89 µs per call; see
-  docs/BENCHMARKS.md).
+  did, and ``CallBound.call`` only writes down its deadline (one ``time.monotonic()``, a
+  subtraction and a tuple: 0.16 µs per call measured, the subtraction 0.01-0.03 µs more,
+  two calls per lockstep operation of ≈150 µs of CPU, ≈0.2%, within the noise of
+  ``rmqsim bench``; a hand-off measured 72-89 µs per call; see docs/BENCHMARKS.md).
 * **A watchdog that acts only on an overrun.** One daemon thread per process sleeps until
   the earliest deadline of the calls in progress. When a call overran, it sends SIGALRM to
   the main thread (``signal.pthread_kill``), whose handler raises ``OperationHang`` there.
@@ -50,6 +50,15 @@ How a stuck call is stopped, in process (``--crash-mode process`` kills its chil
   prints every thread's stack and exits with status 1. (While a run is under way it takes
   the process's one ``dump_traceback_later`` timer, pytest's ``faulthandler_timeout`` too.)
   ``--crash-mode process`` turns all of these into an ordinary ``hang`` with a trace.
+* **Ctrl-Z is not a hang.** The deadlines and the last resort's timer count wall time, and
+  a process stopped past them would end when continued. While a bound of the main thread
+  is active, SIGTSTP (Ctrl-Z, when it had its default action) is taken as terminal
+  programs take it (``_Watchdog._on_stop_key``): the timer is disarmed, the process stops
+  itself with SIGSTOP, and when continued the time stopped is left out of the deadlines
+  (``running_s``: the clock they are on) and the timer re-armed; the previous handler is
+  back when the last such bound goes, and the timer is disarmed then too. SIGSTOP itself
+  cannot be caught: a stop past the bound is still no hang (the resumed call uses CPU
+  again), but a stop past the timer ends the process when it is continued.
 
 The bound is a setting of the process, not of a run (it changes no trace, so it is not in
 one): the CLI's ``--op-timeout-s`` applies it to a command (``op_timeout``), 0 turns it off
@@ -82,6 +91,7 @@ __all__ = [
     "OperationHang",
     "op_timeout",
     "op_timeout_s",
+    "running_s",
     "shrink_op_timeout_s",
 ]
 
@@ -134,6 +144,13 @@ def op_timeout(limit_s: float) -> Iterator[None]:
         _op_timeout_s = saved
 
 
+def running_s() -> float:
+    """``time.monotonic()`` less the time this process was stopped by Ctrl-Z: the clock of
+    the calls' deadlines, for a wait bounded by the liveness bound elsewhere (the process
+    mode's pipe)."""
+    return time.monotonic() - _stopped_s
+
+
 class OperationHang(BaseException):
     """A call into the SUT did not return within the bound. Raised in the thread that made
     the call (by the watchdog's signal, or by the process mode's proxy)."""
@@ -155,7 +172,15 @@ class OperationHang(BaseException):
         )
 
 
-#: A call in progress: (its deadline on ``time.monotonic()``, what it is).
+#: Seconds this process spent stopped by Ctrl-Z (SIGTSTP, ``_Watchdog._on_stop_key``):
+#: left out of the calls' deadlines, which are on ``time.monotonic()`` less this.
+_stopped_s = 0.0
+#: How long a Ctrl-Z waits for the watchdog's lock (held for microseconds, unless the main
+#: thread was stopped while holding it: then it stops without it).
+_STOP_LOCK_WAIT_S = 0.5
+
+#: A call in progress: (its deadline on ``time.monotonic()`` less ``_stopped_s``, what it
+#: is).
 _Call = tuple[float, str]
 
 
@@ -185,7 +210,7 @@ class CallBound:
 
     def call(self, what: str, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)``, or ``OperationHang`` when it runs past the bound."""
-        self.current = (time.monotonic() + self.limit_s, what)
+        self.current = (time.monotonic() - _stopped_s + self.limit_s, what)
         try:
             return fn(*args)
         finally:
@@ -294,8 +319,9 @@ def _last_resort(what: str, limit_s: float, main: bool) -> None:
 
 
 class _Watchdog:
-    """The process's one watchdog thread (a daemon, started with the first bound) and the
-    SIGALRM handler (installed while a bound of the main thread is active)."""
+    """The process's one watchdog thread (a daemon, started with the first bound), and the
+    SIGALRM and SIGTSTP handlers (installed while a bound of the main thread is active;
+    SIGTSTP's only where it had its default action: ``_on_stop_key``)."""
 
     def __init__(self, *, dead_man: bool = True) -> None:
         #: Whether this process may use faulthandler's timer (not in a child forked while
@@ -309,6 +335,8 @@ class _Watchdog:
         self._thread: threading.Thread | None = None
         self._previous_handler: Any = None
         self._handler_installed = False
+        #: SIGTSTP's handler before ours, while ours is installed (None: not installed).
+        self._previous_stop_handler: Any = None
         #: When the GIL-held last resort fires (``time.monotonic()``), if armed.
         self._dead_man_at: float | None = None
 
@@ -321,6 +349,7 @@ class _Watchdog:
             if bound.in_main_thread and not self._handler_installed:
                 self._previous_handler = signal.signal(signal.SIGALRM, self._on_alarm)
                 self._handler_installed = True
+                self._install_stop_key()
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="rmqsim-watchdog", daemon=True
@@ -337,6 +366,46 @@ class _Watchdog:
             if self._handler_installed and not main_bounds and _in_main_thread():
                 signal.signal(signal.SIGALRM, self._previous_handler or signal.SIG_DFL)
                 self._handler_installed = False
+                self._restore_stop_key()
+            if not self._bounds:
+                # The wall-time timer must not outlive the runs: Ctrl-Z has its default
+                # action again, and a process stopped so must not end when continued.
+                self._disarm_dead_man()
+
+    def _install_stop_key(self) -> None:
+        """Take Ctrl-Z (SIGTSTP) where it would stop the process (its default action; an
+        ignored or handled SIGTSTP is left alone), so that it stops it our way."""
+        stop_key = getattr(signal, "SIGTSTP", None)
+        if stop_key is not None and signal.getsignal(stop_key) == signal.SIG_DFL:
+            self._previous_stop_handler = signal.signal(stop_key, self._on_stop_key)
+
+    def _restore_stop_key(self) -> None:
+        if self._previous_stop_handler is not None:
+            signal.signal(signal.SIGTSTP, self._previous_stop_handler)
+            self._previous_stop_handler = None
+
+    def _on_stop_key(self, signum: int, frame: Any) -> None:
+        """Ctrl-Z, as terminal programs take it: disarm the wall-time timer, stop with
+        SIGSTOP, and when continued (``fg``, SIGCONT) leave the time stopped out of the
+        calls' deadlines and re-arm it: a run suspended past the bound carries on. Under
+        the lock, so that the watchdog thread cannot re-arm the timer in between."""
+        global _stopped_s
+        if self is not _WATCHDOG:  # a forked child's copy of its parent's: not this one's
+            os.kill(os.getpid(), signal.SIGSTOP)
+            return
+        locked = self._lock.acquire(timeout=_STOP_LOCK_WAIT_S)
+        try:
+            self._disarm_dead_man()
+            stopped_at = time.monotonic()
+            os.kill(os.getpid(), signal.SIGSTOP)
+            _stopped_s += time.monotonic() - stopped_at
+            bounds = self.live()
+            if bounds:
+                limit_s = max(bound.limit_s for bound in bounds)
+                self._arm_dead_man(limit_s, limit_s)
+        finally:
+            if locked:
+                self._lock.release()
 
     def _on_alarm(self, signum: int, frame: Any) -> None:
         for bound in self.live():
@@ -359,7 +428,7 @@ class _Watchdog:
                 if not bounds:
                     self._disarm_dead_man()
                 else:
-                    now = time.monotonic()
+                    now = time.monotonic() - _stopped_s
                     look_at = min(bound.check(now) for bound in bounds)
                     pause_s = max(look_at - now, 0.001)
                     self._arm_dead_man(pause_s, max(bound.limit_s for bound in bounds))
@@ -397,7 +466,11 @@ def _reset_in_child() -> None:
     when it bounds its first call (the parent's runs are not its own), without the GIL
     last resort if the parent's timer was armed (see ``_Watchdog``)."""
     global _WATCHDOG
-    _WATCHDOG = _Watchdog(dead_man=_WATCHDOG._dead_man and _WATCHDOG._dead_man_at is None)
+    parent = _WATCHDOG
+    _WATCHDOG = _Watchdog(dead_man=parent._dead_man and parent._dead_man_at is None)
+    if parent._previous_stop_handler is not None:  # Ctrl-Z stops the child as it would
+        with contextlib.suppress(ValueError):  # not the main thread: the stale one stops
+            signal.signal(signal.SIGTSTP, parent._previous_stop_handler)
 
 
 os.register_at_fork(after_in_child=_reset_in_child)
