@@ -469,7 +469,7 @@ def _reset_in_child() -> None:
     parent = _WATCHDOG
     _WATCHDOG = _Watchdog(dead_man=parent._dead_man and parent._dead_man_at is None)
     if parent._previous_stop_handler is not None:  # Ctrl-Z stops the child as it would
-        with contextlib.suppress(ValueError):  # not the main thread: the stale one stops
+        with contextlib.suppress(ValueError):  # else the stale handler: it only stops
             signal.signal(signal.SIGTSTP, parent._previous_stop_handler)
 
 

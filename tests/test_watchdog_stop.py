@@ -123,3 +123,16 @@ def test_the_stop_key_handler_goes_with_the_watchdog() -> None:
             assert signal.getsignal(signal.SIGTSTP) == signal.SIG_IGN
     finally:
         signal.signal(signal.SIGTSTP, previous)
+
+
+def test_a_child_forked_during_a_run_stops_on_ctrl_z_by_default() -> None:
+    """The parent's handler belongs to the parent's watchdog: a child forked while it is
+    installed gets SIGTSTP's previous handler back (its own runs install it again)."""
+    from rmqsim.conformance.watchdog import CallBound
+
+    with CallBound(5.0):
+        pid = os.fork()
+        if pid == 0:  # the child: report by exit status only
+            os._exit(0 if signal.getsignal(signal.SIGTSTP) == signal.SIG_DFL else 3)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
