@@ -11,10 +11,6 @@ import click
 from rmqsim.conformance.cli.common import EXIT_DIVERGENCE, EXIT_OK, UsageError, friendly_errors
 from rmqsim.reports.cli_sweep import master_option
 
-#: Reports over at most this many rows start Spark with ``quick_start`` (its JVM's work
-#: is then mostly its own start; larger inputs keep the optimizing JIT for the scan).
-QUICK_START_ROWS = 1_000_000
-
 #: File names under the sweep directory.
 HTML_NAME = "report.html"
 JSON_NAME = "report.json"
@@ -72,7 +68,7 @@ def report_command(
     from rmqsim.reports.spark import Shipping, spark_session
 
     try:
-        rows = check_sweep_dir(sweep_dir)
+        check_sweep_dir(sweep_dir)
     except SweepDirError as exc:
         raise UsageError(str(exc)) from None
     html_file = writable_target(html_file or sweep_dir / HTML_NAME, "--html", html_file is not None)
@@ -81,9 +77,10 @@ def report_command(
         raise UsageError(
             f"--html and --json name the same file ({html_file}): one would overwrite the other"
         )
-    quick = rows <= QUICK_START_ROWS
-    shipping = Shipping(rmqsim=True)  # the tasks aggregate with rmqsim.reports.partials
-    with spark_session(master, "rmqsim report", shipping=shipping, quick_start=quick) as spark:
+    # The tasks aggregate with pyarrow (rmqsim.reports.partials): Spark's JVM only
+    # schedules them, whatever the rows, so it starts with its quick-start options.
+    shipping = Shipping(rmqsim=True)
+    with spark_session(master, "rmqsim report", shipping=shipping, quick_start=True) as spark:
         try:
             summary = summarize(spark, sweep_dir.resolve())
         except SweepDirError as exc:

@@ -34,6 +34,7 @@ from rmqsim.reports.schema import (
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
 __all__ = [
     "GROUP_KEYS",
@@ -73,9 +74,8 @@ SMALLEST_FIELDS = (
     "detail",
     "implementation",
 )
-#: Columns a task reads (the coverage maps only from rows of schema 4 on).
+#: Columns a task reads batch by batch (and the coverage maps, from rows of schema 4 on).
 READ_COLUMNS = (
-    "sweep_id",
     "layer",
     "seed",
     "implementation",
@@ -93,12 +93,36 @@ READ_COLUMNS = (
     "kinds_off",
     "consumer_config",
     "wall_s",
-    "trace_digest",
     "trace_path",
     "trace_shrunk",
     "repro_steps",
     "repro",
 )
+#: The coverage map columns (row schema 4 on).
+COVERAGE_COLUMNS = ("coverage_reached", "coverage_crashed")
+#: The columns that pair twins with their first runs (read once per file, whole).
+TWIN_COLUMNS = ("sweep_id", "seed", "implementation", "determinism_repeat", "trace_digest")
+#: Columns (and map keys, list items) read as dictionaries: few distinct values, so a
+#: task decodes each once per page instead of once per row (a third of a task's CPU).
+DICTIONARY_COLUMNS = (
+    "sweep_id",
+    "layer",
+    "implementation",
+    "code_version",
+    "status",
+    "anomaly",
+    "signature",
+    "detail",
+    "consumer_config",
+    "trace_path",
+    "repro",
+    "kinds_off.list.element",
+    "fault_points.key_value.key",
+    "coverage_reached.key_value.key",
+    "coverage_crashed.key_value.key",
+)
+#: Rows aggregated at once (a file is read in batches of these).
+BATCH_ROWS = 128 * 1024
 #: Summary files another writer may leave: their row groups are other files' rows.
 SUMMARY_FILES = ("_metadata", "_common_metadata")
 
@@ -231,16 +255,16 @@ def task_partials(tasks: Iterable[FileTask]) -> Iterator[Partials]:
     """What one Spark task returns: the partial aggregates of its files, merged (one
     ``Partials``; an unreadable file makes it carry ``error`` instead of raising, so the
     report names the file in one line rather than a worker's traceback)."""
+    import pyarrow as pa
+
     partials = Partials()
     for task in tasks:
         if Path(task.path).name in SUMMARY_FILES:
             continue
         try:
-            table = _read(task)
-        except Exception as exc:  # any decoding failure names the file
+            partials.add(_file_partials(task))
+        except (pa.ArrowException, OSError) as exc:  # the file's bytes do not decode
             partials.error = partials.error or _unreadable(task.path, exc)
-            continue
-        partials.add(_file_partials(table, task))
     yield partials
 
 
@@ -249,33 +273,83 @@ def _unreadable(path: str, exc: BaseException) -> str:
     return f"{path}: not a readable Parquet file (pyarrow: {type(exc).__name__}: {reason})"
 
 
-def _read(task: FileTask) -> pa.Table:
-    import pyarrow.parquet as pq
-
-    later = {name for v, names in ADDED_COLUMNS.items() if v > task.version for name in names}
-    wanted = [
-        *READ_COLUMNS,
-        *(c for c in ("coverage_reached", "coverage_crashed") if c not in later),
-    ]
-    return pq.ParquetFile(task.path).read(columns=wanted, use_threads=False)
-
-
-def _file_partials(table: pa.Table, task: FileTask) -> Partials:
+def _file_partials(task: FileTask) -> Partials:
+    """One file's partials, batch by batch (``BATCH_ROWS``: memory stays bounded and is
+    reused, whatever the file's size; a whole 1M-row file at once cost more in page
+    faults than in decoding). Only the rows whose seed some twin of the file has are
+    kept past their batch, to pair the twins with their first runs at the end."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    first = table.filter(pc.equal(table["determinism_repeat"], 0))
+    parquet = _open(task)
+    keys = parquet.read(columns=["determinism_repeat", "seed"], use_threads=False)
+    twin_seeds = keys.filter(pc.equal(keys["determinism_repeat"], 1))["seed"].combine_chunks()
+    later = {name for v, names in ADDED_COLUMNS.items() if v > task.version for name in names}
+    columns = [*READ_COLUMNS, *(c for c in COVERAGE_COLUMNS if c not in later), *TWIN_COLUMNS]
+    partials = Partials(seed_ranges={task.path: {}})
+    kept = []
+    for batch in parquet.iter_batches(
+        BATCH_ROWS, columns=list(dict.fromkeys(columns)), use_threads=False
+    ):
+        table = pa.Table.from_batches([batch])
+        partials.add(_batch_partials(table, task.profile))
+        _add_seed_ranges(partials.seed_ranges[task.path], table, task.profile)
+        twin_rows = table.select(list(TWIN_COLUMNS))
+        kept.append(twin_rows.filter(pc.is_in(table["seed"], value_set=twin_seeds)))
+    if kept:
+        _twins(pa.concat_tables(kept), task, partials)
+    return partials
+
+
+def _add_seed_ranges(
+    ranges: dict[tuple[Any, ...], tuple[int, int]], table: pa.Table, profile: str | None
+) -> None:
+    """The first runs' lowest and highest seed per (sweep, profile, implementation)."""
+    import pyarrow.compute as pc
+
+    first = table.select(["sweep_id", "implementation", "seed"]).filter(
+        pc.equal(table["determinism_repeat"], 0)
+    )
+    found = first.group_by(["sweep_id", "implementation"], use_threads=False).aggregate(
+        [("seed", "min"), ("seed", "max")]
+    )
+    for r in found.to_pylist():
+        key = (r["sweep_id"], profile, r["implementation"])
+        low, high = ranges.get(key, (r["seed_min"], r["seed_max"]))
+        ranges[key] = (min(low, r["seed_min"]), max(high, r["seed_max"]))
+
+
+def _open(task: FileTask) -> pq.ParquetFile:
+    """The file, its repeated strings read as dictionaries (those of its columns)."""
+    import pyarrow.parquet as pq
+
+    parquet = pq.ParquetFile(task.path)
+    paths = set(parquet.schema.names) | {
+        parquet.schema.column(i).path for i in range(len(parquet.schema))
+    }
+    present = [name for name in DICTIONARY_COLUMNS if name in paths]
+    return pq.ParquetFile(task.path, read_dictionary=present)
+
+
+def _batch_partials(table: pa.Table, profile: str | None) -> Partials:
+    import pyarrow.compute as pc
+
+    first = pc.equal(table["determinism_repeat"], 0)
     partials = Partials(
-        groups=_groups(table, task.profile),
-        kinds_off=_kinds_off(first),
-        failures=_failures(first, task.profile),
-        consumers=_consumers(first, task.profile),
-        fault_points=_map_sums(first, "fault_points"),
-        wall=_wall(first, task.profile),
+        groups=_groups(table, profile),
+        kinds_off=_kinds_off(table.select(["kinds_off", "status"]).filter(first)),
+        failures=_failures(
+            table.filter(pc.and_(first, pc.not_equal(table["status"], STATUS_OK))), profile
+        ),
+        consumers=_consumers(
+            table.filter(pc.and_(first, pc.equal(table["layer"], LAYER_CONSUMER))), profile
+        ),
+        fault_points=_map_sums(table["fault_points"], first),
+        wall=_wall(table["wall_s"].filter(first), profile),
     )
     if "coverage_reached" in table.column_names:
-        partials.cells_reached = _map_sums(first, "coverage_reached")
-        partials.cells_crashed = _map_sums(first, "coverage_crashed")
-    _twins(table, first, task, partials)
+        partials.cells_reached = _map_sums(table["coverage_reached"], first)
+        partials.cells_crashed = _map_sums(table["coverage_crashed"], first)
     return partials
 
 
@@ -335,39 +409,49 @@ def _kinds_off(first: pa.Table) -> dict[Any, list[int]]:
     return {r["kind"]: [r["count_all"], r["failed_sum"]] for r in rows.to_pylist()}
 
 
-def _failures(first: pa.Table, profile: str | None) -> dict[Any, dict[str, Any]]:
-    """Per signature: count, anomaly, first (seed, profile), smallest reproducer, profiles
-    (the failing first runs are few: about 1 % of the rows; done row by row)."""
-    import pyarrow.compute as pc
-
-    failing = first.filter(pc.not_equal(first["status"], STATUS_OK))
+def _failures(failing: pa.Table, profile: str | None) -> dict[Any, dict[str, Any]]:
+    """Per signature of the ``failing`` first runs: count, anomaly, first (seed, profile),
+    smallest reproducer, profiles (failures are few: about 1 % of the rows; done row by
+    row)."""
     if not failing.num_rows:
         return {}
     columns = ["signature", "anomaly", "steps", *(f for f in SMALLEST_FIELDS if f != "profile")]
-    out: dict[Any, dict[str, Any]] = {}
+    by_signature: dict[Any, list[dict[str, Any]]] = defaultdict(list)
     for row in failing.select(list(dict.fromkeys(columns))).to_pylist():
-        smallest = {name: profile if name == "profile" else row[name] for name in SMALLEST_FIELDS}
+        by_signature[row["signature"]].append(row)
+    out = {}
+    for signature, rows in by_signature.items():
+        best: dict[str, Any] = min(rows, key=_row_smallest_key)
+        smallest = dict(best)
+        smallest["profile"] = profile
         if smallest["repro_steps"] is None:
-            smallest["repro_steps"] = row["steps"]
+            smallest["repro_steps"] = smallest["steps"]
         if smallest["divergence_step"] is None:
             smallest["divergence_step"] = 0
-        failure = {
-            "count": 1,
-            "anomaly": row["anomaly"],
-            "first": (row["seed"], profile),
-            "smallest": smallest,
+        anomalies = [r["anomaly"] for r in rows if r["anomaly"] is not None]
+        out[signature] = {
+            "count": len(rows),
+            "anomaly": min(anomalies, default=None),
+            "first": (min(r["seed"] for r in rows), profile),
+            "smallest": {name: smallest[name] for name in SMALLEST_FIELDS},
             "profiles": frozenset([profile]),
         }
-        mine = out.get(row["signature"])
-        out[row["signature"]] = failure if mine is None else _merge_failure(mine, failure)
     return out
 
 
-def _consumers(first: pa.Table, profile: str | None) -> dict[tuple[Any, Any], list[int]]:
-    """Per (profile, consumer configuration) of the consumer runs: [runs, failed]."""
+def _row_smallest_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    """``_smallest_key`` of a row of one file (its profile is the file's: no key)."""
+    steps = row["repro_steps"] if row["repro_steps"] is not None else row["steps"]
+    step = row["divergence_step"] if row["divergence_step"] is not None else 0
+    rest = (row[name] for name in SMALLEST_FIELDS[2:] if name != "profile")
+    return (_nulls_first(steps), _nulls_first(step), *map(_nulls_first, rest))
+
+
+def _consumers(mine: pa.Table, profile: str | None) -> dict[tuple[Any, Any], list[int]]:
+    """Per (profile, consumer configuration) of ``mine``, first runs of the consumer
+    layer: [runs, failed]."""
     import pyarrow.compute as pc
 
-    mine = first.filter(pc.equal(first["layer"], LAYER_CONSUMER))
     if not mine.num_rows:
         return {}
     failed = pc.cast(pc.not_equal(mine["status"], STATUS_OK), "int64")
@@ -380,15 +464,17 @@ def _consumers(first: pa.Table, profile: str | None) -> dict[tuple[Any, Any], li
     }
 
 
-def _map_sums(first: pa.Table, column: str) -> dict[Any, int]:
-    """A map column (label -> count) summed by label."""
+def _map_sums(maps: pa.ChunkedArray, first: pa.ChunkedArray) -> dict[Any, int]:
+    """A map column (label -> count) summed by label over the rows ``first`` selects."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    maps = first[column]
     key = pa.field("key", maps.type.key_type, nullable=False)
-    as_list = pa.list_(pa.struct([key, pa.field("value", maps.type.item_type)]))
-    entries = pc.list_flatten(maps.cast(as_list))
+    lists = maps.cast(pa.list_(pa.struct([key, pa.field("value", maps.type.item_type)])))
+    lengths = pc.list_value_length(lists).fill_null(0).to_numpy(zero_copy_only=False)
+    keep = np.repeat(first.to_numpy(zero_copy_only=False), lengths)
+    entries = pc.list_flatten(lists).filter(pa.array(keep))
     if not len(entries):
         return {}
     flat = pa.table(
@@ -398,16 +484,15 @@ def _map_sums(first: pa.Table, column: str) -> dict[Any, int]:
     return {r["key"]: r["value_sum"] for r in rows.to_pylist()}
 
 
-def _wall(first: pa.Table, profile: str | None) -> dict[tuple[Any, int], list[Any]]:
-    """A histogram of logarithmic buckets of wall time: [runs, largest] per bucket; the
-    bucket as Spark's SQL computed it (``floor(log2(max(wall_s, 1e-6)) * 16)``, its
-    ``log2`` being ``ln(x) / ln(2)``)."""
+def _wall(wall: pa.ChunkedArray, profile: str | None) -> dict[tuple[Any, int], list[Any]]:
+    """A histogram of logarithmic buckets of the first runs' ``wall`` times: [runs,
+    largest] per bucket; the bucket as Spark's SQL computed it (``floor(log2(max(wall_s,
+    1e-6)) * 16)``, its ``log2`` being ``ln(x) / ln(2)``)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if not first.num_rows:
+    if not len(wall):
         return {}
-    wall = first["wall_s"]
     log2 = pc.divide(pc.ln(pc.max_element_wise(wall, 1e-6)), math.log(2))
     bucket = pc.cast(pc.floor(pc.multiply(log2, float(WALL_BUCKETS_PER_OCTAVE))), pa.int64())
     source = pa.table({"bucket": bucket, "wall_s": wall})
@@ -417,19 +502,12 @@ def _wall(first: pa.Table, profile: str | None) -> dict[tuple[Any, int], list[An
     return {(profile, r["bucket"]): [r["count_all"], r["wall_s_max"]] for r in rows.to_pylist()}
 
 
-def _twins(table: pa.Table, first: pa.Table, task: FileTask, partials: Partials) -> None:
+def _twins(rows: pa.Table, task: FileTask, partials: Partials) -> None:
     """The file's twins (repeat digests) with the first runs of the same file that match
-    them, and its first runs' seed range per (sweep, implementation)."""
+    them, from ``rows``: the file's rows whose seed a twin of the file has."""
     import pyarrow.compute as pc
 
-    ranges = first.group_by(["sweep_id", "implementation"], use_threads=False).aggregate(
-        [("seed", "min"), ("seed", "max")]
-    )
-    partials.seed_ranges[task.path] = {
-        (r["sweep_id"], task.profile, r["implementation"]): (r["seed_min"], r["seed_max"])
-        for r in ranges.to_pylist()
-    }
-    twins = table.filter(pc.equal(table["determinism_repeat"], 1))
+    twins = rows.filter(pc.equal(rows["determinism_repeat"], 1))
     keys = ["sweep_id", "seed", "implementation", "trace_digest"]
     found: list[TwinKey] = []
     for r in twins.select(keys).to_pylist():
@@ -438,6 +516,7 @@ def _twins(table: pa.Table, first: pa.Table, task: FileTask, partials: Partials)
         found.append(twin)
     partials.twin_files[task.path] = found
     if found:
+        first = rows.filter(pc.equal(rows["determinism_repeat"], 0))
         _first_digests(first, task, set(found), partials.firsts)
 
 
@@ -492,15 +571,14 @@ def twin_lookups(tasks: list[FileTask], merged: Partials) -> list[TwinLookup]:
 def lookup_pairs(lookups: Iterable[TwinLookup]) -> Iterator[Partials]:
     """What one task of the second pass returns: the first runs' digests its files hold
     for the twins asked (only the key and digest columns are read)."""
+    import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
     partials = Partials()
     for lookup in lookups:
-        columns = ["sweep_id", "seed", "implementation", "determinism_repeat", "trace_digest"]
         try:
-            table = pq.ParquetFile(lookup.task.path).read(columns=columns, use_threads=False)
-        except Exception as exc:  # any decoding failure names the file
+            table = _open(lookup.task).read(columns=list(TWIN_COLUMNS), use_threads=False)
+        except (pa.ArrowException, OSError) as exc:  # the file's bytes do not decode
             partials.error = partials.error or _unreadable(lookup.task.path, exc)
             continue
         first = table.filter(pc.equal(table["determinism_repeat"], 0))
