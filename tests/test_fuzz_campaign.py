@@ -15,6 +15,7 @@ from rmqsim.conformance.cli import cli
 from rmqsim.conformance.mutants.catalogue import select
 from rmqsim.conformance.mutants.kill import KILLED, NOT_RUN, fuzz_mutant
 from rmqsim.conformance.stateful import (
+    BYSTANDER_TOPIC,
     CAMPAIGN_FILE,
     FUZZ_BUDGETS,
     FUZZ_PROFILES,
@@ -24,7 +25,9 @@ from rmqsim.conformance.stateful import (
     round_seed,
     state_observations,
 )
+from rmqsim.conformance.trace import read_trace
 from rmqsim.model.api import ConsumerMessage, Page, State, TopicState
+from rmqsim.scenarios import ops
 from tests.wrong_models import AckOffByOne
 
 #: The reference model as an implementation: fast, and never fails.
@@ -122,6 +125,20 @@ def test_the_default_fuzz_campaign_kills_each_newcomer_mutant(name: str, tmp_pat
     assert fuzz_kill.shrunk_steps is not None and fuzz_kill.shrunk_steps <= 10
     assert fuzz_kill.trace and Path(fuzz_kill.trace).exists()
     assert fuzz_kill.repro and fuzz_kill.repro.startswith("rmqsim fuzz --profile ci --seed 0")
+
+
+def test_the_default_fuzz_campaign_kills_destroy_by_prefix(tmp_path: Path) -> None:
+    """A queue that deletes by bare name prefix needs closed pages on a topic whose name
+    extends ``t`` and then a destroy of ``t``: examples that start fresh from the second or
+    third configuration start with such a bystander (``t2``) and its closed pages, so the
+    default campaign kills it (its 800 examples did not before)."""
+    (mutant,) = select(["destroy-by-prefix"])
+    fuzz_kill = fuzz_mutant(mutant, tmp_path, REGRESSIONS)  # as ``rmqsim fuzz`` by default
+    assert fuzz_kill.status == KILLED and fuzz_kill.anomaly == "page-mismatch", fuzz_kill
+    assert fuzz_kill.shrunk_steps is not None and fuzz_kill.shrunk_steps <= 10
+    assert fuzz_kill.trace is not None
+    shrunk = [step.op for step in read_trace(Path(fuzz_kill.trace)).steps]
+    assert ops.DestroyTopic("t") in shrunk and ops.CreateTopic(BYSTANDER_TOPIC) in shrunk, shrunk
 
 
 def test_the_fuzz_column_skips_a_layer_the_fuzzer_does_not_drive(tmp_path: Path) -> None:
