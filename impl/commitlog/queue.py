@@ -163,7 +163,7 @@ class CommitLogMQ:
     ) -> CommitLogMQ:
         """Open (create or recover) the store at directory ``path``. ``fs``: the file
         system (default the OS); ``geometry``: file sizes of a new store (default
-        ``DEFAULT_GEOMETRY``: 64 MiB segments); ``hooks``:
+        ``DEFAULT_GEOMETRY``: 16 MiB segments); ``hooks``:
         recovery's extension points (``RecoveryHooks``; default the correct ones)."""
         if not isinstance(config, MQConfig):
             raise InvalidArgumentError(f"config must be an MQConfig, got {type(config).__name__}")

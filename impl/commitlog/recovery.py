@@ -73,7 +73,7 @@ _log = logging.getLogger(__name__)
 FORMAT_FILE = "rmqsim-commitlog"
 _FORMAT_LINE = "rmqsim commitlog 1"
 _IGNORED_WHEN_EMPTY = frozenset({"lock", FORMAT_FILE + ".tmp"})
-#: The smallest segment a store may have (a sector; the default is 64 MiB).
+#: The smallest segment a store may have (a sector; the default is 16 MiB).
 MIN_SEGMENT_SIZE_BYTES = 512
 #: Recovery's truncation point: given the valid records it keeps (in log order, the last
 #: one ending the last whole operation) and the offset where that operation ends, the
@@ -104,11 +104,12 @@ class Geometry:
     cq_entries_per_file: int
 
 
-#: A new store's file sizes when ``CommitLogMQ.open`` is given none: 64 MiB segments
-#: (RocketMQ's are 1 GiB; a segment is preallocated by ``ftruncate``, sparse, so its size
-#: costs no disk until written) and 4096 entries per consume-queue file. A produce that
-#: starts a segment also writes a checkpoint and syncs, so fewer rolls is faster.
-DEFAULT_GEOMETRY = Geometry(segment_size_bytes=64 << 20, cq_entries_per_file=4096)
+#: A new store's file sizes when ``CommitLogMQ.open`` is given none: 16 MiB segments
+#: (a segment is preallocated by ``ftruncate``, sparse, so its size costs no disk until
+#: written) and 4096 entries per consume-queue file. A produce that starts a segment also
+#: writes a checkpoint and syncs, so fewer rolls is faster; but every open reads the last
+#: segment whole (≈13 ms at 16 MiB, ≈90 ms at 64 MiB): docs/STORAGE.md, "Files".
+DEFAULT_GEOMETRY = Geometry(segment_size_bytes=16 << 20, cq_entries_per_file=4096)
 #: The file sizes of the harness's built-in adapters (``--impl commitlog`` and
 #: ``commitlog-async``) and storage mutants: 1 MiB segments, so that runs and crash sweeps
 #: roll segments, and a simulated disk, which holds every file in memory, stays small.

@@ -156,11 +156,11 @@ def _segment_sizes(root: Path) -> list[int]:
     return [path.stat().st_size for path in sorted((root / "commitlog").iterdir())]
 
 
-def test_a_users_store_has_64_mib_segments_and_the_harness_keeps_1_mib(tmp_path: Path) -> None:
+def test_a_users_store_has_16_mib_segments_and_the_harness_keeps_1_mib(tmp_path: Path) -> None:
     from rmqsim.conformance.mutants.storage import open_no_fsync
     from rmqsim.impl.commitlog import DEFAULT_GEOMETRY, HARNESS_GEOMETRY, open_queue_async
 
-    assert DEFAULT_GEOMETRY.segment_size_bytes == 64 << 20
+    assert DEFAULT_GEOMETRY.segment_size_bytes == 16 << 20
     assert HARNESS_GEOMETRY.segment_size_bytes == 1 << 20
     user = CommitLogMQ.open(tmp_path / "user", clock=Clock())
     harness = [factory(path=tmp_path / name, config=MQConfig(), clock=Clock(), faults=None)
@@ -169,7 +169,7 @@ def test_a_users_store_has_64_mib_segments_and_the_harness_keeps_1_mib(tmp_path:
         mq.create_topic("t")
         mq.produce("t", [pm(b"x" * 1000)] * 3)
         mq.close()
-    assert _segment_sizes(tmp_path / "user") == [64 << 20]  # sparse: costs no disk
+    assert _segment_sizes(tmp_path / "user") == [16 << 20]  # sparse: costs no disk
     assert _segment_sizes(tmp_path / "adapter") == _segment_sizes(tmp_path / "mutant") == [1 << 20]
     reopened = CommitLogMQ.open(tmp_path / "adapter", clock=Clock())  # the stored size wins
     reopened.produce("t", [pm(b"y" * (1 << 20))])
