@@ -1,4 +1,4 @@
-"""``rmqsim report``: Spark aggregations over a sweep directory, as HTML and JSON."""
+"""``rmqsim report``: Spark schedules, pyarrow aggregates a sweep directory; HTML and JSON."""
 
 from __future__ import annotations
 
