@@ -129,11 +129,11 @@ def crash_cases(log: list[PointPass], steps: list[Step]) -> list[CrashCase]:
 
 
 def case_inputs(base: RunResult) -> tuple[dict[str, Any], list[Step]]:
-    """What every crash case of the passing run ``base`` starts from: its trace's header
-    marked as a sweep's, and its recorded steps (``case_trace`` builds a case of them)."""
-    trace = parse_lines(base.trace_lines)
-    recorded = [Step(s.time_s, s.actor, s.op) for s in trace.steps]
-    return dict(trace.header, crash_sweep=True), recorded
+    """What every crash case of the passing run ``base`` starts from: the header of its
+    run's spec marked as a sweep's (``RunSpec.crash_sweep``), and its recorded steps
+    (``case_trace`` builds a case of them)."""
+    recorded = [Step(s.time_s, s.actor, s.op) for s in parse_lines(base.trace_lines).steps]
+    return base.spec.replace(crash_sweep=True).to_header(), recorded
 
 
 def case_trace(header: dict[str, Any], steps: list[Step], case: CrashCase) -> Trace:

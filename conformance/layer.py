@@ -208,8 +208,9 @@ class RunSpec:
     found_on: str | None = None
     #: The step count of the trace a shrunk one came from.
     shrunk_from_steps: int | None = None
-    #: What a crash-sweep case records of its sweep.
-    crash_sweep: Any = None
+    #: Whether the run is a crash-sweep case (``crash_sweep.case_inputs``: the sweep's and
+    #: the steered cases; recorded only when true, a shrunk case's header keeps it).
+    crash_sweep: bool = False
     #: Versions and commit of the code that ran it (default: this code's).
     versions: Mapping[str, str] = field(default_factory=lambda: versions())
     git_commit: str | None = field(default_factory=lambda: git_commit())
@@ -250,7 +251,7 @@ class RunSpec:
             "repro": self.repro,
             "found_on": self.found_on,
             "shrunk_from_steps": self.shrunk_from_steps,
-            "crash_sweep": self.crash_sweep,
+            "crash_sweep": self.crash_sweep or None,
         }
         header.update({key: value for key, value in optional.items() if value is not None})
         return header
@@ -290,7 +291,7 @@ class RunSpec:
             repro=_field(header, "repro", str, None),
             found_on=_field(header, "found_on", str, None),
             shrunk_from_steps=_field(header, "shrunk_from_steps", int, None),
-            crash_sweep=header.get("crash_sweep"),
+            crash_sweep=_field(header, "crash_sweep", bool, False),
             versions=recorded_versions if isinstance(recorded_versions, dict) else {},
             git_commit=header.get("git_commit"),
             named_in_header="layer" in header,

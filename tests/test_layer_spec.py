@@ -66,6 +66,7 @@ def test_every_optional_field_round_trips() -> None:
         ("crash_rate", 2, "crash_rate must be in [0, 1]"),
         ("open_crash", {"point": 1}, "open_crash must be {point, hit}"),
         ("steps", "many", "'steps' is wrong"),
+        ("crash_sweep", "yes", "'crash_sweep' is wrong"),
     ],
 )
 def test_a_bad_header_field_is_named(
