@@ -411,40 +411,39 @@ def _kinds_off(first: pa.Table) -> dict[Any, list[int]]:
 
 def _failures(failing: pa.Table, profile: str | None) -> dict[Any, dict[str, Any]]:
     """Per signature of the ``failing`` first runs: count, anomaly, first (seed, profile),
-    smallest reproducer, profiles (failures are few: about 1 % of the rows; done row by
-    row)."""
+    smallest reproducer, profiles. The smallest is the first row of its signature once
+    the rows are sorted by ``SMALLEST_FIELDS``, nulls first (Spark's ``min`` of a struct;
+    the profile is the file's, the same for every row)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     if not failing.num_rows:
         return {}
-    columns = ["signature", "anomaly", "steps", *(f for f in SMALLEST_FIELDS if f != "profile")]
-    by_signature: dict[Any, list[dict[str, Any]]] = defaultdict(list)
-    for row in failing.select(list(dict.fromkeys(columns))).to_pylist():
-        by_signature[row["signature"]].append(row)
-    out = {}
-    for signature, rows in by_signature.items():
-        best: dict[str, Any] = min(rows, key=_row_smallest_key)
-        smallest = dict(best)
-        smallest["profile"] = profile
-        if smallest["repro_steps"] is None:
-            smallest["repro_steps"] = smallest["steps"]
-        if smallest["divergence_step"] is None:
-            smallest["divergence_step"] = 0
-        anomalies = [r["anomaly"] for r in rows if r["anomaly"] is not None]
-        out[signature] = {
-            "count": len(rows),
-            "anomaly": min(anomalies, default=None),
-            "first": (min(r["seed"] for r in rows), profile),
-            "smallest": {name: smallest[name] for name in SMALLEST_FIELDS},
+    strings = {"signature", "anomaly", "trace_path", "repro", "detail", "implementation"}
+    columns = {
+        name: pc.cast(failing[name], pa.string()) if name in strings else failing[name]
+        for name in ("signature", "anomaly", "seed", *SMALLEST_FIELDS[4:])
+    }
+    columns["repro_steps"] = pc.coalesce(failing["repro_steps"], failing["steps"])
+    columns["divergence_step"] = pc.coalesce(failing["divergence_step"], 0)
+    order = [name for name in SMALLEST_FIELDS if name != "profile"]
+    table = pa.table(columns)
+    table = table.take(pc.sort_indices(table, [(k, "ascending", "at_start") for k in order]))
+    table = table.append_column("row", pa.array(range(table.num_rows), pa.int64()))
+    groups = table.group_by("signature", use_threads=False).aggregate(
+        [([], "count_all"), ("anomaly", "min"), ("seed", "min"), ("row", "min")]
+    )
+    smallest = table.take(groups["row_min"]).select(order).to_pylist()
+    return {
+        g["signature"]: {
+            "count": g["count_all"],
+            "anomaly": g["anomaly_min"],
+            "first": (g["seed_min"], profile),
+            "smallest": {name: best.get(name, profile) for name in SMALLEST_FIELDS},
             "profiles": frozenset([profile]),
         }
-    return out
-
-
-def _row_smallest_key(row: dict[str, Any]) -> tuple[Any, ...]:
-    """``_smallest_key`` of a row of one file (its profile is the file's: no key)."""
-    steps = row["repro_steps"] if row["repro_steps"] is not None else row["steps"]
-    step = row["divergence_step"] if row["divergence_step"] is not None else 0
-    rest = (row[name] for name in SMALLEST_FIELDS[2:] if name != "profile")
-    return (_nulls_first(steps), _nulls_first(step), *map(_nulls_first, rest))
+        for g, best in zip(groups.to_pylist(), smallest, strict=True)
+    }
 
 
 def _consumers(mine: pa.Table, profile: str | None) -> dict[tuple[Any, Any], list[int]]:
