@@ -44,6 +44,35 @@ SCRIPT = textwrap.dedent(
     sys.exit(0 if result.ok else 1)
     """
 )
+#: A run whose first produce waits 0.4 s inside the SUT (short sleeps: hardly any CPU),
+#: under a 1 s bound and the last resort's own floor (30 s: its timer is not what this
+#: one is about); it says when it starts waiting, to be stopped right then.
+WAIT_SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    from rmqsim.conformance import watchdog
+    from rmqsim.conformance.run import run_seed
+    from rmqsim.impl import RocksMQ
+
+    waited = []
+
+    def waits_once(*, path, config, clock, faults):
+        def hook(point):
+            if not waited and point.startswith("produce."):
+                waited.append(point)
+                print("waiting", flush=True)
+                for _ in range(40):
+                    time.sleep(0.01)
+            if faults is not None:
+                faults(point)
+        return RocksMQ.open(path, config=config, clock=clock, faults=hook)
+
+    with watchdog.op_timeout(1.0):
+        result = run_seed("smoke", 0, impl=waits_once, steps=100)
+    print(result.status, result.anomaly, flush=True)
+    sys.exit(0 if result.ok else 1)
+    """
+)
 #: Stopped this long: past the bound (0.5 s) and the last resort's timer (about 3.5 s).
 STOPPED_S = 6.0
 
@@ -60,18 +89,24 @@ def _wait_for_state(pid: int, state: str, timeout_s: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-def _suspended_run(stop_signal: signal.Signals) -> subprocess.CompletedProcess[str]:
-    """The script's run, sent ``stop_signal`` a second into it, continued after
-    ``STOPPED_S``."""
+def _suspended_run(
+    stop_signal: signal.Signals,
+    script: str = SCRIPT,
+    *,
+    marker: str = "started",
+    delay_s: float = 1.0,
+) -> subprocess.CompletedProcess[str]:
+    """``script``'s run, sent ``stop_signal`` ``delay_s`` after it printed ``marker``,
+    continued after ``STOPPED_S``."""
     path = os.environ.get("PYTHONPATH")
     env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{path}" if path else str(ROOT))
     child = subprocess.Popen(
-        [sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, text=True,
+        [sys.executable, "-c", script], cwd=ROOT, env=env, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     try:
-        assert child.stdout is not None and child.stdout.readline() == "started\n"
-        time.sleep(1.0)
+        assert child.stdout is not None and child.stdout.readline() == marker + "\n"
+        time.sleep(delay_s)
         assert child.poll() is None, "the run ended before it was stopped"
         child.send_signal(stop_signal)
         _wait_for_state(child.pid, "T")  # it does stop
@@ -92,6 +127,16 @@ def test_ctrl_z_past_the_bound_and_the_last_resort_does_not_end_the_run() -> Non
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ok None"), done.stdout
     assert "Timeout" not in done.stderr and "hang" not in done.stderr
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGTSTP"), reason="POSIX job control")
+def test_ctrl_z_inside_a_waiting_call_does_not_count_against_its_bound() -> None:
+    """Stopped 6 s in a call that waits 0.4 s under a 1 s bound: on resume the call is
+    not past its deadline (the time stopped is left out), though it waits on with hardly
+    any CPU (which, past the deadline, would be a hang at once)."""
+    done = _suspended_run(signal.SIGTSTP, WAIT_SCRIPT, marker="waiting", delay_s=0.0)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert done.stdout.startswith("ok None"), done.stdout
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGTSTP"), reason="POSIX job control")
