@@ -60,7 +60,6 @@ from rmqsim.scenarios.ops import OP_KINDS
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark import SparkContext
-    from pyspark.sql import SparkSession
 
 #: Wall-time percentiles the report shows.
 PERCENTILES = (0.5, 0.9, 0.99)
@@ -458,14 +457,15 @@ def _known_fault_points(implementations: list[str]) -> list[str]:
     return list(FAULT_POINTS)
 
 
-def summarize(spark: SparkSession, sweep_dir: Path) -> dict[str, Any]:
-    """The JSON summary of the sweep directory (what the HTML page shows); a data file
+def summarize(sc: SparkContext, sweep_dir: Path) -> dict[str, Any]:
+    """The JSON summary of the sweep directory (what the HTML page shows), by the Spark
+    tasks of ``sc`` (``spark.sparkContext`` of a session; no SQL runs); a data file
     that cannot be read is a ``SweepDirError`` naming it. The caller checks ``sweep_dir``
     first with ``check_sweep_dir`` (``rmqsim report`` does, before Spark starts), so its
     manifest, listing and footers are read once."""
     manifest = read_manifest(sweep_dir) or {}
     version = manifest.get("schema_version", SCHEMA_VERSION)
-    found = collect_partials(spark.sparkContext, sweep_dir, version)
+    found = collect_partials(sc, sweep_dir, version)
     return shape_summary(found, manifest, sweep_dir)
 
 

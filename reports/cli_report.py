@@ -65,7 +65,7 @@ def report_command(
     """
     from rmqsim.reports.aggregate import SweepDirError, check_sweep_dir, summarize, write_json
     from rmqsim.reports.page import write_html
-    from rmqsim.reports.spark import Shipping, spark_session
+    from rmqsim.reports.spark import Shipping, spark_context
 
     try:
         check_sweep_dir(sweep_dir)
@@ -80,9 +80,9 @@ def report_command(
     # The tasks aggregate with pyarrow (rmqsim.reports.partials): Spark's JVM only
     # schedules them, whatever the rows, so it starts with its quick-start options.
     shipping = Shipping(rmqsim=True)
-    with spark_session(master, "rmqsim report", shipping=shipping, quick_start=True) as spark:
+    with spark_context(master, "rmqsim report", shipping=shipping, quick_start=True) as sc:
         try:
-            summary = summarize(spark, sweep_dir.resolve())
+            summary = summarize(sc, sweep_dir.resolve())
         except SweepDirError as exc:
             raise UsageError(str(exc)) from None
     try:

@@ -14,12 +14,12 @@ import os
 import re
 import socket
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rmqsim.conformance.adapter import Factory
 from rmqsim.conformance.cli.common import UsageError
@@ -28,6 +28,8 @@ from rmqsim.reports.shipping import archive_spec, executor_python, impl_code, pa
 if TYPE_CHECKING:
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
+
+T = TypeVar("T")
 
 DEFAULT_MASTER = "local[*]"
 #: Driver heap: 10M report rows need more than Spark's 1g default.
@@ -148,47 +150,101 @@ def spark_session(
     archive, alias = archive_spec(shipping.archives) if shipping.archives else (None, None)
     if archive is not None and is_local(master):
         raise UsageError(f"--archives is for a cluster's executors, not --master {master}")
+    java_options = QUICK_START_JVM_OPTIONS if quick_start else ""
+    conf = _conf(master, app_name, driver_memory, archive, java_options)
+    builder = SparkSession.builder
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    with (
+        _started(master, alias, builder.getOrCreate) as spark,
+        _shipped(spark.sparkContext, master, shipping),
+    ):
+        yield spark
+
+
+@contextmanager
+def spark_context(
+    master: str = DEFAULT_MASTER,
+    app_name: str = "rmqsim",
+    *,
+    driver_memory: str = DEFAULT_DRIVER_MEMORY,
+    shipping: Shipping = Shipping(),
+    quick_start: bool = False,
+) -> Iterator[SparkContext]:
+    """``spark_session``'s context without a Spark SQL session, for work that runs only
+    Python tasks (a report: its tasks aggregate with pyarrow): the same configuration,
+    Python, shipping and reuse of an active session's context, ≈ 2 CPU s less to start
+    than a session (the JVM's SQL session state is never built)."""
+    check_master(master)
+    from pyspark import SparkConf, SparkContext
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        yield active.sparkContext
+        return
+    check_reachable(master)
+    archive, alias = archive_spec(shipping.archives) if shipping.archives else (None, None)
+    if archive is not None and is_local(master):
+        raise UsageError(f"--archives is for a cluster's executors, not --master {master}")
+    java_options = QUICK_START_JVM_OPTIONS if quick_start else ""
+    settings = _conf(master, app_name, driver_memory, archive, java_options)
+    conf = SparkConf().setAll(list(settings.items()))
+    with (
+        _started(master, alias, lambda: SparkContext(conf=conf)) as sc,
+        _shipped(sc, master, shipping),
+    ):
+        yield sc
+
+
+@contextmanager
+def _started(master: str, alias: str | None, create: Callable[[], T]) -> Iterator[T]:
+    """``create()``'s session or context, started with the executors' Python and scratch
+    set, quiet, stopped on exit; a failure to start is a ``UsageError``."""
     for name in PY4J_LOGGERS:
         logging.getLogger(name).addFilter(_QUIET_INTERRUPTS)
-    java_options = QUICK_START_JVM_OPTIONS if quick_start else ""
-    builder = _builder(master, app_name, driver_memory, archive, java_options)
     with workers_scratch(master), _executor_python(executor_python(alias)):
         try:
-            spark = builder.getOrCreate()
+            started = create()
         except Exception as exc:  # Java's errors arrive as Py4J/Runtime errors with long text
             cause = _root_cause(exc)
             raise UsageError(f"--master {master}: Spark could not start: {cause}") from None
-        spark.sparkContext.setLogLevel("ERROR")
+        context: Any = getattr(started, "sparkContext", started)
+        context.setLogLevel("ERROR")
         try:
-            with tempfile.TemporaryDirectory(prefix="rmqsim-ship-") as ship_dir:
-                if (shipping.impl is not None or shipping.rmqsim) and not is_local(master):
-                    ship_code(spark.sparkContext, shipping.impl, Path(ship_dir))
-                yield spark
+            yield started
         finally:
-            spark.stop()
+            started.stop()  # type: ignore[attr-defined]
 
 
-def _builder(
+@contextmanager
+def _shipped(sc: SparkContext, master: str, shipping: Shipping) -> Iterator[None]:
+    """What ``shipping`` asks for sent to a cluster's executors for the block."""
+    with tempfile.TemporaryDirectory(prefix="rmqsim-ship-") as ship_dir:
+        if (shipping.impl is not None or shipping.rmqsim) and not is_local(master):
+            ship_code(sc, shipping.impl, Path(ship_dir))
+        yield
+
+
+def _conf(
     master: str, app_name: str, driver_memory: str, archive: str | None, java_options: str
-) -> SparkSession.Builder:
+) -> dict[str, str]:
     """The session's configuration: quiet, no UI, small shuffles, UTC."""
-    from pyspark.sql import SparkSession
-
     log_config = resources.files("rmqsim.reports").joinpath("log4j2.properties")
     java = f"-Dlog4j.configurationFile=file:{log_config} {java_options}".strip()
-    builder = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.driver.memory", driver_memory)
-        .config("spark.driver.extraJavaOptions", java)
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
-        .config("spark.sql.session.timeZone", "UTC")
-    )
+    conf = {
+        "spark.master": master,
+        "spark.app.name": app_name,
+        "spark.driver.memory": driver_memory,
+        "spark.driver.extraJavaOptions": java,
+        "spark.ui.showConsoleProgress": "false",
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": str(SHUFFLE_PARTITIONS),
+        "spark.sql.session.timeZone": "UTC",
+    }
     if archive is not None:
-        builder = builder.config("spark.archives", archive)
-    return builder
+        conf["spark.archives"] = archive
+    return conf
 
 
 @contextmanager

@@ -35,13 +35,15 @@ def sweep_dir(tmp_path: Path) -> Path:
 @pytest.fixture
 def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
     """Starting Spark fails with a recognisable usage error (the command imports
-    ``spark_session`` when it runs, so the stand-in is what it gets)."""
+    ``spark_session`` or ``spark_context`` when it runs, so the stand-in is what it
+    gets)."""
     from rmqsim.reports import spark as spark_module
 
     def refuse(*_args: object, **_kwargs: object) -> None:
         raise UsageError(SPARK_REACHED)
 
     monkeypatch.setattr(spark_module, "spark_session", refuse)
+    monkeypatch.setattr(spark_module, "spark_context", refuse)
 
 
 def report(*args: object) -> subprocess.CompletedProcess[str]:
@@ -150,4 +152,3 @@ def test_a_sweep_whose_file_was_replaced_is_refused(
         f"rmqsim: error: {victim}: holds 10 rows where sweep.json records 25 (the file was "
         "replaced)"
     ]
-

@@ -201,7 +201,7 @@ def test_the_summary_is_the_spark_sql_reports_on_a_directory_of_many_files(
 ) -> None:
     check_sweep_dir(mixed_dir)
     manifest = read_manifest(mixed_dir) or {}
-    summary = summarize(spark, mixed_dir)
+    summary = summarize(spark.sparkContext, mixed_dir)
     reference = shape_summary(reference_found(spark, mixed_dir), manifest, mixed_dir)
     assert_same(summary, reference)
     # The directory holds what the comparison is about.
@@ -253,7 +253,7 @@ def test_an_unreadable_file_is_named_by_the_task_that_reads_it(
     victim.write_bytes(bytes(data))
     check_sweep_dir(copy)  # the footers still read
     with pytest.raises(SweepDirError) as caught:
-        summarize(spark, copy)
+        summarize(spark.sparkContext, copy)
     [line] = str(caught.value).splitlines()
     assert line.startswith(f"{victim}: not a readable Parquet file (pyarrow: "), line
     assert os.fspath(victim) in line

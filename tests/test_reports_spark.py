@@ -285,7 +285,7 @@ def test_the_report_runs_its_aggregations_as_one_spark_job(
     group = "rmqsim-test-report-jobs"
     sc.setJobGroup(group, "the report's jobs")
     try:
-        summary = summarize(spark, out.resolve())
+        summary = summarize(sc, out.resolve())
     finally:
         sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
     assert summary["totals"]["runs"] == 120
