@@ -173,8 +173,9 @@ EARLY_IDS: tuple[int, ...] = (1, 2, 3)
 #: in TOPIC_NAMES), which examples starting fresh from a configuration other than the first
 #: one start with (``LockstepMachine._start``), with three messages of 17 bytes that close a
 #: page in every configuration of FUZZ_CONFIGS: a destroy of ``t`` must leave them alone.
-#: It costs no draw and no rule, so the programs a seed gives are the same as without it,
-#: and a shrink to the first configuration drops it.
+#: It costs no draw and no rule, so a seed generates the programs it did without it (only
+#: ``target``, which counts its pages, may steer elsewhere), and a shrink to the first
+#: configuration drops it.
 BYSTANDER_TOPIC = TOPIC_NAMES[0] + "2"
 BYSTANDER_BACKLOG: tuple[Message, ...] = (Message(b"p" * 17),) * 3
 
