@@ -5,21 +5,27 @@ stopped (its tasks cancelled, its workers ended) when the command is interrupted
 The workers are forked from a ``forkserver``, a clean process that imported the gate's
 modules once, not from the command's process: a fork of that one would copy it half-way
 (its progress bar's and watchdog's threads do not survive a fork, locks they held stay
-held). Each run makes its own RocksDB directory under the scratch root, so workers never
-share one. Results go back to the command, which puts them in (profile, seed) order.
+held). Each run makes its own RocksDB directory under a directory of the pool's own
+(``rmqsim-pool-*`` under the scratch root), so workers never share one, and the command
+removes the pool's directory once every worker has ended: a run interrupted where it
+cannot unwind (while its database closes, or killed after ``WORKER_STOP_S``) leaves
+nothing behind. Results go back to the command, which puts them in (profile, seed) order.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
 import signal
+import tempfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from rmqsim.conformance.scratch import WORKDIR_ENV, scratch_root
 from rmqsim.conformance.watchdog import op_timeout, op_timeout_s
 
 __all__ = [
@@ -52,9 +58,11 @@ def default_jobs() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def _ignore_interrupts() -> None:
-    """A worker's initializer: Ctrl-C reaches the whole process group, and an idle worker
-    has nothing to clean up; the command stops the pool itself."""
+def _start_worker(scratch: str) -> None:
+    """A worker's initializer: its runs' directories go under the pool's ``scratch``;
+    Ctrl-C reaches the whole process group, and an idle worker has nothing to clean up:
+    the command stops the pool itself."""
+    os.environ[WORKDIR_ENV] = scratch
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
@@ -108,17 +116,23 @@ def _stop(pool: ProcessPoolExecutor, before: set[int]) -> None:
 def worker_pool(jobs: int) -> Iterator[WorkerPool | None]:
     """``jobs`` worker processes (None for one job: the command runs everything itself).
     Interrupted (``KeyboardInterrupt``), the pool is stopped before the block's exception
-    goes on; no worker outlives the block."""
+    goes on; no worker outlives the block, and neither does the pool's scratch directory."""
     if jobs <= 1:
         yield None
         return
     context = multiprocessing.get_context(START_METHOD)
     context.set_forkserver_preload(list(PRELOAD))
     before = {p.pid for p in multiprocessing.active_children() if p.pid is not None}
-    pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_ignore_interrupts)
+    scratch = tempfile.mkdtemp(prefix="rmqsim-pool-", dir=scratch_root())
     try:
-        yield WorkerPool(pool, jobs)
-    except BaseException:
-        _stop(pool, before)
-        raise
-    pool.shutdown(wait=True)
+        pool = ProcessPoolExecutor(
+            jobs, mp_context=context, initializer=_start_worker, initargs=(scratch,)
+        )
+        try:
+            yield WorkerPool(pool, jobs)
+        except BaseException:
+            _stop(pool, before)
+            raise
+        pool.shutdown(wait=True)
+    finally:  # every worker has ended: nothing writes in it any more
+        shutil.rmtree(scratch, ignore_errors=True)
