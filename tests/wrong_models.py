@@ -119,8 +119,8 @@ class AckOffByOne(ReferenceMQ):
 class OpenPageOffByOne(ReferenceMQ):
     """Reports the open page one byte larger than it is."""
 
-    def snapshot(self, topics: Any = None) -> Any:
-        state = super().snapshot(topics)
+    def snapshot(self, topics: Any = None, messages_from: Any = None) -> Any:
+        state = super().snapshot(topics, messages_from)
         fixed = {
             name: replace(t, open_page_bytes=t.open_page_bytes + 1) if t.open_page_bytes else t
             for name, t in state.topics.items()
