@@ -116,6 +116,20 @@ class Shipping:
     rmqsim: bool = False
 
 
+def _new_conf(
+    master: str, app_name: str, driver_memory: str, shipping: Shipping, quick_start: bool
+) -> tuple[dict[str, str], str | None]:
+    """The configuration of a new session or context on ``master``, and the alias its
+    shipped environment is unpacked under (None: none). ``UsageError`` when the master is
+    not reachable or an archive is given for a local master."""
+    check_reachable(master)
+    archive, alias = archive_spec(shipping.archives) if shipping.archives else (None, None)
+    if archive is not None and is_local(master):
+        raise UsageError(f"--archives is for a cluster's executors, not --master {master}")
+    java_options = QUICK_START_JVM_OPTIONS if quick_start else ""
+    return _conf(master, app_name, driver_memory, archive, java_options), alias
+
+
 @contextmanager
 def spark_session(
     master: str = DEFAULT_MASTER,
@@ -146,12 +160,7 @@ def spark_session(
     if active is not None:
         yield active
         return
-    check_reachable(master)
-    archive, alias = archive_spec(shipping.archives) if shipping.archives else (None, None)
-    if archive is not None and is_local(master):
-        raise UsageError(f"--archives is for a cluster's executors, not --master {master}")
-    java_options = QUICK_START_JVM_OPTIONS if quick_start else ""
-    conf = _conf(master, app_name, driver_memory, archive, java_options)
+    conf, alias = _new_conf(master, app_name, driver_memory, shipping, quick_start)
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
@@ -183,12 +192,7 @@ def spark_context(
     if active is not None:
         yield active.sparkContext
         return
-    check_reachable(master)
-    archive, alias = archive_spec(shipping.archives) if shipping.archives else (None, None)
-    if archive is not None and is_local(master):
-        raise UsageError(f"--archives is for a cluster's executors, not --master {master}")
-    java_options = QUICK_START_JVM_OPTIONS if quick_start else ""
-    settings = _conf(master, app_name, driver_memory, archive, java_options)
+    settings, alias = _new_conf(master, app_name, driver_memory, shipping, quick_start)
     conf = SparkConf().setAll(list(settings.items()))
     with (
         _started(master, alias, lambda: SparkContext(conf=conf)) as sc,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from rmqsim.conformance.run import replay_file
 from rmqsim.conformance.scratch import WORKDIR_ENV
 from rmqsim.conformance.trace import read_trace
 from rmqsim.scenarios.ops import ArmCrash
+from tests.gate_outputs import without_times
 
 ROOT = Path(__file__).resolve().parent.parent
 RMQSIM = str(Path(sys.executable).with_name("rmqsim"))
@@ -48,16 +48,6 @@ def _failing_cases(summary: dict[str, Any]) -> list[dict[str, Any]]:
     swept = [case for s in summary["crash_sweep"].values() for case in s["failures"]]
     steered = [case for s in summary["crash_steer"] for case in s["failures"]]
     return swept + steered
-
-
-def _without_times(out: Path) -> tuple[dict[str, Any], str]:
-    summary = json.loads((out / "summary.json").read_text())
-    for profile in summary["profiles"].values():
-        profile.pop("wall_s")
-    for sweep in summary["crash_sweep"].values():
-        sweep.pop("wall_s")
-    junit = re.sub(r' time="[0-9.]+"', "", (out / "junit.xml").read_text())
-    return summary, junit
 
 
 # 15 sweep steps: the sweep's cases catch it; 2: the sweep passes and the steered cases
@@ -94,7 +84,7 @@ def test_failing_crash_cases_are_shrunk_the_same_with_a_pool(
         serial.stderr
     )
     # --jobs 2: the same summary, JUnit XML and trace files, shrunk ones included.
-    assert _without_times(out) == _without_times(tmp_path / "j2" / "out")
+    assert without_times(out) == without_times(tmp_path / "j2" / "out")
     traces = _traces(out)
     assert traces == _traces(tmp_path / "j2" / "out")
     assert sum(name.endswith(".shrunk.jsonl") for name in traces) == len(cases)

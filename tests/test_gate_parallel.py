@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from rmqsim.conformance.scratch import WORKDIR_ENV
+from tests.gate_outputs import without_times
 
 ROOT = Path(__file__).resolve().parent.parent
 RMQSIM = str(Path(sys.executable).with_name("rmqsim"))
@@ -45,16 +45,6 @@ def _gate(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def _without_times(out: Path) -> tuple[dict, str]:
-    summary = json.loads((out / "summary.json").read_text())
-    for profile in summary["profiles"].values():
-        profile.pop("wall_s")
-    for sweep in summary["crash_sweep"].values():
-        sweep.pop("wall_s")
-    junit = re.sub(r' time="[0-9.]+"', "", (out / "junit.xml").read_text())
-    return summary, junit
-
-
 def _traces(out: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(out.glob("*.jsonl"))}
 
@@ -65,11 +55,11 @@ def test_a_parallel_gate_is_the_serial_gate(tmp_path: Path) -> None:
     parallel = _gate(tmp_path / "j2", *args, "--jobs", "2")
     assert serial.returncode == parallel.returncode == 1, (serial.stderr, parallel.stderr)
     out1, out2 = tmp_path / "j1" / "out", tmp_path / "j2" / "out"
-    summary, junit = _without_times(out1)
+    summary, junit = without_times(out1)
     assert summary["status"] == "divergence" and len(summary["failures"]) == 8
     assert sum(f["shrunk_trace"] is not None for f in summary["failures"]) == 5
     assert summary["crash_sweep"]["digits"]["failed"] >= 1
-    assert (summary, junit) == _without_times(out2)
+    assert (summary, junit) == without_times(out2)
     traces = _traces(out1)
     assert len(traces) > 8 and any(name.endswith(".shrunk.jsonl") for name in traces)
     assert traces == _traces(out2)
