@@ -521,12 +521,17 @@ def coverage_lines(
     if unarmed:
         lines.append("write points never crashed at: " + _named(sorted(unarmed)))
     for kind, points in summary["multi_write"].items():
-        armed = [p for p in points["points"] if p not in points["never_armed"]]
-        lines.append(
-            f"multi-write {kind}: crash armed at {', '.join(armed) or 'none'}; never at "
-            f"{', '.join(points['never_armed']) or 'none'}"
-        )
+        lines.append(f"multi-write {kind}: " + _armed_points(points))
     return lines
+
+
+def _armed_points(points: dict[str, Any]) -> str:
+    """Where crashes were armed among a multi-write operation's points, and where never."""
+    never = points["never_armed"]
+    armed = [point for point in points["points"] if point not in never]
+    if not never:
+        return f"crash armed at every point ({', '.join(armed)})"
+    return f"crash armed at {', '.join(armed) or 'no point'}; never at {', '.join(never)}"
 
 
 def _named(labels: Iterable[str]) -> str:

@@ -21,6 +21,7 @@ from rmqsim.conformance.coverage import (
     CoverageMap,
     CoverageStep,
     MappedRun,
+    coverage_lines,
     coverage_of_trace,
     run_coverage,
     with_coverage,
@@ -265,6 +266,25 @@ def test_the_gate_summary_names_the_write_points_a_crash_was_never_armed_at(
     assert swept["multi_write"]["destroy_topic"]["never_armed"] == []
     assert swept["write_points"]["destroy_topic"][between] >= 1
     assert swept["operation_cells"] == unswept["operation_cells"]
+
+
+def test_the_printed_multi_write_line_names_the_points_never_armed_or_says_all_were(
+    tmp_path: Path,
+) -> None:
+    between = "destroy_topic.between_writes"
+    plan = GatePlan(("churn",), range(0, 1), TWO_STEP, tmp_path, steps=20)
+    gate = run_profiles(plan)
+
+    def line() -> str:
+        lines = coverage_lines(gate.results, gate.sweeps, gate.steered)
+        (found,) = [x for x in lines if x.startswith("multi-write destroy_topic: ")]
+        return found
+
+    assert between in line().split("; never at ", 1)[1].split(", ")
+    gate.sweeps = run_sweeps(["churn"], SweepPlan(0, TWO_STEP, tmp_path, steps=20))
+    armed = line()
+    assert armed.startswith("multi-write destroy_topic: crash armed at every point (")
+    assert between in armed and "never" not in armed
 
 
 def test_the_printed_gate_summary_shows_the_map(tmp_path: Path) -> None:
