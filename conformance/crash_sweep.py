@@ -107,6 +107,11 @@ class SweepResult:
         return self.base.ok and not self.failures
 
     @property
+    def failed(self) -> int:
+        """Its failing cases, and its base run if that failed."""
+        return len(self.failures) + (0 if self.base.ok else 1)
+
+    @property
     def points(self) -> list[str]:
         """Distinct points the cases crash at, in first-seen order."""
         return list(dict.fromkeys(case.point for case in self.cases))

@@ -31,7 +31,7 @@ from rmqsim.conformance.power_loss import PowerSweepResult
 from rmqsim.conformance.report import render_failure
 from rmqsim.conformance.run import RunResult, run_seed
 from rmqsim.conformance.shrink_budget import OnRun, ShrinkBudget
-from rmqsim.conformance.steer import SteerPlan, run_steered, steer_targets
+from rmqsim.conformance.steer import STEER_PREFIX, SteerPlan, run_steered, steer_targets
 from rmqsim.conformance.trace import write_lines
 
 __all__ = [
@@ -141,9 +141,8 @@ class GateResult:
     @property
     def sweep_failures(self) -> list[RunResult]:
         """The failing run of every failing sweep case (and failing sweep base runs)."""
-        swept = [*self.sweeps, *self.steered]
-        found = [s.base for s in swept if not s.base.ok]
-        return found + [run for s in swept for _, run in s.failures]
+        bases = [s.base for s in (*self.sweeps, *self.steered) if not s.base.ok]
+        return bases + crash_case_failures(self)
 
     @property
     def ok(self) -> bool:
@@ -411,7 +410,7 @@ def run_steering(
     steer = SteerPlan(plan.impl, plan.out, plan.steps, plan.crash_rate)
     for result in run_steered(targets, steer, pool=pool, on_group=on_group):
         if not result.base.ok:
-            save_failure(result.base, plan.out, prefix="crash-steer-")
+            save_failure(result.base, plan.out, prefix=STEER_PREFIX)
         gate.steered.append(result)
 
 
@@ -629,9 +628,7 @@ def summary_json(gate: GateResult) -> dict[str, Any]:
                 "step": r.divergence.step_index if r.divergence else None,
                 "trace": str(r.trace_path) if r.trace_path else None,
                 "repro": r.repro_command(),
-                "shrunk_trace": str(r.shrunk.trace_path) if r.shrunk else None,
-                "shrunk_steps": r.shrunk.steps if r.shrunk else None,
-                "shrink_search": _search_json(r.shrunk),
+                **_shrunk_json(r),
             }
             for r in gate.failures
         ],
@@ -641,7 +638,7 @@ def summary_json(gate: GateResult) -> dict[str, Any]:
                 "profile": s.profile,
                 "seed": s.seed,
                 "cases": [c.label() for c in s.cases],
-                "failed": len(s.failures) + (0 if s.base.ok else 1),
+                "failed": s.failed,
                 "failures": [_case_json(c, r) for c, r in s.failures],
             }
             for s in gate.steered
@@ -653,7 +650,7 @@ def summary_json(gate: GateResult) -> dict[str, Any]:
                 "cases": len(s.cases),
                 "points": len(s.points),
                 "resolved": dict(sorted(s.resolutions.items())),
-                "failed": len(s.failures) + (0 if s.base.ok else 1),
+                "failed": s.failed,
                 "wall_s": round(s.wall_s, 3),
                 "failures": [_case_json(c, r) for c, r in s.failures],
             }
@@ -671,10 +668,19 @@ def _case_json(case: CrashCase, run: RunResult) -> dict[str, Any]:
         "anomaly": run.anomaly,
         "repro": run.repro_command(),
         "steps": run.steps,
-        "shrunk_trace": str(run.shrunk.trace_path) if run.shrunk else None,
-        "shrunk_steps": run.shrunk.steps if run.shrunk else None,
+        **_shrunk_json(run),
         "shrunk_repro": run.shrunk.repro_command() if run.shrunk else None,
-        "shrink_search": _search_json(run.shrunk),
+    }
+
+
+def _shrunk_json(run: RunResult) -> dict[str, Any]:
+    """A failure's shrunk trace, its length and how its shrink searched (None each when
+    it was not shrunk)."""
+    shrunk = run.shrunk
+    return {
+        "shrunk_trace": str(shrunk.trace_path) if shrunk else None,
+        "shrunk_steps": shrunk.steps if shrunk else None,
+        "shrink_search": _search_json(shrunk),
     }
 
 

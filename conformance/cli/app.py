@@ -613,7 +613,7 @@ def _print_gate_tables(gate: Any) -> None:
             sweeps.add_column(column, justify="left" if column == "profile" else "right")
         for s in gate.sweeps:
             resolved = " ".join(f"{k} {v}" for k, v in sorted(s.resolutions.items()))
-            failed = len(s.failures) + (0 if s.base.ok else 1)
+            failed = s.failed
             sweeps.add_row(
                 s.profile,
                 str(s.steps),
