@@ -492,19 +492,14 @@ def coverage_summary(
 MAX_NAMED = 12
 
 
-def coverage_lines(
-    results: Iterable[RunResult],
-    sweeps: Sequence[SweepResult],
-    steered: Sequence[SweepResult] = (),
-) -> list[str]:
-    """The printed summary's lines about the map (summary.json holds it whole)."""
-    merged, runs = merged_coverage(results, sweeps, steered)
-    summary = merged.to_json()
+def coverage_lines(summary: Mapping[str, Any]) -> list[str]:
+    """The printed summary's lines about the map: ``summary`` is ``coverage_summary``'s
+    entry of ``summary.json``, which holds the map whole (so the two cannot disagree)."""
+    runs, sweeps, cases = summary["runs"], summary["crash_sweeps"], summary["steered_cases"]
     operations, crashes = summary["operation_cells"], summary["crash_cells"]
-    cases = sum(len(s.cases) for s in steered)
-    steering = f", {cases} steered crash cases" if steered else ""
+    steering = f", {cases} steered crash cases" if cases else ""
     lines = [
-        f"coverage ({runs} runs, {len(sweeps)} crash sweeps{steering}): "
+        f"coverage ({runs} runs, {sweeps} crash sweeps{steering}): "
         f"{operations['hit']} of "
         f"{operations['reachable']} operation cells hit, crashes armed in {crashes['hit']} of "
         f"{crashes['reachable']} crash cells"

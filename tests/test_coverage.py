@@ -23,6 +23,7 @@ from rmqsim.conformance.coverage import (
     MappedRun,
     coverage_lines,
     coverage_of_trace,
+    coverage_summary,
     run_coverage,
     with_coverage,
 )
@@ -276,7 +277,7 @@ def test_the_printed_multi_write_line_names_the_points_never_armed_or_says_all_w
     gate = run_profiles(plan)
 
     def line() -> str:
-        lines = coverage_lines(gate.results, gate.sweeps, gate.steered)
+        lines = coverage_lines(coverage_summary(gate.results, gate.sweeps, gate.steered))
         (found,) = [x for x in lines if x.startswith("multi-write destroy_topic: ")]
         return found
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -457,7 +458,7 @@ def gate_command(
         run_corpus(gate, corpus or DEFAULT_CORPUS, impl=impl)
     save_regressions(gate.results, save_regression)
     junit, summary = write_outputs(gate, out)
-    _print_gate_tables(gate)
+    _print_gate_tables(gate, summary)
     _gate_verdict(gate, junit, summary)
 
 
@@ -589,9 +590,9 @@ def _gate_verdict(gate: Any, junit: Path, summary: Path) -> None:
     sys.exit(EXIT_OK if gate.ok else EXIT_DIVERGENCE)
 
 
-def _print_gate_tables(gate: Any) -> None:
+def _print_gate_tables(gate: Any, summary: Path) -> None:
     """The gate's table of profiles, when it swept its table of crash sweeps, and what
-    its coverage map says (``conformance.coverage``)."""
+    its coverage map says (``summary``: the summary.json just written)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -626,7 +627,8 @@ def _print_gate_tables(gate: Any) -> None:
         console.print(sweeps)
     from rmqsim.conformance.coverage import coverage_lines
 
-    for line in coverage_lines(gate.results, gate.sweeps, gate.steered):
+    # The lines say what summary.json says: its coverage entry, as written.
+    for line in coverage_lines(json.loads(summary.read_text())["coverage"]):
         click.echo(line)
     if gate.power_sweeps:
         console.print(_power_table(gate))
