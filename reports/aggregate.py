@@ -256,12 +256,12 @@ def op_kind_label(layer: str, kind: str) -> str:
     return kind if layer == LAYER_QUEUE else f"{layer}:{kind}"
 
 
-def _op_coverage(groups: list[Any]) -> list[dict[str, Any]]:
-    """Operations executed per kind of each layer present, summed over that layer's rows
-    alone, in vocabulary order."""
+def _op_coverage(groups: list[Any], op_sums: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Operations executed per kind of each layer present (``op_sums``: the first runs'
+    operations per layer), summed over that layer's rows alone, in vocabulary order."""
     coverage = []
     for layer in _layers(groups):
-        mine = [g for g in groups if g["layer"] == layer]
+        mine = [s for s in op_sums if s["layer"] == layer]
         for kind in LAYER_OP_KINDS[layer]:
             coverage.append(
                 {
@@ -364,10 +364,11 @@ def _fault_points(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"point": point, "hits": hits[point]} for point in sorted(hits)]
 
 
-def _determinism(found: list[dict[str, Any]]) -> dict[str, Any]:
-    mismatches = [r for r in found if r["trace_digest"] != r["repeat_digest"]]
+def _determinism(mismatches: list[dict[str, Any]], pairs_checked: int) -> dict[str, Any]:
+    """The determinism entry: ``mismatches``, the pairs (a twin and a first run of its
+    key) whose digests differ, among ``pairs_checked``."""
     return {
-        "pairs_checked": len(found),
+        "pairs_checked": pairs_checked,
         "mismatches": sorted(
             (
                 {
@@ -479,15 +480,20 @@ def file_tasks(sweep_dir: Path, version: int) -> list[FileTask]:
 def collect_partials(
     sc: SparkContext, sweep_dir: Path, version: int
 ) -> dict[str, list[dict[str, Any]]]:
-    """Every aggregation's rows, by name: one Spark job whose tasks aggregate their data
-    files with pyarrow (``reports.partials``), merged here; then, only when some twin's
-    first run may lie in another file than the twin, a second job asking those files."""
+    """Every aggregation's rows, by name (``merged_partials``, as rows)."""
+    return as_rows(merged_partials(sc, sweep_dir, version))
+
+
+def merged_partials(sc: SparkContext, sweep_dir: Path, version: int) -> Partials:
+    """Every aggregation, merged: one Spark job whose tasks aggregate their data files
+    with pyarrow (``reports.partials``), merged here; then, only when some twin's first
+    run may lie in another file than the twin, a second job asking those files."""
     tasks = file_tasks(sweep_dir, version)
     merged = _run_tasks(sc, tasks, task_partials)
     lookups = twin_lookups(tasks, merged)
     if lookups:
         merged.add(_run_tasks(sc, lookups, lookup_pairs))
-    return as_rows(merged)
+    return merged
 
 
 def _run_tasks(sc: SparkContext, items: list[Any], function: Any) -> Partials:
@@ -512,7 +518,7 @@ def shape_summary(
     implementations = sorted({g["implementation"] for g in groups})
     totals = _tally(groups, None)
     total = totals[0] if totals else {"runs": 0, "divergences": 0, "errors": 0, "failed": 0}
-    op_kinds = _op_coverage(groups)
+    op_kinds = _op_coverage(groups, found["op_sums"])
     points = _fault_points(found["fault_points"])
     hit = {p["point"] for p in points}
     return {
@@ -545,7 +551,9 @@ def shape_summary(
             "fault_points_never": [p for p in _known_fault_points(implementations) if p not in hit],
             "cells": _coverage_cells(found, groups, version),
         },
-        "determinism": _determinism(found["determinism"]),
+        "determinism": _determinism(
+            found["determinism"], sum(r["pairs"] for r in found["pairs_checked"])
+        ),
         "wall_time_s": _wall_percentiles(found["wall"]),
     }
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -63,8 +66,7 @@ def report_command(
     mismatches, 2 on bad input: SWEEP_DIR missing, not a directory, of another schema
     version or with a damaged Parquet file, or an output that cannot be written.
     """
-    from rmqsim.reports.aggregate import SweepDirError, check_sweep_dir, summarize, write_json
-    from rmqsim.reports.page import write_html
+    from rmqsim.reports.aggregate import SweepDirError, check_sweep_dir, summarize
     from rmqsim.reports.spark import Shipping, spark_context
 
     try:
@@ -78,18 +80,22 @@ def report_command(
             f"--html and --json name the same file ({html_file}): one would overwrite the other"
         )
     # The tasks aggregate with pyarrow (rmqsim.reports.partials): Spark's JVM only
-    # schedules them, whatever the rows, so it starts with its quick-start options.
+    # schedules them, whatever the rows, so it starts with its quick-start options. A
+    # thread does the driver's own work while this one waits on the JVM (the GIL free):
+    # the page's imports (matplotlib) while it starts, the writing while it stops.
     shipping = Shipping(rmqsim=True)
-    with spark_context(master, "rmqsim report", shipping=shipping, quick_start=True) as sc:
+    with ThreadPoolExecutor(max_workers=1) as beside:
+        beside.submit(importlib.import_module, "rmqsim.reports.page")
+        with spark_context(master, "rmqsim report", shipping=shipping, quick_start=True) as sc:
+            try:
+                summary = summarize(sc, sweep_dir.resolve())
+            except SweepDirError as exc:
+                raise UsageError(str(exc)) from None
+            written = beside.submit(_write, summary, json_file, html_file)
         try:
-            summary = summarize(sc, sweep_dir.resolve())
-        except SweepDirError as exc:
-            raise UsageError(str(exc)) from None
-    try:
-        write_json(summary, json_file)
-        write_html(summary, html_file)
-    except OSError as exc:
-        raise UsageError(f"cannot write the report: {exc}") from None
+            written.result()
+        except OSError as exc:
+            raise UsageError(f"cannot write the report: {exc}") from None
     totals = summary["totals"]
     mismatches = summary["determinism"]["mismatches"]
     click.echo(
@@ -105,3 +111,11 @@ def report_command(
             f"{smallest['trace_path'] or ''}"
         )
     sys.exit(EXIT_DIVERGENCE if totals["failed"] or mismatches else EXIT_OK)
+
+
+def _write(summary: dict[str, Any], json_file: Path, html_file: Path) -> None:
+    from rmqsim.reports.aggregate import write_json
+    from rmqsim.reports.page import write_html
+
+    write_json(summary, json_file)
+    write_html(summary, html_file)

@@ -17,7 +17,6 @@ range holds a twin's seed (``TwinLookup``, a second, small pass) for the rest.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,8 +30,17 @@ from rmqsim.reports.schema import (
     LAYER_CONSUMER,
     STATUS_OK,
 )
+from rmqsim.reports.twins import (
+    TWIN_COLUMNS,
+    empty_twins,
+    file_twins,
+    lookup_firsts,
+    lookups,
+    pairs,
+)
 
 if TYPE_CHECKING:
+    import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -100,8 +108,6 @@ READ_COLUMNS = (
 )
 #: The coverage map columns (row schema 4 on).
 COVERAGE_COLUMNS = ("coverage_reached", "coverage_crashed")
-#: The columns that pair twins with their first runs (read once per file, whole).
-TWIN_COLUMNS = ("sweep_id", "seed", "implementation", "determinism_repeat", "trace_digest")
 #: Columns (and map keys, list items) read as dictionaries: few distinct values, so a
 #: task decodes each once per page instead of once per row (a third of a task's CPU).
 DICTIONARY_COLUMNS = (
@@ -125,9 +131,6 @@ DICTIONARY_COLUMNS = (
 BATCH_ROWS = 128 * 1024
 #: Summary files another writer may leave: their row groups are other files' rows.
 SUMMARY_FILES = ("_metadata", "_common_metadata")
-
-#: A twin's key: (sweep_id, profile, seed, implementation).
-TwinKey = tuple[str, str | None, int, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +158,8 @@ class Partials:
     the first file that could not be read."""
 
     groups: dict[tuple[Any, ...], list[Any]] = field(default_factory=dict)
+    #: Per layer: the first runs' operations per kind (``ALL_OP_KINDS`` order).
+    op_sums: dict[Any, list[int]] = field(default_factory=dict)
     kinds_off: dict[Any, list[int]] = field(default_factory=dict)
     failures: dict[Any, dict[str, Any]] = field(default_factory=dict)
     consumers: dict[tuple[Any, Any], list[int]] = field(default_factory=dict)
@@ -162,14 +167,11 @@ class Partials:
     wall: dict[tuple[Any, int], list[Any]] = field(default_factory=dict)
     cells_reached: dict[Any, int] = field(default_factory=dict)
     cells_crashed: dict[Any, int] = field(default_factory=dict)
-    #: Twins' repeat digests, and the digests of the first runs found for them by the
-    #: file they lie in (a file asked twice for a twin answers once).
-    repeats: dict[TwinKey, list[str]] = field(default_factory=dict)
-    firsts: dict[TwinKey, dict[str, list[str]]] = field(default_factory=dict)
+    #: The twins found, and the first runs found for them (``reports.twins`` tables).
+    twins: list[pa.Table] = field(default_factory=list)
+    firsts: list[pa.Table] = field(default_factory=list)
     #: Per file: (sweep_id, profile, implementation) -> (lowest, highest) first-run seed.
     seed_ranges: dict[str, dict[tuple[Any, ...], tuple[int, int]]] = field(default_factory=dict)
-    #: Per file: the twins found in it (resolved there already).
-    twin_files: dict[str, list[TwinKey]] = field(default_factory=dict)
     error: str | None = None
 
     def add(self, other: Partials) -> None:
@@ -177,6 +179,7 @@ class Partials:
         for key, agg in other.groups.items():
             mine = self.groups.get(key)
             self.groups[key] = list(agg) if mine is None else _merge_group(mine, agg)
+        _sum_lists(self.op_sums, other.op_sums)
         _sum_lists(self.kinds_off, other.kinds_off)
         _sum_lists(self.consumers, other.consumers)
         for key, wall in other.wall.items():
@@ -189,25 +192,21 @@ class Partials:
             self.failures[signature] = (
                 dict(failure) if mine_failure is None else _merge_failure(mine_failure, failure)
             )
-        for twin, digests in other.repeats.items():
-            self.repeats.setdefault(twin, []).extend(digests)
-        for twin, by_file in other.firsts.items():
-            self.firsts.setdefault(twin, {}).update(by_file)
+        self.twins += other.twins
+        self.firsts += other.firsts
         self.seed_ranges.update(other.seed_ranges)
-        self.twin_files.update(other.twin_files)
         self.error = self.error or other.error
 
 
 def _merge_group(mine: list[Any], other: list[Any]) -> list[Any]:
-    """[runs, steps, wall_s, min_seed, max_seed, *op sums]: sums, except the seeds."""
-    runs, steps, wall_s, low, high, *ops = mine
+    """[runs, steps, wall_s, min_seed, max_seed]: sums, except the seeds."""
+    runs, steps, wall_s, low, high = mine
     return [
         runs + other[0],
         _add(steps, other[1]),
         _add(wall_s, other[2]),
         min(low, other[3]),
         max(high, other[4]),
-        *(_add(a, b) for a, b in zip(ops, other[5:], strict=True)),
     ]
 
 
@@ -288,17 +287,29 @@ def _file_partials(task: FileTask) -> Partials:
     columns = [*READ_COLUMNS, *(c for c in COVERAGE_COLUMNS if c not in later), *TWIN_COLUMNS]
     partials = Partials(seed_ranges={task.path: {}})
     kept = []
+    read = 0
     for batch in parquet.iter_batches(
         BATCH_ROWS, columns=list(dict.fromkeys(columns)), use_threads=False
     ):
         table = pa.Table.from_batches([batch])
         partials.add(_batch_partials(table, task.profile))
         _add_seed_ranges(partials.seed_ranges[task.path], table, task.profile)
-        twin_rows = table.select(list(TWIN_COLUMNS))
+        twin_rows = _numbered(table.select(list(TWIN_COLUMNS)), read)
         kept.append(twin_rows.filter(pc.is_in(table["seed"], value_set=twin_seeds)))
+        read += table.num_rows
     if kept:
-        _twins(pa.concat_tables(kept), task, partials)
+        twins, firsts = file_twins(pa.concat_tables(kept), task.profile, task.path)
+        partials.twins.append(twins)
+        partials.firsts.append(firsts)
     return partials
+
+
+def _numbered(rows: pa.Table, first_row: int) -> pa.Table:
+    """``rows`` with their row numbers in the file (from ``first_row`` on) as ``row``."""
+    import pyarrow as pa
+
+    return rows.append_column("row", pa.array(range(first_row, first_row + rows.num_rows),
+                                              pa.int64()))  # fmt: skip
 
 
 def _add_seed_ranges(
@@ -335,8 +346,10 @@ def _batch_partials(table: pa.Table, profile: str | None) -> Partials:
     import pyarrow.compute as pc
 
     first = pc.equal(table["determinism_repeat"], 0)
+    first_rows = first.to_numpy(zero_copy_only=False)
     partials = Partials(
         groups=_groups(table, profile),
+        op_sums=_op_sums(table, first_rows),
         kinds_off=_kinds_off(table.select(["kinds_off", "status"]).filter(first)),
         failures=_failures(
             table.filter(pc.and_(first, pc.not_equal(table["status"], STATUS_OK))), profile
@@ -344,33 +357,20 @@ def _batch_partials(table: pa.Table, profile: str | None) -> Partials:
         consumers=_consumers(
             table.filter(pc.and_(first, pc.equal(table["layer"], LAYER_CONSUMER))), profile
         ),
-        fault_points=_map_sums(table["fault_points"], first),
+        fault_points=_map_sums(table["fault_points"], first_rows),
         wall=_wall(table["wall_s"].filter(first), profile),
     )
     if "coverage_reached" in table.column_names:
-        partials.cells_reached = _map_sums(table["coverage_reached"], first)
-        partials.cells_crashed = _map_sums(table["coverage_crashed"], first)
+        partials.cells_reached = _map_sums(table["coverage_reached"], first_rows)
+        partials.cells_crashed = _map_sums(table["coverage_crashed"], first_rows)
     return partials
 
 
 def _groups(table: pa.Table, profile: str | None) -> dict[tuple[Any, ...], list[Any]]:
-    """The base grouping: runs, steps, wall time, seed range and operations per group."""
-    import pyarrow.compute as pc
-
-    ops = {f"op_{kind}": pc.struct_field(table["op_counts"], kind) for kind in ALL_OP_KINDS}
+    """The base grouping: runs, steps, wall time and seed range per group."""
     keys = [k for k in GROUP_KEYS if k != "profile"]
-    source = table.select([*keys, "steps", "wall_s", "seed"])
-    for name, column in ops.items():
-        source = source.append_column(name, column)
-    rows = source.group_by(keys, use_threads=False).aggregate(
-        [
-            ([], "count_all"),
-            ("steps", "sum"),
-            ("wall_s", "sum"),
-            ("seed", "min"),
-            ("seed", "max"),
-            *((name, "sum") for name in ops),
-        ]
+    rows = table.group_by(keys, use_threads=False).aggregate(
+        [([], "count_all"), ("steps", "sum"), ("wall_s", "sum"), ("seed", "min"), ("seed", "max")]
     )
     out = {}
     for row in rows.to_pylist():
@@ -381,8 +381,29 @@ def _groups(table: pa.Table, profile: str | None) -> dict[tuple[Any, ...], list[
             row["wall_s_sum"],
             row["seed_min"],
             row["seed_max"],
-            *(row[f"{name}_sum"] for name in ops),
         ]
+    return out
+
+
+def _op_sums(table: pa.Table, first: np.ndarray) -> dict[Any, list[int]]:
+    """Per layer, the operations of its ``first`` runs per kind: the report sums them per
+    layer only, so they are summed here by numpy (each kind's column of counts, less the
+    rows left out: a few re-runs, other layers), not carried through the base grouping."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    columns = [
+        pc.struct_field(table["op_counts"], kind).to_numpy(zero_copy_only=False)
+        for kind in ALL_OP_KINDS
+    ]
+    layers = table["layer"]
+    out: dict[Any, list[int]] = {}
+    for layer in pc.unique(layers).to_pylist():
+        mine = first & pc.equal(layers, layer).to_numpy(zero_copy_only=False)
+        if not mine.any():
+            continue
+        left_out = np.flatnonzero(~mine)
+        out[layer] = [int(c.sum()) - int(c[left_out].sum()) for c in columns]
     return out
 
 
@@ -463,24 +484,54 @@ def _consumers(mine: pa.Table, profile: str | None) -> dict[tuple[Any, Any], lis
     }
 
 
-def _map_sums(maps: pa.ChunkedArray, first: pa.ChunkedArray) -> dict[Any, int]:
-    """A map column (label -> count) summed by label over the rows ``first`` selects."""
+def _map_sums(maps: pa.ChunkedArray, first: np.ndarray) -> dict[Any, int]:
+    """A map column (label -> count) summed by label over the rows ``first`` selects:
+    each chunk's entries (its keys as dictionary indices) added up by numpy, all of them
+    at once, less those of the rows left out (a few: re-runs)."""
     import numpy as np
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    key = pa.field("key", maps.type.key_type, nullable=False)
-    lists = maps.cast(pa.list_(pa.struct([key, pa.field("value", maps.type.item_type)])))
-    lengths = pc.list_value_length(lists).fill_null(0).to_numpy(zero_copy_only=False)
-    keep = np.repeat(first.to_numpy(zero_copy_only=False), lengths)
-    entries = pc.list_flatten(lists).filter(pa.array(keep))
-    if not len(entries):
-        return {}
-    flat = pa.table(
-        {"key": pc.struct_field(entries, "key"), "value": pc.struct_field(entries, "value")}
-    )
-    rows = flat.group_by("key", use_threads=False).aggregate([("value", "sum")])
-    return {r["key"]: r["value_sum"] for r in rows.to_pylist()}
+    sums: dict[Any, int] = {}
+    start = 0
+    for chunk in maps.chunks:
+        left_out = np.flatnonzero(~first[start : start + len(chunk)])
+        start += len(chunk)
+        offsets = chunk.offsets.to_numpy(zero_copy_only=False)
+        low, high = int(offsets[0]), int(offsets[-1])
+        if high == low:
+            continue
+        keys = chunk.keys.slice(low, high - low)  # a map's children: its whole arrays
+        if not pa.types.is_dictionary(keys.type):
+            keys = keys.dictionary_encode()
+        indices = keys.indices.to_numpy(zero_copy_only=False)
+        values = chunk.items.slice(low, high - low).fill_null(0).to_numpy(zero_copy_only=False)
+        labels = len(keys.dictionary)
+        totals = np.zeros(labels, dtype=np.int64)
+        np.add.at(totals, indices, values)
+        entries = np.bincount(indices, minlength=labels)
+        dropped = _entries_of(offsets - low, left_out)
+        np.subtract.at(totals, indices[dropped], values[dropped])
+        entries -= np.bincount(indices[dropped], minlength=labels)
+        for label, total, count in zip(
+            keys.dictionary.to_pylist(), totals.tolist(), entries.tolist(), strict=True
+        ):
+            if count:
+                sums[label] = sums.get(label, 0) + total
+    return sums
+
+
+def _entries_of(offsets: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The positions of the entries of list ``rows`` (ascending) given the lists'
+    ``offsets`` (from 0): each row's range ``offsets[row] .. offsets[row + 1]``."""
+    import numpy as np
+
+    starts, ends = offsets[rows], offsets[rows + 1]
+    lengths = ends - starts
+    if not lengths.sum():
+        return np.zeros(0, dtype=np.int64)
+    # Each entry's position: its row's start plus its rank within the row.
+    ranks = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return np.repeat(starts, lengths) + ranks
 
 
 def _wall(wall: pa.ChunkedArray, profile: str | None) -> dict[tuple[Any, int], list[Any]]:
@@ -501,77 +552,28 @@ def _wall(wall: pa.ChunkedArray, profile: str | None) -> dict[tuple[Any, int], l
     return {(profile, r["bucket"]): [r["count_all"], r["wall_s_max"]] for r in rows.to_pylist()}
 
 
-def _twins(rows: pa.Table, task: FileTask, partials: Partials) -> None:
-    """The file's twins (repeat digests) with the first runs of the same file that match
-    them, from ``rows``: the file's rows whose seed a twin of the file has."""
-    import pyarrow.compute as pc
-
-    twins = rows.filter(pc.equal(rows["determinism_repeat"], 1))
-    keys = ["sweep_id", "seed", "implementation", "trace_digest"]
-    found: list[TwinKey] = []
-    for r in twins.select(keys).to_pylist():
-        twin = (r["sweep_id"], task.profile, r["seed"], r["implementation"])
-        partials.repeats.setdefault(twin, []).append(r["trace_digest"])
-        found.append(twin)
-    partials.twin_files[task.path] = found
-    if found:
-        first = rows.filter(pc.equal(rows["determinism_repeat"], 0))
-        _first_digests(first, task, set(found), partials.firsts)
-
-
-def _first_digests(
-    first: pa.Table,
-    task: FileTask,
-    wanted: set[TwinKey],
-    into: dict[TwinKey, dict[str, list[str]]],
-) -> None:
-    """The digests of the first runs in ``first`` (of ``task``'s file) whose key is
-    ``wanted``."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    seeds = pa.array(sorted({twin[2] for twin in wanted}), pa.int64())
-    candidates = first.filter(pc.is_in(first["seed"], value_set=seeds))
-    keys = ["sweep_id", "seed", "implementation", "trace_digest"]
-    for r in candidates.select(keys).to_pylist():
-        twin = (r["sweep_id"], task.profile, r["seed"], r["implementation"])
-        if twin in wanted:
-            into.setdefault(twin, {}).setdefault(task.path, []).append(r["trace_digest"])
-
-
 @dataclass(frozen=True, slots=True)
 class TwinLookup:
-    """The second pass's work for one file: the twins (found in other files) whose first
-    run this file may hold (its seed range for their sweep covers their seed)."""
+    """The second pass's work for one file: the keys of the twins (found in other files)
+    whose first run this file may hold (its seed range for their key holds their seed)."""
 
     task: FileTask
-    twins: frozenset[TwinKey]
+    wanted: pa.Table
 
 
 def twin_lookups(tasks: list[FileTask], merged: Partials) -> list[TwinLookup]:
     """The files to look in again, for twins whose first runs may lie in another file
     than theirs (none when every file's seed ranges rule them out)."""
-    by_file: dict[str, set[TwinKey]] = defaultdict(set)
-    ranges: dict[tuple[Any, ...], list[tuple[str, int, int]]] = defaultdict(list)
-    for path, file_ranges in merged.seed_ranges.items():
-        for (sweep, profile, impl), (low, high) in file_ranges.items():
-            ranges[(sweep, profile, impl)].append((path, low, high))
-    for twin_path, twins in merged.twin_files.items():
-        for twin in twins:
-            sweep, profile, seed, impl = twin
-            for path, low, high in ranges.get((sweep, profile, impl), ()):
-                if path != twin_path and low <= seed <= high:
-                    by_file[path].add(twin)
-    return [
-        TwinLookup(task, frozenset(by_file[task.path])) for task in tasks if task.path in by_file
-    ]
+    import pyarrow as pa
+
+    asked = lookups(pa.concat_tables([empty_twins(), *merged.twins]), merged.seed_ranges)
+    return [TwinLookup(task, asked[task.path]) for task in tasks if task.path in asked]
 
 
 def lookup_pairs(lookups: Iterable[TwinLookup]) -> Iterator[Partials]:
-    """What one task of the second pass returns: the first runs' digests its files hold
-    for the twins asked (only the key and digest columns are read)."""
+    """What one task of the second pass returns: the first runs its files hold for the
+    twins asked (only the key and digest columns are read)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     partials = Partials()
     for lookup in lookups:
@@ -580,8 +582,9 @@ def lookup_pairs(lookups: Iterable[TwinLookup]) -> Iterator[Partials]:
         except (pa.ArrowException, OSError) as exc:  # the file's bytes do not decode
             partials.error = partials.error or _unreadable(lookup.task.path, exc)
             continue
-        first = table.filter(pc.equal(table["determinism_repeat"], 0))
-        _first_digests(first, lookup.task, set(lookup.twins), partials.firsts)
+        task = lookup.task
+        found = lookup_firsts(_numbered(table, 0), task.profile, task.path, lookup.wanted)
+        partials.firsts.append(found)
     yield partials
 
 
@@ -597,11 +600,15 @@ def as_rows(merged: Partials) -> dict[str, list[dict[str, Any]]]:
     """The merged aggregates as rows by aggregation name, the shape the summary is built
     from (``reports.aggregate``): what the report's SQL queries returned before."""
     op_names = [f"op_{kind}" for kind in ALL_OP_KINDS]
-    stats = ["runs", "steps", "wall_s", "min_seed", "max_seed", *op_names]
+    stats = ["runs", "steps", "wall_s", "min_seed", "max_seed"]
     return {
         "groups": [
             dict(zip(GROUP_KEYS, key, strict=True)) | dict(zip(stats, agg, strict=True))
             for key, agg in merged.groups.items()
+        ],
+        "op_sums": [
+            {"layer": layer} | dict(zip(op_names, sums, strict=True))
+            for layer, sums in merged.op_sums.items()
         ],
         "kinds_off": [
             {"kind": kind, "runs": runs, "failed": failed}
@@ -613,7 +620,7 @@ def as_rows(merged: Partials) -> dict[str, list[dict[str, Any]]]:
             for (profile, config), (runs, failed) in merged.consumers.items()
         ],
         "fault_points": [{"key": k, "hits": hits} for k, hits in merged.fault_points.items()],
-        "determinism": _pairs(merged),
+        **_determinism(merged),
         "wall": [
             {"profile": profile, "bucket": bucket, "runs": runs, "max": largest}
             for (profile, bucket), (runs, largest) in merged.wall.items()
@@ -635,21 +642,11 @@ def _failure_row(signature: Any, failure: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _pairs(merged: Partials) -> list[dict[str, Any]]:
-    """Each twin with each first run of its key (a join's rows), in key order."""
-    pairs = []
-    for twin in sorted(merged.repeats, key=lambda k: tuple(map(_nulls_first, k))):
-        _sweep, profile, seed, implementation = twin
-        firsts = [d for digests in merged.firsts.get(twin, {}).values() for d in digests]
-        for first_digest in sorted(firsts):
-            for repeat_digest in merged.repeats[twin]:
-                pairs.append(
-                    {
-                        "profile": profile,
-                        "seed": seed,
-                        "implementation": implementation,
-                        "trace_digest": first_digest,
-                        "repeat_digest": repeat_digest,
-                    }
-                )
-    return pairs
+def _determinism(merged: Partials) -> dict[str, list[dict[str, Any]]]:
+    """The twins paired with their first runs: how many pairs, and those whose digests
+    differ (rows of profile, seed, implementation and both digests)."""
+    import pyarrow.compute as pc
+
+    found = pairs(merged.twins, merged.firsts)
+    differ = found.filter(pc.not_equal(found["trace_digest"], found["repeat_digest"]))
+    return {"determinism": differ.to_pylist(), "pairs_checked": [{"pairs": found.num_rows}]}

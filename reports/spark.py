@@ -23,6 +23,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from rmqsim.conformance.adapter import Factory
 from rmqsim.conformance.cli.common import UsageError
+from rmqsim.reports.jvm_archive import (
+    DRIVER_JAVA_OPTIONS,
+    archive_path,
+    ensure_archive,
+    use_options,
+)
 from rmqsim.reports.shipping import archive_spec, executor_python, impl_code, package_zip
 
 if TYPE_CHECKING:
@@ -121,13 +127,35 @@ def _new_conf(
 ) -> tuple[dict[str, str], str | None]:
     """The configuration of a new session or context on ``master``, and the alias its
     shipped environment is unpacked under (None: none). ``UsageError`` when the master is
-    not reachable or an archive is given for a local master."""
+    not reachable or an archive is given for a local master. A quick start maps the
+    driver JVM's class archive (``reports.jvm_archive``), built first if need be."""
     check_reachable(master)
     archive, alias = archive_spec(shipping.archives) if shipping.archives else (None, None)
     if archive is not None and is_local(master):
         raise UsageError(f"--archives is for a cluster's executors, not --master {master}")
     java_options = QUICK_START_JVM_OPTIONS if quick_start else ""
+    classes = archive_path() if quick_start else None
+    if classes is not None:
+        served = _conf("local[1]", "rmqsim class archive", driver_memory, None, java_options)
+        if ensure_archive(classes, served):
+            java_options = f"{java_options} {use_options(classes)}"
     return _conf(master, app_name, driver_memory, archive, java_options), alias
+
+
+def _create(create: Callable[[dict[str, str]], T], settings: dict[str, str]) -> T:
+    """``create(settings)``; if the JVM could not start while mapping a class archive
+    (one damaged since it was built), the archive is removed and the start retried
+    without it."""
+    java = settings[DRIVER_JAVA_OPTIONS]
+    mapped = re.search(r"-XX:SharedArchiveFile=(\S+)", java)
+    try:
+        return create(settings)
+    except Exception:
+        if mapped is None:
+            raise
+        Path(mapped.group(1)).unlink(missing_ok=True)
+        plain = java.replace(use_options(Path(mapped.group(1))), "").strip()
+        return create({**settings, DRIVER_JAVA_OPTIONS: plain})
 
 
 @contextmanager
@@ -161,11 +189,15 @@ def spark_session(
         yield active
         return
     conf, alias = _new_conf(master, app_name, driver_memory, shipping, quick_start)
-    builder = SparkSession.builder
-    for key, value in conf.items():
-        builder = builder.config(key, value)
+
+    def create(settings: dict[str, str]) -> SparkSession:
+        builder = SparkSession.builder
+        for key, value in settings.items():
+            builder = builder.config(key, value)
+        return builder.getOrCreate()
+
     with (
-        _started(master, alias, builder.getOrCreate) as spark,
+        _started(master, alias, lambda: _create(create, conf)) as spark,
         _shipped(spark.sparkContext, master, shipping),
     ):
         yield spark
@@ -193,9 +225,12 @@ def spark_context(
         yield active.sparkContext
         return
     settings, alias = _new_conf(master, app_name, driver_memory, shipping, quick_start)
-    conf = SparkConf().setAll(list(settings.items()))
+
+    def create(chosen: dict[str, str]) -> SparkContext:
+        return SparkContext(conf=SparkConf().setAll(list(chosen.items())))
+
     with (
-        _started(master, alias, lambda: SparkContext(conf=conf)) as sc,
+        _started(master, alias, lambda: _create(create, settings)) as sc,
         _shipped(sc, master, shipping),
     ):
         yield sc
@@ -240,7 +275,7 @@ def _conf(
         "spark.master": master,
         "spark.app.name": app_name,
         "spark.driver.memory": driver_memory,
-        "spark.driver.extraJavaOptions": java,
+        DRIVER_JAVA_OPTIONS: java,
         "spark.ui.showConsoleProgress": "false",
         "spark.ui.enabled": "false",
         "spark.sql.shuffle.partitions": str(SHUFFLE_PARTITIONS),

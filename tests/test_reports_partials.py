@@ -22,7 +22,7 @@ import pytest
 from rmqsim.reports import synthetic
 from rmqsim.reports.aggregate import (
     check_sweep_dir,
-    collect_partials,
+    merged_partials,
     shape_summary,
     summarize,
 )
@@ -37,6 +37,7 @@ from rmqsim.reports.schema import (
 )
 from rmqsim.reports.sweep import read_manifest
 from rmqsim.reports.synthetic import write_synthetic
+from rmqsim.reports.twins import pairs
 
 FILE_SCHEMA = pa.schema([f for f in ARROW_SCHEMA if f.name != "profile"])
 CONSUMER_CONFIG = {"clients": [{"group": "g1", "mode": "push", "workers": 2}], "seed_span": 3}
@@ -56,7 +57,8 @@ def _write(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 #: Seeds of the first runs of the smoke profile's first file given a re-run in another file
-#: (the third of them with another digest, the fourth also run first in a third file).
+#: (the third of them with another digest, the fourth also run first, and re-run, in a
+#: third file).
 ADDED_TWINS = slice(10, 16)
 
 
@@ -64,7 +66,7 @@ ADDED_TWINS = slice(10, 16)
 def mixed_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Synthetic rows in files of 300 (twins next to their first runs), plus files added
     by hand: re-runs whose first runs lie in another file (one with another digest), a
-    first run duplicated in a third file, and consumer rows (one an error without a
+    first run and a re-run duplicated in a third file, and consumer rows (one an error without a
     signature)."""
     out = tmp_path_factory.mktemp("mixed")
     with pytest.MonkeyPatch.context() as patch:
@@ -76,7 +78,9 @@ def mixed_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     twins[2]["trace_digest"] = "sha256:" + "f" * 64  # not deterministic, across files
     _write(source.with_name("repeats.parquet"), twins)
     duplicate = dict(twins[3], determinism_repeat=0, kinds_off=["seek", "get_latest"])
-    _write(source.with_name("duplicate.parquet"), [duplicate])
+    # With a re-run of its own: the second pass asks this file for the other file's re-run
+    # of the same key, and its first run must still count once.
+    _write(source.with_name("duplicate.parquet"), [duplicate, dict(twins[3], wall_s=0.5)])
     consumer = [
         dict(
             r,
@@ -121,8 +125,8 @@ def _reference_queries(frame: Any) -> dict[str, Any]:
             F.sum("wall_s").alias("wall_s"),
             F.min("seed").alias("min_seed"),
             F.max("seed").alias("max_seed"),
-            *sums,
         ),
+        "op_sums": first.groupBy("layer").agg(*sums),
         "kinds_off": first.select(F.explode("kinds_off").alias("kind"), "status")
         .groupBy("kind")
         .agg(F.count(F.lit(1)).alias("runs"), failed),
@@ -177,6 +181,10 @@ def reference_found(spark: Any, sweep_dir: Path) -> dict[str, list[dict[str, Any
     found: dict[str, list[dict[str, Any]]] = {name: [] for name in queries}
     for row in reduce(lambda a, b: a.unionAll(b), tagged).collect():
         found[row["query"]].append(json.loads(row["row"]))
+    # The report keeps the pairs' count and the pairs whose digests differ.
+    pairs = found["determinism"]
+    found["pairs_checked"] = [{"pairs": len(pairs)}]
+    found["determinism"] = [p for p in pairs if p["trace_digest"] != p["repeat_digest"]]
     return found
 
 
@@ -219,13 +227,16 @@ def test_the_summary_is_the_spark_sql_reports_on_a_directory_of_many_files(
 def test_a_twin_whose_first_run_is_in_another_file_is_paired_by_a_second_pass(
     spark: Any, mixed_dir: Path
 ) -> None:
-    """Each added re-run is paired with its first run in another file (and the first run
-    duplicated in a third file with both): pairs a file-by-file pass alone cannot see."""
+    """Each added re-run is paired with its first run in another file (the fourth's key
+    has two first runs and two re-runs, in three files: four pairs, its third file's first
+    run counted once though both passes find it): pairs a file-by-file pass alone cannot
+    see."""
     seeds = _added_seeds(mixed_dir)
-    found = collect_partials(spark.sparkContext, mixed_dir, SCHEMA_VERSION)
-    pairs = [p for p in found["determinism"] if p["seed"] in seeds and p["profile"] == "smoke"]
-    by_seed = {seed: [p for p in pairs if p["seed"] == seed] for seed in seeds}
-    assert [len(by_seed[seed]) for seed in seeds] == [1, 1, 1, 2, 1, 1]
+    merged = merged_partials(spark.sparkContext, mixed_dir, SCHEMA_VERSION)
+    found = pairs(merged.twins, merged.firsts).to_pylist()
+    pairs_found = [p for p in found if p["seed"] in seeds and p["profile"] == "smoke"]
+    by_seed = {seed: [p for p in pairs_found if p["seed"] == seed] for seed in seeds}
+    assert [len(by_seed[seed]) for seed in seeds] == [1, 1, 1, 4, 1, 1]
     assert [p["trace_digest"] == p["repeat_digest"] for p in by_seed[seeds[2]]] == [False]
     assert all(p["trace_digest"] == p["repeat_digest"] for p in by_seed[seeds[3]])
 
