@@ -10,8 +10,9 @@ The archive is built once per machine, pyspark version and Java (its file name h
 them), by ``build_archive``: a JVM of its own, in a subprocess, starts a context, runs a
 Python task, stops, and exits; only once that JVM has EXITED is its dump renamed into
 place. The order matters: a JVM that maps a truncated archive dies of SIGBUS, so no JVM
-may ever be given a dump still being written. A start with an archive that a JVM still
-cannot use (damaged later, say) is retried without it, and the archive removed
+may ever be given a dump still being written, and the archive's size is recorded beside
+it: one of another size (truncated since) is built again. A start with an archive that a
+JVM still cannot use (damaged otherwise) is retried without it, and the archive removed
 (``reports.spark``).
 
 ``RMQSIM_CACHE_DIR`` chooses the directory (default ``$XDG_CACHE_HOME/rmqsim`` or
@@ -38,6 +39,7 @@ __all__ = [
     "build_archive",
     "dump_options",
     "ensure_archive",
+    "is_complete",
     "use_options",
 ]
 
@@ -89,8 +91,24 @@ def archive_path() -> Path | None:
 
 
 def use_options(path: Path) -> str:
-    """JVM options that map the archive at ``path`` (an existing, complete one)."""
-    return f"-XX:SharedArchiveFile={path} {_QUIET}"
+    """JVM options that map the archive at ``path`` (an existing, complete one); a JVM
+    that crashes anyway leaves its error file beside it, not in the working directory."""
+    return f"-XX:SharedArchiveFile={path} -XX:ErrorFile={path.parent}/hs_err_pid%p.log {_QUIET}"
+
+
+def _size_file(path: Path) -> Path:
+    """Where the archive's size in bytes is recorded once it is complete."""
+    return path.with_name(f"{path.name}.bytes")
+
+
+def is_complete(path: Path) -> bool:
+    """The archive at ``path`` exists and has the size recorded when it was built: a
+    truncated copy (a full disk, a partial restore) would crash the JVM that maps it."""
+    try:
+        recorded = int(_size_file(path).read_text().strip())
+        return path.stat().st_size == recorded
+    except (OSError, ValueError):
+        return False
 
 
 def dump_options(path: Path) -> str:
@@ -103,10 +121,11 @@ def ensure_archive(path: Path, conf: dict[str, str]) -> bool:
     with ``conf``, the configuration of the starts it serves; a line on stderr saying so)
     when it does not. False when it could not be built (the reason is on stderr); Spark
     then starts without one."""
-    if path.exists():
+    if is_complete(path):
         return True
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        path.unlink(missing_ok=True)  # damaged, or its size never recorded
     except OSError:
         return False
     print(f"rmqsim: building the Spark JVM's class archive (once per machine): {path}",
@@ -119,7 +138,7 @@ def ensure_archive(path: Path, conf: dict[str, str]) -> bool:
         print(f"rmqsim: the class archive took over {BUILD_TIMEOUT_S:.0f} s: starting without",
               file=sys.stderr)  # fmt: skip
         return False
-    if done.returncode != 0 or not path.exists():
+    if done.returncode != 0 or not is_complete(path):
         reason = (done.stderr.strip().splitlines() or ["no message"])[-1]
         print(f"rmqsim: no class archive ({reason}): starting without", file=sys.stderr)
         return False
@@ -147,6 +166,10 @@ def build_archive(path: Path, settings: dict[str, str]) -> None:
     gateway.proc.stdin.close()  # the gateway JVM exits at the end of its stdin, and dumps
     if gateway.proc.wait(timeout=BUILD_TIMEOUT_S) != 0 or not part.exists():
         raise RuntimeError("the JVM did not write its class archive")
+    size = _size_file(path)
+    written = size.with_name(f"{size.name}.{os.getpid()}.part")
+    written.write_text(f"{part.stat().st_size}\n")
+    os.replace(written, size)
     os.replace(part, path)
 
 

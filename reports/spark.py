@@ -153,8 +153,9 @@ def _create(create: Callable[[dict[str, str]], T], settings: dict[str, str]) -> 
     except Exception:
         if mapped is None:
             raise
-        Path(mapped.group(1)).unlink(missing_ok=True)
-        plain = java.replace(use_options(Path(mapped.group(1))), "").strip()
+        archive = Path(mapped.group(1))
+        archive.unlink(missing_ok=True)
+        plain = java.replace(use_options(archive), "").strip()
         return create({**settings, DRIVER_JAVA_OPTIONS: plain})
 
 

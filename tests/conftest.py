@@ -8,6 +8,7 @@ backend that cannot be imported yet is skipped with a reason, never silently dro
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,11 @@ try:  # the commit-log backend: impl.commitlog.CommitLogMQ.open(path, ..., polic
     from rmqsim.impl.commitlog import CommitLogMQ, FlushPolicy
 except ImportError:  # pragma: no cover - only while the backend is being written
     CommitLogMQ = None
+
+# Spark starts in tests do without the driver JVM's class archive (reports.jvm_archive):
+# no build of it (≈ 12 s) in whichever test first starts Spark, nothing written to the
+# user's cache. tests/test_reports_jvm_archive.py turns it on, in a directory of its own.
+os.environ.setdefault("RMQSIM_JVM_ARCHIVE", "off")
 
 #: Backends with a store on disk, and how each opens one.
 _STORE_KINDS = ("impl", "commitlog-sync", "commitlog-async")
