@@ -31,12 +31,13 @@ from rmqsim.reports.schema import (
     STATUS_OK,
 )
 from rmqsim.reports.twins import (
-    TWIN_COLUMNS,
     empty_twins,
     file_twins,
     lookup_firsts,
     lookups,
+    mismatches,
     pairs,
+    twin_columns,
 )
 
 if TYPE_CHECKING:
@@ -284,7 +285,8 @@ def _file_partials(task: FileTask) -> Partials:
     keys = parquet.read(columns=["determinism_repeat", "seed"], use_threads=False)
     twin_seeds = keys.filter(pc.equal(keys["determinism_repeat"], 1))["seed"].combine_chunks()
     later = {name for v, names in ADDED_COLUMNS.items() if v > task.version for name in names}
-    columns = [*READ_COLUMNS, *(c for c in COVERAGE_COLUMNS if c not in later), *TWIN_COLUMNS]
+    twin_read = twin_columns(task.version)
+    columns = [*READ_COLUMNS, *(c for c in COVERAGE_COLUMNS if c not in later), *twin_read]
     partials = Partials(seed_ranges={task.path: {}})
     kept = []
     read = 0
@@ -294,7 +296,7 @@ def _file_partials(task: FileTask) -> Partials:
         table = pa.Table.from_batches([batch])
         partials.add(_batch_partials(table, task.profile))
         _add_seed_ranges(partials.seed_ranges[task.path], table, task.profile)
-        twin_rows = _numbered(table.select(list(TWIN_COLUMNS)), read)
+        twin_rows = _numbered(table.select(list(twin_read)), read)
         kept.append(twin_rows.filter(pc.is_in(table["seed"], value_set=twin_seeds)))
         read += table.num_rows
     if kept:
@@ -578,7 +580,8 @@ def lookup_pairs(lookups: Iterable[TwinLookup]) -> Iterator[Partials]:
     partials = Partials()
     for lookup in lookups:
         try:
-            table = _open(lookup.task).read(columns=list(TWIN_COLUMNS), use_threads=False)
+            columns = list(twin_columns(lookup.task.version))
+            table = _open(lookup.task).read(columns=columns, use_threads=False)
         except (pa.ArrowException, OSError) as exc:  # the file's bytes do not decode
             partials.error = partials.error or _unreadable(lookup.task.path, exc)
             continue
@@ -645,8 +648,5 @@ def _failure_row(signature: Any, failure: dict[str, Any]) -> dict[str, Any]:
 def _determinism(merged: Partials) -> dict[str, list[dict[str, Any]]]:
     """The twins paired with their first runs: how many pairs, and those whose digests
     differ (rows of profile, seed, implementation and both digests)."""
-    import pyarrow.compute as pc
-
     found = pairs(merged.twins, merged.firsts)
-    differ = found.filter(pc.not_equal(found["trace_digest"], found["repeat_digest"]))
-    return {"determinism": differ.to_pylist(), "pairs_checked": [{"pairs": found.num_rows}]}
+    return {"determinism": mismatches(found), "pairs_checked": [{"pairs": found.num_rows}]}

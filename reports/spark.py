@@ -134,12 +134,21 @@ def _new_conf(
     if archive is not None and is_local(master):
         raise UsageError(f"--archives is for a cluster's executors, not --master {master}")
     java_options = QUICK_START_JVM_OPTIONS if quick_start else ""
-    classes = archive_path() if quick_start else None
-    if classes is not None:
-        served = _conf("local[1]", "rmqsim class archive", driver_memory, None, java_options)
-        if ensure_archive(classes, served):
-            java_options = f"{java_options} {use_options(classes)}"
+    if quick_start:
+        java_options = f"{java_options} {class_archive_options(driver_memory)}".strip()
     return _conf(master, app_name, driver_memory, archive, java_options), alias
+
+
+def class_archive_options(driver_memory: str = DEFAULT_DRIVER_MEMORY) -> str:
+    """The JVM options that map the driver's class archive (``reports.jvm_archive``) into
+    a quick start, the archive built first when there is none ("" when archives are off or
+    it could not be built)."""
+    classes = archive_path()
+    if classes is None:
+        return ""
+    served = _conf("local[1]", "rmqsim class archive", driver_memory, None,
+                   QUICK_START_JVM_OPTIONS)  # fmt: skip
+    return use_options(classes) if ensure_archive(classes, served) else ""
 
 
 def _create(create: Callable[[dict[str, str]], T], settings: dict[str, str]) -> T:

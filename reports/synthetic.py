@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from rmqsim.conformance.coverage import APPLICABLE
@@ -40,6 +41,9 @@ SIGNATURES = (
     "position-mismatch @ seek",
 )
 _HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+#: A hex digit's value by its ASCII code.
+_HEX_VALUE = np.zeros(256, dtype=np.uint8)
+_HEX_VALUE[_HEX] = np.arange(16, dtype=np.uint8)
 
 
 def _digests(rng: np.random.Generator, n: int) -> pa.Array:
@@ -67,6 +71,17 @@ def _seeds(rng: np.random.Generator, first_seed: int, n: int) -> tuple[np.ndarra
     seeds[1:][repeat[1:] == 1] = seeds[:-1][repeat[1:] == 1]
     repeat[0] = 0
     return seeds, repeat
+
+
+def trace_hashes(digests: pa.Array) -> pa.Array:
+    """``schema.trace_hash`` of each of ``digests`` (``sha256:<64 hex>`` strings, as
+    ``_digests`` makes them), by numpy: the first 16 hex digits as a signed 64-bit int."""
+    hex_digits = pc.binary_slice(digests.cast(pa.binary()), 7, 23).cast(pa.binary(16))
+    start = 16 * hex_digits.offset
+    text = np.frombuffer(hex_digits.buffers()[1], dtype=np.uint8)[start : start + 16 * len(digests)]
+    digits = _HEX_VALUE[text.reshape(-1, 16)].astype(np.uint64)
+    shifts = np.arange(60, -4, -4, dtype=np.uint64)
+    return pa.array((digits << shifts).sum(axis=1, dtype=np.uint64).view(np.int64))
 
 
 def _trace_digests(rng: np.random.Generator, repeat: np.ndarray) -> pa.Array:
@@ -169,6 +184,7 @@ def _batch(rng: np.random.Generator, profile: str, first_seed: int, n: int) -> p
         "sim_time_s": pa.array(rng.integers(0, 5000, size=n)),
         "wall_s": pa.array(rng.gamma(2.0, 0.1, size=n)),
         "trace_digest": trace_digest,
+        "trace_hash": trace_hashes(trace_digest),
         "state_digest": trace_digest,
         "trace_path": _pick(rng, ["traces/x.jsonl"], n, mask=ok_mask),
         "trace_shrunk": pa.array(failing),

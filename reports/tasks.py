@@ -36,6 +36,7 @@ from rmqsim.reports.schema import (
     SCHEMA_VERSION,
     STATUS_ERROR,
     TRACES_DIR,
+    trace_hash,
 )
 from rmqsim.scenarios.profiles import UnknownProfileError
 
@@ -199,6 +200,7 @@ def result_row(
         "sim_time_s": result.sim_time_s,
         "wall_s": result.wall_s,
         "trace_digest": result.trace_digest,
+        "trace_hash": trace_hash(result.trace_digest),
         "state_digest": result.state_digest,
         "trace_path": trace_path,
         "trace_shrunk": shrunk is not None,
@@ -241,6 +243,7 @@ def error_row(item: WorkItem, spec: TaskSpec, exc: BaseException, wall_s: float)
         sim_time_s=0,
         wall_s=wall_s,
         trace_digest="",
+        trace_hash=0,
         trace_shrunk=False,
         **columns,
     )

@@ -34,6 +34,7 @@ from rmqsim.reports.schema import (
     SCHEMA_VERSION,
     STATUS_OK,
     spark_schema,
+    trace_hash,
 )
 from rmqsim.reports.sweep import read_manifest
 from rmqsim.reports.synthetic import write_synthetic
@@ -75,7 +76,8 @@ def mixed_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = out / RUNS_DIR / "profile=smoke" / "part-00000.parquet"
     firsts = [r for r in pq.read_table(source).to_pylist() if r["determinism_repeat"] == 0]
     twins = [dict(r, determinism_repeat=1, wall_s=0.25) for r in firsts[ADDED_TWINS]]
-    twins[2]["trace_digest"] = "sha256:" + "f" * 64  # not deterministic, across files
+    other = "sha256:" + "f" * 64  # not deterministic, across files
+    twins[2].update(trace_digest=other, trace_hash=trace_hash(other))
     _write(source.with_name("repeats.parquet"), twins)
     duplicate = dict(twins[3], determinism_repeat=0, kinds_off=["seek", "get_latest"])
     # With a re-run of its own: the second pass asks this file for the other file's re-run
@@ -237,8 +239,8 @@ def test_a_twin_whose_first_run_is_in_another_file_is_paired_by_a_second_pass(
     pairs_found = [p for p in found if p["seed"] in seeds and p["profile"] == "smoke"]
     by_seed = {seed: [p for p in pairs_found if p["seed"] == seed] for seed in seeds}
     assert [len(by_seed[seed]) for seed in seeds] == [1, 1, 1, 4, 1, 1]
-    assert [p["trace_digest"] == p["repeat_digest"] for p in by_seed[seeds[2]]] == [False]
-    assert all(p["trace_digest"] == p["repeat_digest"] for p in by_seed[seeds[3]])
+    assert [p["trace_hash"] == p["repeat_hash"] for p in by_seed[seeds[2]]] == [False]
+    assert all(p["trace_hash"] == p["repeat_hash"] for p in by_seed[seeds[3]])
 
 
 def _added_seeds(sweep_dir: Path) -> list[int]:

@@ -38,6 +38,7 @@ from rmqsim.reports.schema import (
     arrow_schema,
     check_columns,
     spark_schema,
+    trace_hash,
 )
 from rmqsim.reports.spark import check_master
 from rmqsim.reports.sweep import SweepOutcome, SweepSpec, determinism_sample, plan_chunks
@@ -115,12 +116,17 @@ def test_spark_schema_is_the_arrow_schema() -> None:
         check_columns({"seed": "string"}, {"seed": "bigint"})
 
 
-def test_schema_4_holds_every_layer_and_the_coverage_map() -> None:
-    assert SCHEMA_VERSION == 4
+def test_schema_5_holds_every_layer_the_coverage_map_and_the_trace_hash() -> None:
+    assert SCHEMA_VERSION == 5
     maps = pa.map_(pa.string(), pa.int64())
     for name in ("coverage_reached", "coverage_crashed"):
         assert ARROW_SCHEMA.field(name).type == maps and name not in arrow_schema(3).names
-    assert arrow_schema(4) == ARROW_SCHEMA.remove_metadata()
+    assert ARROW_SCHEMA.field("trace_hash").type == pa.int64()
+    assert "trace_hash" not in arrow_schema(4).names and "coverage_reached" in arrow_schema(4).names
+    assert arrow_schema(5) == ARROW_SCHEMA.remove_metadata()
+    digest = "sha256:" + "ff" * 8 + "00" * 24
+    assert (trace_hash(digest), trace_hash("sha256:" + "0" * 64), trace_hash("")) == (-1, 0, 0)
+    assert trace_hash("sha256:7fffffffffffffff" + "0" * 48) == (1 << 63) - 1
     fields = ARROW_SCHEMA.field("op_counts").type
     assert [fields.field(i).name for i in range(fields.num_fields)] == list(ALL_OP_KINDS)
     # Every kind of every vocabulary has its field, each once (run_retention is shared).

@@ -23,7 +23,7 @@ import pytest
 from click.testing import CliRunner
 
 from rmqsim.conformance.cli import cli
-from rmqsim.reports.schema import ARROW_SCHEMA, MANIFEST, RUNS_DIR
+from rmqsim.reports.schema import ARROW_SCHEMA, MANIFEST, RUNS_DIR, trace_hash
 from rmqsim.scenarios.ops import OP_KINDS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,7 +94,8 @@ def wrong_sweep(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[P
         anomaly="payload-mismatch",
         detail=f"messages   {XSS}: model='4' sut='-'",
     )
-    twin = dict(real, determinism_repeat=1, trace_digest="sha256:" + "0" * 64)
+    other = "sha256:" + "0" * 64  # another run: its digest and the hash taken from it
+    twin = dict(real, determinism_repeat=1, trace_digest=other, trace_hash=trace_hash(other))
     for row in (hostile, twin):
         row["fault_points"] = list(row["fault_points"])
         del row["profile"]
@@ -259,7 +260,9 @@ def test_a_schema_3_directory_is_reported_without_a_coverage_map(
     for sweep in manifest["sweeps"]:
         for name in sweep["files"]:
             path = old / name
-            table = pq.read_table(path).drop_columns(["coverage_reached", "coverage_crashed"])
+            table = pq.read_table(path).drop_columns(
+                ["coverage_reached", "coverage_crashed", "trace_hash"]
+            )
             pq.write_table(table, path)
             path.with_name(f".{path.name}.crc").unlink(missing_ok=True)  # Spark's checksum
     (old / MANIFEST).write_text(json.dumps(dict(manifest, schema_version=3)))
@@ -314,6 +317,32 @@ def test_wrong_implementation_is_grouped_with_a_shrunk_reproducer(
     # The injected twin with another digest is listed as a determinism mismatch.
     [mismatch] = summary["determinism"]["mismatches"]
     assert mismatch["profile"] == "smoke" and len(set(mismatch["digests"])) == 2
+
+
+def test_a_schema_4_directory_is_reported_as_its_rows_of_schema_5_are(
+    wrong_sweep: tuple[Path, Any], tmp_path: Path
+) -> None:
+    """Rows written before ``trace_hash`` (schema version 4): their twins are paired by
+    the hash taken from their digests, so the report is the same, the injected twin with
+    another digest still a mismatch with both digests."""
+    out, _ = wrong_sweep
+    assert rmqsim("report", out).exit_code == 1
+    current = json.loads((out / "report.json").read_text())
+    old = tmp_path / "v4"
+    shutil.copytree(out, old)
+    manifest = json.loads((old / MANIFEST).read_text())
+    for path in sorted((old / RUNS_DIR).rglob("*.parquet")):  # the sweep's and the injected
+        pq.write_table(pq.read_table(path).drop_columns(["trace_hash"]), path)
+        path.with_name(f".{path.name}.crc").unlink(missing_ok=True)  # Spark's checksum
+    (old / MANIFEST).write_text(json.dumps(dict(manifest, schema_version=4)))
+    assert rmqsim("report", old).exit_code == 1
+    summary = json.loads((old / "report.json").read_text())
+    assert summary["schema_version"] == 4
+    assert summary["determinism"] == current["determinism"]
+    [mismatch] = summary["determinism"]["mismatches"]
+    assert mismatch["digests"][1] == "sha256:" + "0" * 64
+    for key in ("totals", "coverage", "by_profile", "wall_time_s"):  # (failures: trace paths)
+        assert summary[key] == current[key], key
 
 
 def test_a_consumer_mutant_sweep_reports_its_divergences(
