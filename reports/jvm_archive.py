@@ -16,12 +16,15 @@ JVM still cannot use (damaged otherwise) is retried without it, and the archive 
 (``reports.spark``).
 
 ``RMQSIM_CACHE_DIR`` chooses the directory (default ``$XDG_CACHE_HOME/rmqsim`` or
-``~/.cache/rmqsim``); ``RMQSIM_JVM_ARCHIVE=off`` does without an archive. A cache
-directory that cannot be written means no archive, never an error.
+``~/.cache/rmqsim``; one whose path holds a space cannot be given to Spark's JVM, so none
+is used); ``RMQSIM_JVM_ARCHIVE=off`` does without an archive. A cache directory that
+cannot be written, or a Java that cannot build an archive (the first failure is recorded
+beside it, ``.failed``, and not tried again), means no archive, never an error.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -87,7 +90,9 @@ def archive_path() -> Path | None:
     stat = java.stat()
     key = f"{pyspark.__version__}|{java}|{stat.st_size}|{stat.st_mtime_ns}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    return _cache_dir() / f"spark-{pyspark.__version__}-{digest}.jsa"
+    path = _cache_dir() / f"spark-{pyspark.__version__}-{digest}.jsa"
+    # Spark splits the JVM's options at whitespace: a path with a space cannot be given.
+    return None if any(c.isspace() for c in str(path)) else path
 
 
 def use_options(path: Path) -> str:
@@ -123,6 +128,8 @@ def ensure_archive(path: Path, conf: dict[str, str]) -> bool:
     then starts without one."""
     if is_complete(path):
         return True
+    if _failed_file(path).exists():
+        return False  # this Java could not build one: not tried at every start
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.unlink(missing_ok=True)  # damaged, or its size never recorded
@@ -140,9 +147,17 @@ def ensure_archive(path: Path, conf: dict[str, str]) -> bool:
         return False
     if done.returncode != 0 or not is_complete(path):
         reason = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        print(f"rmqsim: no class archive ({reason}): starting without", file=sys.stderr)
+        print(f"rmqsim: no class archive ({reason}): starting without; remove "
+              f"{_failed_file(path)} to try again", file=sys.stderr)  # fmt: skip
+        with contextlib.suppress(OSError):  # a read-only cache: tried again next time
+            _failed_file(path).write_text(reason + "\n")
         return False
     return True
+
+
+def _failed_file(path: Path) -> Path:
+    """Where a build that failed says why (and that no other build is tried)."""
+    return path.with_name(f"{path.name}.failed")
 
 
 def build_archive(path: Path, settings: dict[str, str]) -> None:

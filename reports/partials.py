@@ -9,9 +9,10 @@ cluster's executor (rmqsim shipped as a zip) and a plain process run it the same
 
 Every file's rows share one profile (the ``profile=...`` directory it lies in), so a
 file's groups need not carry it per row. The determinism pairs are exact across files:
-a task resolves its twins against the first runs of the same file, and names for each
-(sweep, implementation) its first runs' seed range; the driver then asks the files whose
-range holds a twin's seed (``TwinLookup``, a second, small pass) for the rest.
+a task returns its twins and the first runs of the same file that share their seeds (two
+small Arrow tables, ``reports.twins``) and names for each (sweep, implementation) its
+first runs' seed range; the driver then asks the files whose range holds a twin's seed
+(``TwinLookup``, a second, small pass) for the rest, and joins them all once.
 """
 
 from __future__ import annotations
@@ -308,10 +309,11 @@ def _file_partials(task: FileTask) -> Partials:
 
 def _numbered(rows: pa.Table, first_row: int) -> pa.Table:
     """``rows`` with their row numbers in the file (from ``first_row`` on) as ``row``."""
+    import numpy as np
     import pyarrow as pa
 
-    return rows.append_column("row", pa.array(range(first_row, first_row + rows.num_rows),
-                                              pa.int64()))  # fmt: skip
+    numbers = np.arange(first_row, first_row + rows.num_rows, dtype=np.int64)
+    return rows.append_column("row", pa.array(numbers))
 
 
 def _add_seed_ranges(
@@ -572,13 +574,13 @@ def twin_lookups(tasks: list[FileTask], merged: Partials) -> list[TwinLookup]:
     return [TwinLookup(task, asked[task.path]) for task in tasks if task.path in asked]
 
 
-def lookup_pairs(lookups: Iterable[TwinLookup]) -> Iterator[Partials]:
+def lookup_pairs(asked: Iterable[TwinLookup]) -> Iterator[Partials]:
     """What one task of the second pass returns: the first runs its files hold for the
-    twins asked (only the key and digest columns are read)."""
+    twins asked (only the columns that pair them are read)."""
     import pyarrow as pa
 
     partials = Partials()
-    for lookup in lookups:
+    for lookup in asked:
         try:
             columns = list(twin_columns(lookup.task.version))
             table = _open(lookup.task).read(columns=columns, use_threads=False)

@@ -84,3 +84,20 @@ def test_no_archive_when_switched_off_or_when_the_cache_cannot_be_written(
     assert path is not None
     assert ensure_archive(path, {}) is False  # no build attempted, no error
     assert blocker.read_text() == "not a directory\n"
+    # Spark splits the JVM's options at whitespace: no archive under such a path.
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "my cache"))
+    assert archive_path() is None
+
+
+def test_a_java_that_could_not_build_an_archive_is_not_asked_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(ARCHIVE_ENV, "on")
+    path = archive_path()
+    assert path is not None
+    path.parent.mkdir(parents=True)
+    path.with_name(path.name + ".failed").write_text("Unrecognized VM option\n")
+    # A build would take seconds and print that it builds; the recorded failure stops it.
+    assert ensure_archive(path, {"spark.master": "local[1]"}) is False
+    assert not path.exists()
