@@ -160,13 +160,13 @@ def report_times(rows: int) -> dict[str, Any]:
     """Wall seconds and peak memory of ``rmqsim report`` (a subprocess: Spark's start
     included) and of the pyarrow baseline (``arrow_totals``, a subprocess too) over
     ``rows`` synthetic rows, and whether their totals agree."""
-    from rmqsim.reports.spark import class_archive_options
+    from rmqsim.reports.spark import class_archive
     from rmqsim.reports.synthetic import write_synthetic
 
     # Built once per machine (≈ 12 s), the driver JVM's class archive is built before the
     # timing when there is none yet: the bench measures the report as it runs every time
     # after its first.
-    archive = "mapped" if class_archive_options() else "none"
+    archive = "none" if class_archive() is None else "mapped"
     with tempfile.TemporaryDirectory(prefix="rmqsim-bench-rows-", dir=scratch_root()) as tmp:
         sweep_dir = Path(tmp)
         started = time.perf_counter()

@@ -124,48 +124,48 @@ class Shipping:
 
 def _new_conf(
     master: str, app_name: str, driver_memory: str, shipping: Shipping, quick_start: bool
-) -> tuple[dict[str, str], str | None]:
-    """The configuration of a new session or context on ``master``, and the alias its
-    shipped environment is unpacked under (None: none). ``UsageError`` when the master is
-    not reachable or an archive is given for a local master. A quick start maps the
-    driver JVM's class archive (``reports.jvm_archive``), built first if need be."""
+) -> tuple[dict[str, str], str | None, Path | None]:
+    """The configuration of a new session or context on ``master``, the alias its shipped
+    environment is unpacked under (None: none) and the driver JVM's class archive it maps
+    (``reports.jvm_archive``, built first if need be; a quick start's only, None: none).
+    ``UsageError`` when the master is not reachable or an archive is given for a local
+    master."""
     check_reachable(master)
     archive, alias = archive_spec(shipping.archives) if shipping.archives else (None, None)
     if archive is not None and is_local(master):
         raise UsageError(f"--archives is for a cluster's executors, not --master {master}")
     java_options = QUICK_START_JVM_OPTIONS if quick_start else ""
-    if quick_start:
-        java_options = f"{java_options} {class_archive_options(driver_memory)}".strip()
-    return _conf(master, app_name, driver_memory, archive, java_options), alias
+    classes = class_archive(driver_memory) if quick_start else None
+    if classes is not None:
+        java_options = f"{java_options} {use_options(classes)}"
+    return _conf(master, app_name, driver_memory, archive, java_options), alias, classes
 
 
-def class_archive_options(driver_memory: str = DEFAULT_DRIVER_MEMORY) -> str:
-    """The JVM options that map the driver's class archive (``reports.jvm_archive``) into
-    a quick start, the archive built first when there is none ("" when archives are off or
-    it could not be built)."""
+def class_archive(driver_memory: str = DEFAULT_DRIVER_MEMORY) -> Path | None:
+    """The driver's class archive (``reports.jvm_archive``) a quick start maps, built first
+    when there is none (None when archives are off or it could not be built)."""
     classes = archive_path()
     if classes is None:
-        return ""
+        return None
     served = _conf("local[1]", "rmqsim class archive", driver_memory, None,
                    QUICK_START_JVM_OPTIONS)  # fmt: skip
-    return use_options(classes) if ensure_archive(classes, served) else ""
+    return classes if ensure_archive(classes, served) else None
 
 
-def _create(create: Callable[[dict[str, str]], T], settings: dict[str, str]) -> T:
-    """``create(settings)``; if the JVM could not start while mapping a class archive
-    (one damaged since it was built), the archive is removed and the start retried
-    without it."""
-    java = settings[DRIVER_JAVA_OPTIONS]
-    mapped = re.search(r"-XX:SharedArchiveFile=(\S+)", java)
+def _create(
+    create: Callable[[dict[str, str]], T], settings: dict[str, str], classes: Path | None
+) -> T:
+    """``create(settings)``; if the JVM could not start while mapping the class archive
+    ``classes`` (one damaged since it was built), the archive is removed and the start
+    retried without it."""
     try:
         return create(settings)
     except Exception:
-        if mapped is None:
+        if classes is None:
             raise
-        archive = Path(mapped.group(1))
-        archive.unlink(missing_ok=True)
-        plain = java.replace(use_options(archive), "").strip()
-        return create({**settings, DRIVER_JAVA_OPTIONS: plain})
+        classes.unlink(missing_ok=True)
+        java = settings[DRIVER_JAVA_OPTIONS].replace(use_options(classes), "").strip()
+        return create({**settings, DRIVER_JAVA_OPTIONS: java})
 
 
 @contextmanager
@@ -198,7 +198,7 @@ def spark_session(
     if active is not None:
         yield active
         return
-    conf, alias = _new_conf(master, app_name, driver_memory, shipping, quick_start)
+    conf, alias, classes = _new_conf(master, app_name, driver_memory, shipping, quick_start)
 
     def create(settings: dict[str, str]) -> SparkSession:
         builder = SparkSession.builder
@@ -207,7 +207,7 @@ def spark_session(
         return builder.getOrCreate()
 
     with (
-        _started(master, alias, lambda: _create(create, conf)) as spark,
+        _started(master, alias, lambda: _create(create, conf, classes)) as spark,
         _shipped(spark.sparkContext, master, shipping),
     ):
         yield spark
@@ -234,13 +234,13 @@ def spark_context(
     if active is not None:
         yield active.sparkContext
         return
-    settings, alias = _new_conf(master, app_name, driver_memory, shipping, quick_start)
+    settings, alias, classes = _new_conf(master, app_name, driver_memory, shipping, quick_start)
 
     def create(chosen: dict[str, str]) -> SparkContext:
         return SparkContext(conf=SparkConf().setAll(list(chosen.items())))
 
     with (
-        _started(master, alias, lambda: _create(create, settings)) as sc,
+        _started(master, alias, lambda: _create(create, settings, classes)) as sc,
         _shipped(sc, master, shipping),
     ):
         yield sc
