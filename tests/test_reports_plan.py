@@ -64,6 +64,18 @@ def test_plan_covers_every_pair_once_and_puts_twins_in_another_task() -> None:
     assert chunks == plan_chunks(("smoke", "swarm"), range(0, 50), parallelism=2, sample=0.1)
 
 
+def test_the_synthetic_rows_hash_their_digests_as_sweeps_do(tmp_path: Path) -> None:
+    """``synthetic.trace_hashes`` (numpy, for millions of rows) is ``schema.trace_hash``."""
+    import pyarrow.parquet as pq
+
+    from rmqsim.reports.synthetic import write_synthetic
+
+    write_synthetic(tmp_path, 2000)
+    table = pq.read_table(tmp_path / RUNS_DIR, columns=["trace_digest", "trace_hash"])
+    digests, hashes = table["trace_digest"].to_pylist(), table["trace_hash"].to_pylist()
+    assert hashes == [trace_hash(d) for d in digests] and len(set(hashes)) > 1900
+
+
 def test_determinism_sample_as_fraction_or_count() -> None:
     pairs = [("smoke", s) for s in range(100)]
     assert len(determinism_sample(pairs, 0.05)) == 5
@@ -160,6 +172,7 @@ def test_a_task_yields_rows_and_saves_the_shrunk_reproducer(tmp_path: Path) -> N
     assert not second["trace_shrunk"] and second["repro_steps"] == second["steps"]
     assert (tmp_path / second["trace_path"]).is_file()
     assert twin["trace_path"] is None and twin["trace_digest"] == first["trace_digest"]
+    assert first["trace_hash"] == trace_hash(first["trace_digest"]) != 0
     assert sum(first["op_counts"].values()) == first["steps"]
 
 
