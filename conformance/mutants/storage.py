@@ -16,7 +16,8 @@ Nothing is patched globally: the wrapper and the hooks are the backend's own sea
   not durable; LazyFS's and ALICE's classic): a power cut may lose the whole file.
 - ``no-crc-check``: the log's records are taken without checking their CRC (RocketMQ
   checks the body CRC only when ``checkCRCOnRecover`` is on): the wrapper gives every
-  record read from a segment a CRC that matches, so a torn record is served.
+  record read from a segment (a message record or a run record) a CRC that matches, so
+  a torn record is served.
 - ``tmp-not-synced``: a file replaced by rename (the checkpoint, the format file) is
   renamed over the old one without an fsync of the temporary (ALICE's and LazyFS's
   classic; ext4's ``auto_da_alloc`` discussion): the new name may hold an empty file.
@@ -123,6 +124,14 @@ class _SwallowSyncErrors(_Wrapped):
             self.inner.sync(handle)
 
 
+#: The smallest record of each magic whose CRC the wrapper recomputes (message records
+#: and run records: both keep their CRC at byte 8, over bytes 12 to their end).
+_SMALLEST = {
+    records.MAGIC_MESSAGE: records.HEADER_SIZE_BYTES,
+    records.MAGIC_RUN: records.RUN_HEADER_SIZE_BYTES + records.RUN_PER_MESSAGE_BYTES,
+}
+
+
 class _NoCrcCheck(_Tracked):
     #: The records whose CRC is made to match: those with one of these flags (0: all).
     only_flags = 0
@@ -135,9 +144,8 @@ class _NoCrcCheck(_Tracked):
         position = 0
         while position + records.BLANK_SIZE_BYTES <= len(fixed):
             size, magic = struct.unpack_from(">II", fixed, position)
-            if magic != records.MAGIC_MESSAGE or not (
-                records.HEADER_SIZE_BYTES <= size <= len(fixed) - position
-            ):
+            smallest = _SMALLEST.get(magic)
+            if smallest is None or not smallest <= size <= len(fixed) - position:
                 break
             (flags,) = struct.unpack_from(">I", fixed, position + 12)
             if not self.only_flags or flags & self.only_flags:

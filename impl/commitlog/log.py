@@ -25,6 +25,7 @@ from rmqsim.impl.errors import CorruptDatabaseError
 
 __all__ = [
     "CommitLog",
+    "GroupEncoder",
     "PendingRecord",
     "RunEncoder",
     "ScanResult",
@@ -38,6 +39,9 @@ _ZERO_CHUNK_BYTES = 1 << 20
 #: ``encode(position, start, end)``: the bytes (as parts to join) of records ``start`` to
 #: ``end - 1`` of a batch, the first at physical offset ``position``.
 RunEncoder = Callable[[int, int, int], list[bytes]]
+#: ``encode(position, start, end)``: the run record (as parts to join) of messages
+#: ``start`` to ``end - 1`` of an operation, at physical offset ``position``.
+GroupEncoder = Callable[[int, int, int], list[bytes]]
 
 
 def all_zero(data: bytes, start: int = 0) -> bool:
@@ -181,15 +185,15 @@ class CommitLog:
             relative = position - segment.start
             while relative < segment.size_bytes:
                 try:
-                    parsed = records.parse_record(data, relative, segment.start + relative)
+                    parsed = records.parse_records(data, relative, segment.start + relative)
                 except RecordError as exc:
                     return ScanResult(found, segment.start + relative, self._why(index, data,
                                                                                 relative, exc))
                 if isinstance(parsed, int):
                     relative += parsed
                     continue
-                found.append(parsed)
-                relative += parsed.size_bytes
+                found += parsed
+                relative += parsed[0].size_bytes
             index += 1
             position = segment.end
         return ScanResult(found, position, None)
@@ -214,51 +218,62 @@ class CommitLog:
 
     # ----------------------------------------------------------------- reading
 
-    def read_record(self, offset: int, size_bytes: int) -> Record:
-        """The record at ``offset``, checked (CRC, lengths, place); ``CorruptDatabaseError``
-        naming the segment if it is not valid."""
-        index = self._segment_index(offset)
-        if index is None or offset + size_bytes > self.segments[index].end:
-            raise CorruptDatabaseError(
-                f"{self.directory}: no segment holds bytes {offset}..{offset + size_bytes}"
-            )
-        segment = self.segments[index]
-        data = self.fs.read(segment.handle, offset - segment.start, size_bytes)
-        return self._check(segment, data, 0, offset, size_bytes)
-
-    def read_records(self, places: list[tuple[int, int]]) -> list[Record]:
-        """``read_record`` for many ``(offset, size)``: one read per run of records that
-        lie in one segment (consecutive ids usually do), each record checked."""
+    def read_messages(self, entries: Sequence[tuple[int, int, int]]) -> list[Record]:
+        """The messages that consume-queue entries ``(offset, size, msg_id)`` point at,
+        each from a checked record (CRC, lengths, place; a run record checked once per
+        call however many of its messages are read): one read per span of entries that
+        lie in one segment (consecutive ids usually do). ``CorruptDatabaseError`` naming
+        the segment when a record is not valid or does not hold the message."""
         result: list[Record] = []
         start = 0
-        while start < len(places):
-            index = self._segment_index(places[start][0])
-            if index is None:
-                return [*result, self.read_record(*places[start])]  # raises, naming it
+        while start < len(entries):
+            offset, size_bytes, _msg_id = entries[start]
+            index = self._segment_index(offset)
+            if index is None or offset + size_bytes > self.segments[index].end:
+                raise CorruptDatabaseError(
+                    f"{self.directory}: no segment holds bytes {offset}..{offset + size_bytes}"
+                )
             segment = self.segments[index]
             end = start
-            while end < len(places) and segment.start <= places[end][0] < segment.end:
+            while end < len(entries) and segment.start <= entries[end][0] < segment.end:
                 end += 1
-            low = min(offset for offset, _size in places[start:end])
-            high = min(segment.end, max(offset + size for offset, size in places[start:end]))
+            low = min(entry[0] for entry in entries[start:end])
+            high = min(segment.end, max(entry[0] + entry[1] for entry in entries[start:end]))
             data = self.fs.read(segment.handle, low - segment.start, high - low)
-            for offset, size in places[start:end]:
-                result.append(self._check(segment, data, offset - low, offset, size))
+            parsed: dict[int, list[Record]] = {}
+            for offset, size_bytes, msg_id in entries[start:end]:
+                found = parsed.get(offset)
+                if found is None:
+                    found = parsed[offset] = self._check(segment, data, offset - low, offset,
+                                                         size_bytes)
+                result.append(self._message(segment, found, offset, msg_id))
             start = end
         return result
 
     def _check(self, segment: Segment, data: bytes, position: int, offset: int,
-               size_bytes: int) -> Record:
+               size_bytes: int) -> list[Record]:
         try:
-            parsed = records.parse_record(data, position, offset)
+            parsed = records.parse_records(data, position, offset)
         except RecordError as exc:
             raise CorruptDatabaseError(f"{segment.path} at byte {offset - segment.start}: "
                                        f"{exc}") from None
-        if isinstance(parsed, int) or parsed.size_bytes != size_bytes:
+        if isinstance(parsed, int) or parsed[0].size_bytes != size_bytes:
             raise CorruptDatabaseError(
                 f"{segment.path} at byte {offset - segment.start}: not the expected record"
             )
         return parsed
+
+    @staticmethod
+    def _message(segment: Segment, found: list[Record], offset: int, msg_id: int) -> Record:
+        """The record of ``msg_id`` among the messages of the record at ``offset`` (the
+        first for a message record: the caller checks its id)."""
+        index = msg_id - found[0].queue_offset if len(found) > 1 else 0
+        if not 0 <= index < len(found):
+            raise CorruptDatabaseError(
+                f"{segment.path} at byte {offset - segment.start}: the run there does not "
+                f"hold id {msg_id}"
+            )
+        return found[index]
 
     # ----------------------------------------------------------------- writing
 
@@ -301,6 +316,40 @@ class CommitLog:
         self._write(chunks, first_of)
         self.end_offset = position
         return offsets
+
+    def append_grouped(self, costs: Sequence[int], overhead_bytes: int, limit_bytes: int,
+                       encode: GroupEncoder) -> list[tuple[int, int, int, int]]:
+        """Append one operation's messages as run records, written with one ``write_at``
+        per segment: message ``i`` adds ``costs[i]`` bytes to its run, a run adds
+        ``overhead_bytes`` and holds at most ``limit_bytes`` of costs (or one message),
+        within one segment. Returns each run's ``(offset, size, start, end)``: it holds
+        messages ``start`` to ``end - 1``, encoded by ``encode``."""
+        totals = list(itertools.accumulate(costs, initial=0))
+        runs: list[tuple[int, int, int, int]] = []
+        chunks: dict[int, list[bytes]] = {}
+        first_of: dict[int, int] = {}
+        position, start = self.end_offset, 0
+        while start < len(costs):
+            segment = self.segments[-1] if self.segments else None
+            room = segment.end - records.BLANK_SIZE_BYTES - position if segment else -1
+            room = min(room - overhead_bytes, max(limit_bytes, costs[start]))
+            end = bisect.bisect_right(totals, totals[start] + room, lo=start) - 1
+            if end <= start:  # the next message needs a new segment
+                segment = self._room_for(position, overhead_bytes + costs[start], chunks,
+                                         first_of)
+                position = max(position, segment.start)
+                continue
+            assert segment is not None
+            parts = encode(position, start, end)
+            size = overhead_bytes + totals[end] - totals[start]
+            assert sum(map(len, parts)) == size, (start, end)
+            first_of.setdefault(segment.start, position)
+            chunks.setdefault(segment.start, []).extend(parts)
+            runs.append((position, size, start, end))
+            position, start = position + size, end
+        self._write(chunks, first_of)
+        self.end_offset = position
+        return runs
 
     def _room_for(
         self, position: int, size: int, chunks: dict[int, list[bytes]], first_of: dict[int, int]

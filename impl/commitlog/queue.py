@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn, TypeVar
 
 from rmqsim.impl.commitlog import records
+from rmqsim.impl.commitlog.cq import Entry
 from rmqsim.impl.commitlog.fs import FileSystem, OsFileSystem
 from rmqsim.impl.commitlog.log import PendingRecord
 from rmqsim.impl.commitlog.recovery import (
@@ -309,29 +310,30 @@ class CommitLogMQ:
 
     def _produce_plain(self, cached: TopicMeta, topic: str, bodies: list[bytes], now: int
                        ) -> None:
-        """``produce`` of messages without properties, each step done for the whole batch
-        (``page_closings``, ``records.encode_plain_run``, ``apply_message_run``, one
-        consume-queue write): the same records, metadata and entries as the general
-        path, without a Python loop per message."""
+        """``produce`` of messages without properties as run records (``records.
+        encode_run``: one header and CRC per run), each step done for the whole batch
+        (``page_closings``, ``apply_message_run``, one consume-queue write)."""
         log, topic_bytes = self._store.log, topic.encode()
         lengths = list(map(len, bodies))
-        sizes = list(map((records.HEADER_SIZE_BYTES + len(topic_bytes)).__add__, lengths))
         closing = page_closings(cached.open_page_bytes, lengths, self._config.page_size_bytes)
-        flags = [0] * len(bodies)
+        closes = bytearray(len(bodies))
         for index in closing:
-            flags[index] = records.FLAG_PAGE_CLOSE
-        flags[-1] |= records.FLAG_BATCH_END
+            closes[index] = 1
         first_id, inc = cached.last_id + 1, cached.incarnation
 
         def encode(position: int, start: int, end: int) -> list[bytes]:
-            return [records.encode_plain_run(position, first_id + start, now, inc, topic_bytes,
-                                             bodies[start:end], flags[start:end])]
+            flags = records.FLAG_BATCH_END if end == len(bodies) else 0
+            return records.encode_run(position, flags, first_id + start, now, inc, topic_bytes,
+                                      bodies[start:end], bytes(closes[start:end]))
 
-        offsets, rolled = self._written("produce", lambda: log.append_runs(sizes, encode))
+        costs = list(map(records.RUN_PER_MESSAGE_BYTES.__add__, lengths))
+        overhead = records.RUN_HEADER_SIZE_BYTES + len(topic_bytes)
+        runs, rolled = self._written("produce", lambda: log.append_grouped(
+            costs, overhead, records.RUN_BODIES_MAX_BYTES, encode))
         applied = apply_message_run(self._store.meta, inc, first_id, lengths, closing, now)
         assert applied is cached, (applied, cached)
-        entries = list(zip(offsets, sizes, range(first_id, first_id + len(bodies)), strict=True))
-        self._store.cq(inc).put_run(cached.cq_index(first_id), entries)
+        spans = [(offset, size, first_id + start, end - start) for offset, size, start, end in runs]
+        self._store.cq(inc).put_spans(cached.cq_index(first_id), spans)
         self._after_write(rolled)
 
     def consume(self, topic: str, group: str, n: int) -> list[ConsumerMessage]:
@@ -608,13 +610,13 @@ class CommitLogMQ:
             return []
         queue = self._store.cq(cached.incarnation)
         entries = queue.get(cached.cq_index(first_id), last_id - first_id + 1)
-        places: list[tuple[int, int]] = []
+        places: list[Entry] = []
         for msg_id, entry in enumerate(entries, start=first_id):
             if entry is None or entry.msg_id != msg_id:
                 raise CorruptDatabaseError(f"{queue.directory}: no entry for id {msg_id}")
-            places.append((entry.offset, entry.size_bytes))
+            places.append(entry)
         result: list[ConsumerMessage] = []
-        found = self._store.log.read_records(places)
+        found = self._store.log.read_messages(places)
         for msg_id, entry, record in zip(itertools.count(first_id), entries, found, strict=False):
             assert entry is not None
             if (record.is_control or record.incarnation != cached.incarnation
