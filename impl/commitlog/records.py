@@ -42,7 +42,7 @@ offset field                          bytes
 0      total size (whole record)      4
 4      magic (``MAGIC_RUN``)          4
 8      CRC32 of bytes 12..total       4
-12     flags (only ``FLAG_BATCH_END``) 4
+12     flags (only FLAG_BATCH_END)    4
 16     first queue offset (its id)    8
 24     physical offset (in the log)   8
 32     store time (clock seconds)     8 (signed)
@@ -117,6 +117,7 @@ _FIELDS = struct.Struct(">IQQqQH")  # the rest of _HEAD, then the topic length
 _BLANK = struct.Struct(">II")
 _RUN_HEAD = struct.Struct(">IIIIQQqQIH")  # _HEAD, then the message count and topic length
 _RUN_FIELDS = struct.Struct(">IQQqQIH")  # _RUN_HEAD after the CRC
+_MARK_FLAGS = bytes.maketrans(b"\1", bytes([FLAG_PAGE_CLOSE]))  # a run's page mark -> flags
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 #: Where the records' CRC-32 comes from: "isal" (the ``fast`` extra) or "zlib".
@@ -332,7 +333,7 @@ def _parse_run(data: bytes | memoryview, position: int, offset: int) -> list[Rec
         raise RecordError("topic is not UTF-8") from None
     starts = list(accumulate(lengths, initial=bodies_at))
     bodies = map(bytes, map(data.__getitem__, map(slice, starts, starts[1:])))
-    marks = [FLAG_PAGE_CLOSE * mark for mark in closes]
+    marks = list(closes.translate(_MARK_FLAGS))
     marks[-1] |= flags
     return list(map(Record, repeat(offset), repeat(size), marks, range(first_id, first_id + count),
                     repeat(store_time), repeat(inc), repeat(topic), repeat(b""), bodies))

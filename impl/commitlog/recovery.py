@@ -71,7 +71,12 @@ __all__ = [
 _log = logging.getLogger(__name__)
 
 FORMAT_FILE = "rmqsim-commitlog"
-_FORMAT_LINE = "rmqsim commitlog 1"
+#: The format written: 2 since produces store run records, which an rmqsim reading
+#: format 1 would take for the damaged end of the log (and truncate there). A format-1
+#: store (message records only) is read as it is and marked 2 when opened, before
+#: anything is written to it, so that an older rmqsim refuses it instead.
+_FORMAT_LINE = "rmqsim commitlog 2"
+_OLDER_FORMAT_LINES = frozenset({"rmqsim commitlog 1"})
 _IGNORED_WHEN_EMPTY = frozenset({"lock", FORMAT_FILE + ".tmp"})
 #: The smallest segment a store may have (a sector; the default is 16 MiB).
 MIN_SEGMENT_SIZE_BYTES = 512
@@ -227,9 +232,7 @@ def _format(
         before, after = write_points("open")
         if faults is not None:
             faults(before)
-        text = (f"{_FORMAT_LINE}\nsegment_size_bytes={geometry.segment_size_bytes}\n"
-                f"cq_entries_per_file={geometry.cq_entries_per_file}\n")
-        _write_atomically(fs, root, FORMAT_FILE, text.encode())
+        _write_atomically(fs, root, FORMAT_FILE, _format_text(geometry))
         for directory in ("commitlog", "consumequeue"):
             fs.make_dir(f"{root}/{directory}")
         _write_atomically(fs, root, "checkpoint", encode_checkpoint(Meta(), 0))
@@ -238,7 +241,7 @@ def _format(
         return geometry
     try:
         lines = _read_file(fs, path).decode().splitlines()
-        if lines[0] != _FORMAT_LINE:
+        if lines[0] != _FORMAT_LINE and lines[0] not in _OLDER_FORMAT_LINES:
             raise FormatVersionError(f"{path}: unknown format {lines[0][:80]!r}")
         values = dict(line.split("=", 1) for line in lines[1:])
         stored = Geometry(int(values["segment_size_bytes"]), int(values["cq_entries_per_file"]))
@@ -248,9 +251,18 @@ def _format(
         raise CorruptDatabaseError(f"{path}: does not parse ({exc})") from None
     if stored.segment_size_bytes < MIN_SEGMENT_SIZE_BYTES or stored.cq_entries_per_file < 1:
         raise CorruptDatabaseError(f"{path}: impossible geometry {stored}")
+    if lines[0] != _FORMAT_LINE:
+        _log.warning("opening %s: format %r marked %r (produces now store run records)",
+                     root, lines[0], _FORMAT_LINE)
+        _write_atomically(fs, root, FORMAT_FILE, _format_text(stored))
     for directory in ("commitlog", "consumequeue"):
         fs.make_dir(f"{root}/{directory}")
     return stored
+
+
+def _format_text(geometry: Geometry) -> bytes:
+    return (f"{_FORMAT_LINE}\nsegment_size_bytes={geometry.segment_size_bytes}\n"
+            f"cq_entries_per_file={geometry.cq_entries_per_file}\n").encode()
 
 
 def _recover(store: OpenStore) -> None:

@@ -168,9 +168,39 @@ def test_a_damaged_or_newer_format_file_is_refused(tmp_path: Path) -> None:
     (path / "rmqsim-commitlog").write_text("rmqsim commitlog 9\n")
     with pytest.raises(FormatVersionError, match="rmqsim-commitlog"):
         open_mq(path)
-    (path / "rmqsim-commitlog").write_text("rmqsim commitlog 1\nsegment_size_bytes=x\n")
+    (path / "rmqsim-commitlog").write_text("rmqsim commitlog 2\nsegment_size_bytes=x\n")
     with pytest.raises(CorruptDatabaseError, match="rmqsim-commitlog"):
         open_mq(path)
+
+
+def test_a_format_1_store_opens_and_is_marked_format_2_before_anything_is_written(
+    tmp_path: Path
+) -> None:  # fmt: skip
+    """A store of format 1 (a record per message, as the general path still writes) is
+    read as it is; its format file says 2 from its first open on, so that an rmqsim that
+    knows only format 1 refuses it instead of taking run records for a damaged tail."""
+    path = tmp_path / "store"
+    mq = open_mq(path)
+    mq.create_topic("t")
+    mq.produce("t", _OneByOne([pm(b"old-%d" % i) for i in range(5)]))
+    expected = mq.snapshot()
+    mq.close()
+    format_file = path / "rmqsim-commitlog"
+    text = format_file.read_text()
+    assert text.startswith("rmqsim commitlog 2\n")
+    format_file.write_text(text.replace("rmqsim commitlog 2", "rmqsim commitlog 1"))
+    mq = open_mq(path)
+    assert format_file.read_text() == text
+    assert mq.snapshot() == expected and mq.recovery_report == ()
+    mq.produce("t", [pm(b"new")])  # a run record after the message records
+    mq.create_consumer_group("t", "g")
+    assert [m.payload for m in mq.consume("t", "g", 9)] == [b"old-%d" % i for i in range(5)] + [
+        b"new"]
+    mq.close()
+
+
+class _OneByOne(list):  # type: ignore[type-arg]
+    """A list subclass: a produce of one stores a record per message (format 1's way)."""
 
 
 def test_a_foreign_file_among_the_segments_is_refused_naming_it(tmp_path: Path) -> None:
