@@ -292,17 +292,22 @@ def blank(remaining_bytes: int) -> bytes:
     return _BLANK.pack(remaining_bytes, MAGIC_BLANK)
 
 
-def parse_records(data: bytes | memoryview, position: int, offset: int) -> list[Record] | int:
+def parse_records(data: bytes | memoryview, position: int, offset: int,
+                  wanted: tuple[int, int] | None = None) -> list[Record] | int:
     """The messages of the record at ``data[position:]`` (physical ``offset``): one
-    ``Record`` for a message record, each message of a run record (all-or-nothing), or,
-    for a blank filler, its size. ``RecordError`` as ``parse_record`` says."""
+    ``Record`` for a message record, the messages of a run record (the whole run checked,
+    all-or-nothing; only the ``count`` messages from id ``first`` on when ``wanted`` is
+    ``(first, count)``: a read builds what it asked for), or, for a blank filler, its
+    size. ``RecordError`` as ``parse_record`` says, or when the run does not hold the
+    wanted ids."""
     if len(data) - position >= 8 and _U32.unpack_from(data, position + 4)[0] == MAGIC_RUN:
-        return _parse_run(data, position, offset)
+        return _parse_run(data, position, offset, wanted)
     parsed = parse_record(data, position, offset)
     return parsed if isinstance(parsed, int) else [parsed]
 
 
-def _parse_run(data: bytes | memoryview, position: int, offset: int) -> list[Record]:
+def _parse_run(data: bytes | memoryview, position: int, offset: int,
+               wanted: tuple[int, int] | None) -> list[Record]:
     """The messages of the run record at ``data[position:]`` (``parse_records``)."""
     size = _U32.unpack_from(data, position)[0]
     if not RUN_HEADER_SIZE_BYTES + RUN_PER_MESSAGE_BYTES <= size <= len(data) - position:
@@ -331,11 +336,19 @@ def _parse_run(data: bytes | memoryview, position: int, offset: int) -> list[Rec
         topic = bytes(data[position + RUN_HEADER_SIZE_BYTES : table_at]).decode()
     except UnicodeDecodeError:
         raise RecordError("topic is not UTF-8") from None
-    starts = list(accumulate(lengths, initial=bodies_at))
+    low, high = 0, count  # the indices of the messages to build
+    if wanted is not None:
+        low, high = wanted[0] - first_id, wanted[0] - first_id + wanted[1]
+        if not 0 <= low < high <= count:
+            raise RecordError(f"the run holds ids {first_id}..{first_id + count - 1}, not "
+                              f"{wanted[0]}..{wanted[0] + wanted[1] - 1}")
+    starts = list(accumulate(lengths[low:high], initial=bodies_at + sum(lengths[:low])))
     bodies = map(bytes, map(data.__getitem__, map(slice, starts, starts[1:])))
-    marks = list(closes.translate(_MARK_FLAGS))
-    marks[-1] |= flags
-    return list(map(Record, repeat(offset), repeat(size), marks, range(first_id, first_id + count),
+    marks = list(closes[low:high].translate(_MARK_FLAGS))
+    if high == count:
+        marks[-1] |= flags
+    return list(map(Record, repeat(offset), repeat(size), marks, range(first_id + low,
+                                                                       first_id + high),
                     repeat(store_time), repeat(inc), repeat(topic), repeat(b""), bodies))
 
 

@@ -57,6 +57,24 @@ def test_a_run_record_parses_back_to_its_messages(run: dict, before: bytes) -> N
                                   run["incarnation"], run["topic"].decode(), b"")}  # fmt: skip
 
 
+@settings(max_examples=60, deadline=None)
+@given(run=_RUNS, low=st.integers(0, 11), count=st.integers(1, 12))
+def test_a_read_builds_only_the_messages_it_asks_for(run: dict, low: int, count: int) -> None:  # type: ignore[type-arg]
+    """``wanted``: the same records as a whole parse, sliced; ids outside the run are a
+    ``RecordError`` (a consume-queue entry pointing at the wrong run)."""
+    data = _encode(run)
+    whole = records.parse_records(data, 0, run["offset"])
+    assert isinstance(whole, list)
+    wanted = (run["first_id"] + low, count)
+    if low + count <= len(whole):
+        assert records.parse_records(data, 0, run["offset"], wanted) == whole[low : low + count]
+    else:
+        with pytest.raises(records.RecordError, match="the run holds ids"):
+            records.parse_records(data, 0, run["offset"], wanted)
+    with pytest.raises(records.RecordError, match="the run holds ids"):
+        records.parse_records(data, 0, run["offset"], (run["first_id"] - 1, 1))
+
+
 @settings(max_examples=80, deadline=None)
 @given(run=_RUNS, where=st.integers(0), bit=st.integers(0, 7))
 def test_any_flipped_bit_or_cut_refuses_the_whole_run(run: dict, where: int, bit: int) -> None:  # type: ignore[type-arg]
