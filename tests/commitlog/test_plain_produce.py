@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -33,7 +34,7 @@ _RUNS = st.fixed_dictionaries({
 })  # fmt: skip
 
 
-def _encode(run: dict) -> bytes:  # type: ignore[type-arg]
+def _encode(run: dict[str, Any]) -> bytes:
     bodies = [body for body, _ in run["messages"]]
     closes = bytes(mark for _, mark in run["messages"])
     return b"".join(records.encode_run(run["offset"], run["flags"], run["first_id"],
@@ -43,7 +44,7 @@ def _encode(run: dict) -> bytes:  # type: ignore[type-arg]
 
 @settings(max_examples=80, deadline=None)
 @given(run=_RUNS, before=st.binary(max_size=9))
-def test_a_run_record_parses_back_to_its_messages(run: dict, before: bytes) -> None:  # type: ignore[type-arg]
+def test_a_run_record_parses_back_to_its_messages(run: dict[str, Any], before: bytes) -> None:
     data = before + _encode(run)
     parsed = records.parse_records(data, len(before), run["offset"])
     assert isinstance(parsed, list)
@@ -59,7 +60,9 @@ def test_a_run_record_parses_back_to_its_messages(run: dict, before: bytes) -> N
 
 @settings(max_examples=60, deadline=None)
 @given(run=_RUNS, low=st.integers(0, 11), count=st.integers(1, 12))
-def test_a_read_builds_only_the_messages_it_asks_for(run: dict, low: int, count: int) -> None:  # type: ignore[type-arg]
+def test_a_read_builds_only_the_messages_it_asks_for(
+    run: dict[str, Any], low: int, count: int
+) -> None:  # fmt: skip
     """``wanted``: the same records as a whole parse, sliced; ids outside the run are a
     ``RecordError`` (a consume-queue entry pointing at the wrong run)."""
     data = _encode(run)
@@ -77,7 +80,9 @@ def test_a_read_builds_only_the_messages_it_asks_for(run: dict, low: int, count:
 
 @settings(max_examples=80, deadline=None)
 @given(run=_RUNS, where=st.integers(0), bit=st.integers(0, 7))
-def test_any_flipped_bit_or_cut_refuses_the_whole_run(run: dict, where: int, bit: int) -> None:  # type: ignore[type-arg]
+def test_any_flipped_bit_or_cut_refuses_the_whole_run(
+    run: dict[str, Any], where: int, bit: int
+) -> None:  # fmt: skip
     """What a torn or rotten run looks like: one bit flipped anywhere (the size and magic
     included), or the record cut short. A parser that skipped the CRC would accept
     most of these flips (a body's byte), so this fails on it."""
@@ -142,11 +147,6 @@ def test_page_closings_follow_the_message_by_message_rule(
     assert closing == expected
 
 
-def _files(path: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*"))
-            if p.is_file() and p.name != "lock"}  # fmt: skip
-
-
 def _magics(path: Path) -> list[int]:
     """The magic of every record in the log, in order (blank fillers end a segment)."""
     found = []
@@ -180,13 +180,13 @@ def test_the_plain_path_stores_what_the_general_path_stores(tmp_path: Path) -> N
         stores[name] = (ids, consumed, mq.snapshot())
         mq.flush()
         mq.crash()
-        for _ in range(2):
+        for reopening in range(2):
             reopened = open_mq(tmp_path / name, config=config)
             assert reopened.snapshot() == stores[name][2]
-            reopened.create_consumer_group("t", f"again-{_}")
-            everything = reopened.consume("t", f"again-{_}", 10_000)
+            reopened.create_consumer_group("t", f"again-{reopening}")
+            everything = reopened.consume("t", f"again-{reopening}", 10_000)
             assert [m.payload for m in everything] == [m.payload for b in batches for m in b]
-            reopened.destroy_consumer_group("t", f"again-{_}")
+            reopened.destroy_consumer_group("t", f"again-{reopening}")
             reopened.close()
     assert stores["plain"] == stores["general"]
     assert len(stores["plain"][2].topics["t"].pages) > 10
@@ -198,7 +198,7 @@ def test_the_plain_path_stores_what_the_general_path_stores(tmp_path: Path) -> N
 
 
 def test_a_batch_over_the_run_limit_is_split_into_runs(tmp_path: Path) -> None:
-    """100 messages of 1 KiB on the default geometry: two runs, each within
+    """100 messages of 1 KiB (on 1 MiB segments): two runs, each within
     ``RUN_BODIES_MAX_BYTES``, both read back; the consume-queue entries point at them."""
     mq = open_mq(tmp_path / "s", geometry=HARNESS_GEOMETRY)
     mq.create_topic("t")
