@@ -19,18 +19,22 @@ JVM still cannot use (damaged otherwise) is retried without it, and the archive 
 ``~/.cache/rmqsim``; one whose path holds a space cannot be given to Spark's JVM, so none
 is used); ``RMQSIM_JVM_ARCHIVE=off`` does without an archive. A cache directory that
 cannot be written, or a Java that cannot build an archive (the first failure is recorded
-beside it, ``.failed``, and not tried again), means no archive, never an error.
+beside it, ``.failed``, and not tried again), means no archive, never an error. A build
+that fails removes its partial files; those of a build killed or timed out are removed by
+a later start once they are old (``remove_stale_dumps``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 __all__ = [
@@ -43,6 +47,7 @@ __all__ = [
     "dump_options",
     "ensure_archive",
     "is_complete",
+    "remove_stale_dumps",
     "use_options",
 ]
 
@@ -128,6 +133,7 @@ def ensure_archive(path: Path, conf: dict[str, str]) -> bool:
     then starts without one."""
     if is_complete(path):
         return True
+    remove_stale_dumps(path)
     if _failed_file(path).exists():
         return False  # this Java could not build one: not tried at every start
     try:
@@ -155,6 +161,22 @@ def ensure_archive(path: Path, conf: dict[str, str]) -> bool:
     return True
 
 
+def remove_stale_dumps(path: Path, now_s: float | None = None) -> list[Path]:
+    """Remove the partial files of builds of ``path`` that never renamed theirs into
+    place (the build failed, timed out, or was killed: its JVM may even write its dump
+    after its parent is gone) once they are older than two build time limits, so that a
+    build running now keeps its own. Returns what was removed. (Wall time: only to age
+    cache files, never in a trace.)"""
+    now_s = time.time() if now_s is None else now_s
+    removed: list[Path] = []
+    for part in sorted(path.parent.glob(f"{glob.escape(path.name)}*.part")):
+        with contextlib.suppress(OSError):  # gone already, or a cache we cannot write
+            if now_s - part.stat().st_mtime > 2 * BUILD_TIMEOUT_S:
+                part.unlink()
+                removed.append(part)
+    return removed
+
+
 def _failed_file(path: Path) -> Path:
     """Where a build that failed says why (and that no other build is tried)."""
     return path.with_name(f"{path.name}.failed")
@@ -168,24 +190,29 @@ def build_archive(path: Path, settings: dict[str, str]) -> None:
     from pyspark.java_gateway import launch_gateway
 
     part = path.with_name(f"{path.name}.{os.getpid()}.part")
+    size = _size_file(path)
+    written = size.with_name(f"{size.name}.{os.getpid()}.part")
     java = f"{settings.get(DRIVER_JAVA_OPTIONS, '')} {dump_options(part)}".strip()
     conf = SparkConf().setAll([*settings.items(), (DRIVER_JAVA_OPTIONS, java)])
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    gateway = launch_gateway(conf)
-    sc = SparkContext(conf=conf, gateway=gateway)
     try:
-        sc.parallelize(range(2), 2).mapPartitions(lambda rows: [sum(rows)]).collect()
-    finally:
-        sc.stop()
-        gateway.shutdown()
-    gateway.proc.stdin.close()  # the gateway JVM exits at the end of its stdin, and dumps
-    if gateway.proc.wait(timeout=BUILD_TIMEOUT_S) != 0 or not part.exists():
-        raise RuntimeError("the JVM did not write its class archive")
-    size = _size_file(path)
-    written = size.with_name(f"{size.name}.{os.getpid()}.part")
-    written.write_text(f"{part.stat().st_size}\n")
-    os.replace(written, size)
-    os.replace(part, path)
+        gateway = launch_gateway(conf)
+        sc = SparkContext(conf=conf, gateway=gateway)
+        try:
+            sc.parallelize(range(2), 2).mapPartitions(lambda rows: [sum(rows)]).collect()
+        finally:
+            sc.stop()
+            gateway.shutdown()
+        gateway.proc.stdin.close()  # the gateway JVM exits at the end of its stdin, and dumps
+        if gateway.proc.wait(timeout=BUILD_TIMEOUT_S) != 0 or not part.exists():
+            raise RuntimeError("the JVM did not write its class archive")
+        written.write_text(f"{part.stat().st_size}\n")
+        os.replace(written, size)
+        os.replace(part, path)
+    finally:  # a build that failed leaves no partial file behind
+        for leftover in (part, written):
+            with contextlib.suppress(OSError):
+                leftover.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":  # ``ensure_archive``'s subprocess

@@ -15,10 +15,14 @@ import pytest
 
 from rmqsim.reports.jvm_archive import (
     ARCHIVE_ENV,
+    BUILD_TIMEOUT_S,
     CACHE_ENV,
+    DRIVER_JAVA_OPTIONS,
     archive_path,
+    build_archive,
     ensure_archive,
     is_complete,
+    remove_stale_dumps,
 )
 from rmqsim.reports.synthetic import write_synthetic
 
@@ -101,3 +105,54 @@ def test_a_java_that_could_not_build_an_archive_is_not_asked_again(
     # A build would take seconds and print that it builds; the recorded failure stops it.
     assert ensure_archive(path, {"spark.master": "local[1]"}) is False
     assert not path.exists()
+
+
+def test_partial_dumps_of_builds_that_never_finished_are_removed_once_old(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build killed or timed out leaves ``<archive>.<pid>.part`` (its JVM may write it
+    after its parent is gone): a later start removes those older than two build time
+    limits, keeps a younger one (a build running now) and everything else."""
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(ARCHIVE_ENV, "on")
+    path = archive_path()
+    assert path is not None
+    path.parent.mkdir(parents=True)
+    now_s = 1_000_000.0
+    old, young = path.with_name(f"{path.name}.11.part"), path.with_name(f"{path.name}.12.part")
+    old_size = path.with_name(f"{path.name}.bytes.11.part")
+    kept = [young, path.with_name(path.name + ".failed"), tmp_path / "cache" / "other.part"]
+    for file in (old, old_size, *kept):
+        file.write_text("x")
+    for file in (old, old_size):
+        os.utime(file, (now_s - 2 * BUILD_TIMEOUT_S - 1,) * 2)
+    for file in kept:
+        os.utime(file, (now_s - 2 * BUILD_TIMEOUT_S + 1,) * 2)
+    assert remove_stale_dumps(path, now_s) == sorted([old, old_size])
+    assert all(file.exists() for file in kept) and not old.exists() and not old_size.exists()
+    os.utime(young, (0, 0))  # ensure_archive ages them by the clock, even after a failure
+    assert ensure_archive(path, {"spark.master": "local[1]"}) is False
+    assert not young.exists()
+
+
+def test_a_build_that_fails_leaves_no_partial_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gateway's JVM wrote its dump, then the build failed (here: the start of the
+    gateway, faked to fail after the JVM's dump): no ``.part`` stays in the cache."""
+    import pyspark.java_gateway
+
+    path = tmp_path / "cache" / "spark.jsa"
+    path.parent.mkdir()
+
+    def failing_gateway(conf: object) -> object:
+        options = str(conf.get(DRIVER_JAVA_OPTIONS))  # type: ignore[attr-defined]
+        dump = options.split("-XX:ArchiveClassesAtExit=")[1].split()[0]
+        Path(dump).write_bytes(b"half an archive")
+        raise RuntimeError("the JVM died")
+
+    monkeypatch.setattr(pyspark.java_gateway, "launch_gateway", failing_gateway)
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)  # build_archive sets it
+    with pytest.raises(RuntimeError, match="the JVM died"):
+        build_archive(path, {"spark.master": "local[1]"})
+    assert list(path.parent.iterdir()) == []
