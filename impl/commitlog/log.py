@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import operator
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -27,7 +28,6 @@ __all__ = [
     "CommitLog",
     "GroupEncoder",
     "PendingRecord",
-    "RunEncoder",
     "ScanResult",
     "Segment",
     "all_zero",
@@ -36,16 +36,11 @@ __all__ = [
 
 _NAME_DIGITS = 20
 _ZERO_CHUNK_BYTES = 1 << 20
-#: ``encode(position, start, end)``: the bytes (as parts to join) of records ``start`` to
-#: ``end - 1`` of a batch, the first at physical offset ``position``.
-RunEncoder = Callable[[int, int, int], list[bytes]]
-#: ``encode(position, start, end)``: the run record (as parts to join) of messages
-#: ``start`` to ``end - 1`` of an operation, at physical offset ``position``.
+_OFFSET_OF = operator.itemgetter(0)  # of a consume-queue entry
+#: ``encode(position, start, end)``: the bytes (as parts to join) of messages ``start`` to
+#: ``end - 1`` of an operation (their records, or one run record), from physical offset
+#: ``position`` on.
 GroupEncoder = Callable[[int, int, int], list[bytes]]
-
-
-def _offset_of(entry: tuple[int, int, int]) -> int:
-    return entry[0]
 
 
 def all_zero(data: bytes, start: int = 0) -> bool:
@@ -244,7 +239,7 @@ class CommitLog:
             low = min(entry[0] for entry in entries[start:end])
             high = min(segment.end, max(entry[0] + entry[1] for entry in entries[start:end]))
             data = self.fs.read(segment.handle, low - segment.start, high - low)
-            for offset, group in itertools.groupby(entries[start:end], key=_offset_of):
+            for offset, group in itertools.groupby(entries[start:end], key=_OFFSET_OF):
                 asked = list(group)
                 result += self._check(segment, data, offset - low, asked)
             start = end
@@ -272,7 +267,8 @@ class CommitLog:
 
     def append(self, batch: Iterable[PendingRecord]) -> list[tuple[int, int]]:
         """Append the records (one operation), returning ``(offset, size)`` of each
-        (``append_runs`` with ``records.encode_batch``)."""
+        (``append_grouped`` with ``records.encode_batch``: a group is the records that fit
+        in one segment, usually all of them)."""
         pending = list(batch)
         fixed = records.HEADER_SIZE_BYTES  # records.record_size, inlined: once per message
         sizes = [fixed + len(p.topic) + len(p.properties) + len(p.body) for p in pending]
@@ -280,52 +276,31 @@ class CommitLog:
         def encode(position: int, start: int, end: int) -> list[bytes]:
             return records.encode_batch(position, pending[start:end])[0]
 
-        return list(zip(self.append_runs(sizes, encode), sizes, strict=True))
+        placed: list[tuple[int, int]] = []
+        for offset, _size, start, end in self.append_grouped(sizes, 0, None, encode):
+            offsets = itertools.accumulate(sizes[start : end - 1], initial=offset)
+            placed += zip(offsets, sizes[start:end], strict=True)
+        return placed
 
-    def append_runs(self, sizes: Sequence[int], encode: RunEncoder) -> list[int]:
-        """Append one operation's records, of ``sizes`` bytes each, encoded by ``encode``
-        run by run (the records that fit in one segment: usually all of them) and written
-        with one ``write_at`` per segment. Returns each record's offset."""
-        totals = list(itertools.accumulate(sizes, initial=0))
-        offsets: list[int] = []
-        chunks: dict[int, list[bytes]] = {}
-        first_of: dict[int, int] = {}
-        position, start = self.end_offset, 0
-        while start < len(sizes):
-            segment = self.segments[-1] if self.segments else None
-            limit = segment.end - records.BLANK_SIZE_BYTES if segment is not None else -1
-            # The records start..end-1 fit: position + totals[end] - totals[start] <= limit.
-            fit = limit - position + totals[start]
-            end = max(start, bisect.bisect_right(totals, fit, lo=start) - 1)
-            if end == start:  # the next record needs a new segment
-                segment = self._room_for(position, sizes[start], chunks, first_of)
-                position = max(position, segment.start)
-                continue
-            assert segment is not None
-            first_of.setdefault(segment.start, position)
-            chunks.setdefault(segment.start, []).extend(encode(position, start, end))
-            offsets += itertools.accumulate(sizes[start : end - 1], initial=position)
-            position, start = position + totals[end] - totals[start], end
-        self._write(chunks, first_of)
-        self.end_offset = position
-        return offsets
-
-    def append_grouped(self, costs: Sequence[int], overhead_bytes: int, limit_bytes: int,
+    def append_grouped(self, costs: Sequence[int], overhead_bytes: int, limit_bytes: int | None,
                        encode: GroupEncoder) -> list[tuple[int, int, int, int]]:
-        """Append one operation's messages as run records, written with one ``write_at``
-        per segment: message ``i`` adds ``costs[i]`` bytes to its run, a run adds
-        ``overhead_bytes`` and holds at most ``limit_bytes`` of costs (or one message),
-        within one segment. Returns each run's ``(offset, size, start, end)``: it holds
-        messages ``start`` to ``end - 1``, encoded by ``encode``."""
+        """Append one operation's messages in groups, written with one ``write_at`` per
+        segment: message ``i`` adds ``costs[i]`` bytes to its group, a group adds
+        ``overhead_bytes`` (a run record's header) and holds at most ``limit_bytes`` of
+        costs (or one message; None: no limit), within one segment. Returns each group's
+        ``(offset, size, start, end)``: it holds messages ``start`` to ``end - 1``,
+        encoded by ``encode``."""
         totals = list(itertools.accumulate(costs, initial=0))
-        runs: list[tuple[int, int, int, int]] = []
+        groups: list[tuple[int, int, int, int]] = []
         chunks: dict[int, list[bytes]] = {}
         first_of: dict[int, int] = {}
         position, start = self.end_offset, 0
         while start < len(costs):
             segment = self.segments[-1] if self.segments else None
             room = segment.end - records.BLANK_SIZE_BYTES - position if segment else -1
-            room = min(room - overhead_bytes, max(limit_bytes, costs[start]))
+            room -= overhead_bytes
+            if limit_bytes is not None:
+                room = min(room, max(limit_bytes, costs[start]))
             end = bisect.bisect_right(totals, totals[start] + room, lo=start) - 1
             if end <= start:  # the next message needs a new segment
                 segment = self._room_for(position, overhead_bytes + costs[start], chunks,
@@ -338,11 +313,11 @@ class CommitLog:
             assert sum(map(len, parts)) == size, (start, end)
             first_of.setdefault(segment.start, position)
             chunks.setdefault(segment.start, []).extend(parts)
-            runs.append((position, size, start, end))
+            groups.append((position, size, start, end))
             position, start = position + size, end
         self._write(chunks, first_of)
         self.end_offset = position
-        return runs
+        return groups
 
     def _room_for(
         self, position: int, size: int, chunks: dict[int, list[bytes]], first_of: dict[int, int]
