@@ -26,6 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeGuard, runtime_checkable
 
+from rmqsim.conformance.bad_impl import BadImplError
+from rmqsim.conformance.wire.client import exec_factory, is_exec_impl
 from rmqsim.model.api import Clock, MessageQueue, MQConfig
 
 if TYPE_CHECKING:
@@ -70,10 +72,6 @@ class Factory(Protocol):
     def __call__(
         self, *, path: Path, config: MQConfig, clock: Clock, faults: FaultHook | None
     ) -> MessageQueue: ...
-
-
-class BadImplError(Exception):
-    """``--impl`` does not name a usable factory; the message says why."""
 
 
 #: What a queue must have: every method of the contract's protocol, and ``crash()``.
@@ -225,6 +223,8 @@ def load_factory(spec: str) -> Factory:
     """Resolve ``module:attribute`` (or a name of ``BUILTIN_IMPLS``) to a factory, with an
     error that says what is wrong."""
     spec = BUILTIN_IMPLS.get(spec, spec)
+    if is_exec_impl(spec):  # a protocol server in another process (docs/PROTOCOL.md)
+        return exec_factory(spec)
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
         raise BadImplError(f"--impl must look like module:factory, got {spec!r}")

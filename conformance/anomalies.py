@@ -14,10 +14,12 @@ from rmqsim.scenarios.ops import Outcome
 
 __all__ = [
     "ANOMALIES",
+    "PROTOCOL_ERROR_PREFIX",
     "Before",
     "classify_consume",
     "classify_outcome",
     "classify_state",
+    "is_protocol_error",
 ]
 
 #: Every anomaly name, with what it means. Order is severity: the first that applies wins.
@@ -41,6 +43,9 @@ ANOMALIES: dict[str, str] = {
     "id-gap": "ids skip numbers or the high-water mark ran ahead",
     "error-mismatch": "one side raised and the other did not, or they raised different kinds",
     "outcome-mismatch": "the returned values differ in a way no finer check explains",
+    "protocol-error": "an implementation in another process broke the wire protocol "
+    "(docs/PROTOCOL.md): a line that is not JSON, a reply of the wrong shape or to another "
+    "request, output that ended inside a line",
     "trace-mismatch": "replaying a trace, the model's outcome or final state differs from the "
     "recorded one",
 }
@@ -87,8 +92,19 @@ def classify_consume(expected: Outcome, actual: Outcome, before: Before) -> str 
     return "payload-mismatch" if got == want else None
 
 
+#: The outcome of a call whose reply broke the wire protocol (``conformance.wire``).
+PROTOCOL_ERROR_PREFIX = "unexpected:WireProtocolError"
+
+
+def is_protocol_error(error: object) -> bool:
+    """Whether an outcome's error (or a failure's description) is a wire protocol error."""
+    return isinstance(error, str) and error.startswith(PROTOCOL_ERROR_PREFIX)
+
+
 def classify_outcome(kind: str, expected: Outcome, actual: Outcome, before: Before) -> str:
     """Anomaly of an operation whose outcomes differ."""
+    if is_protocol_error(actual.error):
+        return "protocol-error"
     if expected.error != actual.error:
         return "error-mismatch"
     if kind == "consume":

@@ -28,7 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from rmqsim.conformance.adapter import BadImplError, Factory, checked_queue, forget_run_state
-from rmqsim.conformance.anomalies import Before, classify_outcome, classify_state
+from rmqsim.conformance.anomalies import (
+    Before,
+    classify_outcome,
+    classify_state,
+    is_protocol_error,
+)
 from rmqsim.conformance.apply import RUNNER_KINDS, apply_op, error_outcome
 from rmqsim.conformance.crash_record import CrashRecord
 from rmqsim.conformance.statediff import Difference, diff_states
@@ -436,11 +441,13 @@ class Lockstep:
         except BadImplError:
             raise
         except Exception as exc:
+            raised = f"{type(exc).__name__}: {exc}"
             raise Divergence(
-                anomaly="outcome-mismatch",
+                anomaly="protocol-error" if is_protocol_error("unexpected:" + raised) else
+                "outcome-mismatch",
                 step_index=index,
                 step=step,
-                detail=f"snapshot() raised {type(exc).__name__}: {exc}",
+                detail=f"snapshot() raised {raised}",
             ) from None
         if _equal(expected, actual, topics):
             return

@@ -5,7 +5,7 @@ kill, to leave no child behind, and to report a child that dies on its own."""
 from __future__ import annotations
 
 import json
-import multiprocessing
+import os
 import signal
 import textwrap
 from pathlib import Path
@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from rmqsim.conformance import process_sut
 from rmqsim.conformance.adapter import DEFAULT_IMPL, BadImplError, model_factory
 from rmqsim.conformance.cli import cli
 from rmqsim.conformance.crash_sweep import crash_sweep
@@ -23,35 +22,36 @@ from rmqsim.conformance.mutants.crash import MUTANTS
 from rmqsim.conformance.process_sut import ChildDiedError, process_factory
 from rmqsim.conformance.run import replay_trace, run_seed
 from rmqsim.conformance.trace import parse_lines
+from rmqsim.conformance.wire.client import WireQueue
 from rmqsim.model.api import MQConfig, ProducerMessage
 
 MUTANT_IMPL = {m.name: m.impl for m in MUTANTS}
 
 
 @pytest.fixture
-def proxies(monkeypatch: pytest.MonkeyPatch) -> list[process_sut.ProcessQueue]:
-    """Every ``ProcessQueue`` opened during the test (to check that none survives)."""
-    opened: list[process_sut.ProcessQueue] = []
-    original = process_sut.ProcessQueue.__init__
+def proxies(monkeypatch: pytest.MonkeyPatch) -> list[WireQueue]:
+    """Every ``WireQueue`` opened during the test (to check that none survives)."""
+    opened: list[WireQueue] = []
+    original = WireQueue.__init__
 
-    def recording(self: process_sut.ProcessQueue, *args: Any, **kwargs: Any) -> None:
+    def recording(self: WireQueue, *args: Any, **kwargs: Any) -> None:
         opened.append(self)
         original(self, *args, **kwargs)
 
-    monkeypatch.setattr(process_sut.ProcessQueue, "__init__", recording)
+    monkeypatch.setattr(WireQueue, "__init__", recording)
     return opened
 
 
-def _no_child_left(opened: list[process_sut.ProcessQueue]) -> None:
+def _no_child_left(opened: list[WireQueue]) -> None:
     assert opened, "the run opened no child"
-    alive = {p.pid for p in multiprocessing.active_children()}
     for proxy in opened:
-        assert not proxy.process.is_alive() and proxy.process.exitcode is not None
-        assert proxy.process.pid not in alive
+        assert proxy.process.returncode is not None  # reaped
+        with pytest.raises(ProcessLookupError):  # and its process group is gone
+            os.killpg(proxy.process.pid, 0)
 
 
 def test_process_mode_agrees_with_in_process_crashes(
-    proxies: list[process_sut.ProcessQueue],
+    proxies: list[WireQueue],
 ) -> None:
     """Same steps, outcomes, crash resolutions and final state: only the header differs."""
     runs = {
@@ -67,7 +67,7 @@ def test_process_mode_agrees_with_in_process_crashes(
     assert '"crash_mode":"process"' in process.trace_lines[0]
     assert "crash_mode" not in inprocess.trace_lines[0]
     # a real SIGKILL ended the children that crashed at a point
-    assert any(p.process.exitcode == -signal.SIGKILL for p in proxies)
+    assert any(p.process.returncode == -signal.SIGKILL for p in proxies)
     _no_child_left(proxies)
     # replay honours the header's crash mode
     replayed = replay_trace(parse_lines(process.trace_lines))
@@ -77,7 +77,7 @@ def test_process_mode_agrees_with_in_process_crashes(
 
 
 def test_process_sweep_is_clean_on_impl_and_matches_in_process(
-    proxies: list[process_sut.ProcessQueue],
+    proxies: list[WireQueue],
 ) -> None:
     sweeps = {
         m: crash_sweep("smoke", 0, impl=DEFAULT_IMPL, steps=12, crash_mode=m)
@@ -111,13 +111,13 @@ def test_a_crash_is_a_real_sigkill_at_the_armed_point(tmp_path: Path) -> None:
     with pytest.raises(InjectedCrash) as crash:
         queue.produce("t", [ProducerMessage(b"x", {})])
     assert (crash.value.point, crash.value.hit) == ("produce.after_write", 1)
-    assert queue.process.exitcode == -signal.SIGKILL  # type: ignore[attr-defined]
+    assert queue.process.returncode == -signal.SIGKILL  # type: ignore[attr-defined]
     assert faults.seen[("produce", "produce.after_write")] == 1
     queue.crash()  # reaping a dead child is harmless
     reopened = factory(path=tmp_path / "q", config=MQConfig(), clock=SimClock(), faults=faults)
     assert len(reopened.snapshot().topics["t"].messages) == 1  # after_write: durable
     reopened.close()
-    assert reopened.process.exitcode == 0  # type: ignore[attr-defined]
+    assert reopened.process.returncode == 0  # type: ignore[attr-defined]
 
 
 def test_a_child_dying_on_its_own_is_reported_not_hung(
@@ -141,7 +141,7 @@ def test_a_child_dying_on_its_own_is_reported_not_hung(
     assert not result.ok and result.anomaly == "error-mismatch"
     assert result.divergence is not None and result.divergence.actual is not None
     error = result.divergence.actual.error or ""
-    assert "ChildDiedError" in error and "died during create_topic (exit code 7)" in error
+    assert "ChildDiedError" in error and "exited during create_topic (exit code 7)" in error
     with pytest.raises(ChildDiedError):
         process_factory("dying_mq:open_queue")(
             path=tmp_path / "q", config=MQConfig(), clock=SimClock(), faults=None
@@ -174,7 +174,7 @@ def test_cli_crash_sweep_in_process_mode(tmp_path: Path) -> None:
 
 
 def test_gate_sweeps_in_process_mode(
-    tmp_path: Path, proxies: list[process_sut.ProcessQueue]
+    tmp_path: Path, proxies: list[WireQueue]
 ) -> None:
     (tmp_path / "corpus").mkdir()
     args = ["gate", "--profiles", "smoke", "--seeds", "0:1", "--steps", "10", "--sweep-steps", "5"]

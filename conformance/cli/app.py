@@ -71,6 +71,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "shrink": "rmqsim.conformance.cli.crash:shrink_command",
     "fuzz": "rmqsim.conformance.cli.fuzz:fuzz_command",
     "mutants": "rmqsim.conformance.cli.mutants:mutants_command",
+    "protocol-check": "rmqsim.conformance.cli.protocol:protocol_check_command",
 }
 ENTRY_POINT_GROUP = "rmqsim.commands"
 #: Other ways to run the gate's seeds (``rmqsim gate --spark``), each a function like

@@ -1,0 +1,465 @@
+"""rmqsim's end of the wire protocol (docs/PROTOCOL.md): a queue in another process.
+
+``--impl exec:'COMMAND ARGS'`` names a protocol server. ``exec_factory`` checks it once
+(``hello``), and returns a queue factory like any other: each call starts the command,
+says ``hello`` and ``open``, and returns a ``WireQueue``, a ``MessageQueue`` whose
+operations are requests. A crash is SIGKILL of the child's process group; a reopen starts
+a new child. Our Python implementations run through the same protocol (``--crash-mode
+process`` serves them with ``python -m rmqsim.conformance.wire.server IMPL``).
+
+Fault points: every request carries ``wait_at_points``, true when the lockstep armed a
+crash for this operation. The server announces each point it passes; the client feeds it
+through the lockstep's hook (which learns the points, and raises ``InjectedCrash`` at the
+armed one), then answers ``go_on`` when the server waits. When the hook raises, the child
+is killed there, still waiting: the crash lands inside the operation.
+
+What breaks the protocol (a line that is not JSON, a reply to another request, a value of
+the wrong shape, end of output in the middle of a reply) raises ``WireProtocolError``
+with the line: the child is killed, and the lockstep reports the anomaly
+``protocol-error``. A child that exits raises ``ChildDiedError`` with its exit code and the
+last lines of its stderr (a Go panic's first line is there). A child that does not answer
+within the liveness bound is killed, and the call raises ``OperationHang`` (``hang``).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rmqsim.conformance.bad_impl import BadImplError
+from rmqsim.conformance.watchdog import OperationHang, op_timeout_s
+from rmqsim.conformance.wire.child import ChildProcess, StartError
+from rmqsim.conformance.wire.codec import (
+    PROTOCOL_VERSION,
+    WireProtocolError,
+    decode_consumed,
+    decode_error,
+    decode_line,
+    decode_produced,
+    decode_state,
+    encode_line,
+    encode_messages,
+)
+from rmqsim.model.api import (
+    Clock,
+    ConsumerMessage,
+    InvalidArgumentError,
+    MessageQueue,
+    MQConfig,
+    NotServingError,
+    ProducerMessage,
+    State,
+)
+
+__all__ = [
+    "EXEC_PREFIX",
+    "HELLO_TIMEOUT_S",
+    "ChildDiedError",
+    "Hello",
+    "WireQueue",
+    "exec_argv",
+    "exec_factory",
+    "is_exec_impl",
+    "server_command",
+    "server_env",
+]
+
+EXEC_PREFIX = "exec:"
+#: The lockstep's fault hook (``conformance.adapter.FaultHook``).
+FaultHook = Callable[[str], None]
+#: How long a server may take to answer ``hello`` when its command is checked (a JVM or a
+#: cold Go binary starts in well under this).
+HELLO_TIMEOUT_S = 60.0
+
+
+class ChildDiedError(RuntimeError):
+    """The server's process exited (or was gone) other than at an armed crash point."""
+
+
+def is_exec_impl(impl: object) -> bool:
+    return isinstance(impl, str) and impl.startswith(EXEC_PREFIX)
+
+
+def exec_argv(impl: str) -> list[str]:
+    """The command of ``exec:COMMAND ARGS``, split as a POSIX shell would (no shell runs)."""
+    try:
+        argv = shlex.split(impl[len(EXEC_PREFIX) :])
+    except ValueError as exc:
+        raise BadImplError(f"--impl {impl}: cannot split the command: {exc}") from None
+    if not argv:
+        raise BadImplError(f"--impl {impl}: no command after {EXEC_PREFIX}")
+    return argv
+
+
+def server_command(impl: str) -> str:
+    """``exec:...`` serving the Python implementation ``impl`` (``MOD:FACTORY`` or a
+    built-in name) through the reference server, with this interpreter."""
+    argv = [sys.executable, "-m", "rmqsim.conformance.wire.server", impl]
+    return EXEC_PREFIX + shlex.join(argv)
+
+
+def server_env() -> dict[str, str]:
+    """The reference server's environment: rmqsim's, with ``PYTHONPATH`` set to this
+    process's module search path, so that the child imports ``impl`` from where this
+    process found it (a user's module in the current folder, a test's directory)."""
+    env = dict(os.environ)
+    paths = [os.path.abspath(p or os.curdir) for p in sys.path]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    return env
+
+
+class Hello:
+    """What a server said of itself: its layer, name and which snapshot arguments it takes."""
+
+    def __init__(self, reply: object, where: str) -> None:
+        if type(reply) is not dict:
+            raise WireProtocolError(f"{where}: expected an object")
+        version = reply.get("protocol")
+        if version != PROTOCOL_VERSION:
+            raise WireProtocolError(
+                f"{where}: the server speaks protocol {version!r}; rmqsim speaks {PROTOCOL_VERSION}"
+            )
+        layer, name, snapshot = (
+            reply.get("layer"),
+            reply.get("implementation"),
+            reply.get("snapshot", []),
+        )
+        if type(layer) is not str or type(name) is not str:
+            raise WireProtocolError(f"{where}: layer and implementation must be strings")
+        if type(snapshot) is not list or not set(snapshot) <= {"topics", "messages_from"}:
+            raise WireProtocolError(f"{where}.snapshot: a list of 'topics', 'messages_from'")
+        self.layer = layer
+        self.implementation = name
+        self.snapshot_arguments = tuple(snapshot)
+
+
+class _Session:
+    """One child and the requests made of it, in order."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        faults: FaultHook | None,
+        clock: Clock,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.argv = list(argv)
+        self.faults = faults
+        self.clock = clock
+        self.next_id = 1
+        try:
+            self.child = ChildProcess(argv, env=env)
+        except StartError as exc:
+            raise ChildDiedError(str(exc)) from None
+        #: Why the child is no longer served (``None`` while it is).
+        self.dead: str | None = None
+
+    def request(self, op: str, arguments: dict[str, Any], *, bound_s: float) -> Any:
+        """Send one request and return its ``ok`` value (or raise its error)."""
+        if self.dead is not None:
+            raise ChildDiedError(self.dead)
+        request_id = self.next_id
+        self.next_id += 1
+        wait = self._armed()
+        line = {"id": request_id, "op": op, "now": self.clock(), "wait_at_points": wait}
+        line.update(arguments)
+        try:
+            self._send(line, op)
+            value, error = self._await_reply(request_id, op, wait, bound_s)
+        except BaseException:  # a crash, a hang, a broken line: the child is done
+            if self.dead is None:
+                self.dead = f"was killed during {op}"
+            self.child.kill()
+            raise
+        if error is not None:
+            raise error
+        return value
+
+    def _armed(self) -> bool:
+        if self.faults is None:
+            return False
+        armed = getattr(self.faults, "armed", True)  # a hook that cannot say: always wait
+        return armed is not None and armed is not False
+
+    def _send(self, line: dict[str, Any], op: str) -> None:
+        try:
+            self.child.send(encode_line(line))
+        except OSError:
+            self._died(f"was gone before {op}")
+
+    def _await_reply(
+        self, request_id: int, op: str, wait: bool, bound_s: float
+    ) -> tuple[Any, Exception | None]:
+        where = f"the reply to request {request_id} ({op})"
+        while True:
+            raw = self.child.read_line(bound_s)
+            if raw is None:
+                self.dead = f"did not answer {op} within {bound_s:g} s and was killed"
+                raise OperationHang(op, bound_s)
+            if not raw:
+                partial = self.child.partial
+                if partial:
+                    raise WireProtocolError(
+                        f"{where}: output ended inside a line: {partial[:200]!r}"
+                    )
+                self._died(f"exited during {op}")
+            if not raw.endswith(b"\n"):
+                raise WireProtocolError(f"{where}: a line over the size limit")
+            message = decode_line(raw, where)
+            if message.get("id") != request_id:
+                raise WireProtocolError(
+                    f"{where}: got a line for id {message.get('id')!r}: {raw[:200]!r}"
+                )
+            if "point" in message:
+                self._at_point(message, request_id, wait, raw)
+                continue
+            return self._result(message, where, raw)
+
+    def _at_point(self, message: dict[str, Any], request_id: int, wait: bool, raw: bytes) -> None:
+        point = message["point"]
+        if type(point) is not str or set(message) != {"id", "point"}:
+            raise WireProtocolError(f"a fault-point line must be {{id, point}}: {raw[:200]!r}")
+        if self.faults is not None:
+            self.faults(point)  # raises InjectedCrash at the armed call: the child is killed
+        if wait:
+            self._send({"go_on": request_id}, point)
+
+    def _result(
+        self, message: dict[str, Any], where: str, raw: bytes
+    ) -> tuple[Any, Exception | None]:
+        if set(message) == {"id", "ok"}:
+            return message["ok"], None
+        if set(message) == {"id", "error"}:
+            return None, decode_error(message["error"], f"{where}.error")
+        raise WireProtocolError(f"{where}: expected {{id, ok}} or {{id, error}}: {raw[:200]!r}")
+
+    def _died(self, what: str) -> None:
+        code = self.child.wait_exit(2.0)
+        self.child.kill()
+        stderr = self.child.stderr_tail(5)
+        self.dead = f"the server (pid {self.child.pid}) {what} (exit code {code})"
+        if stderr:
+            self.dead += "; its stderr ended with: " + stderr.replace("\n", " | ")[-600:]
+        raise ChildDiedError(self.dead)
+
+
+def _bound_s() -> float:
+    """The client's own wait: twice the liveness bound, so that the lockstep's bound on the
+    call (which can tell slow from stuck) speaks first; 0 is no bound."""
+    return 2 * op_timeout_s()
+
+
+class WireQueue:
+    """A ``MessageQueue`` served by a protocol server in a child process."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        path: Path,
+        config: MQConfig,
+        clock: Clock,
+        faults: FaultHook | None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self._session = _Session(argv, faults, clock, env)
+        self._closed = False
+        try:
+            hello = Hello(self._call("hello", protocol=PROTOCOL_VERSION, layer="queue"), "hello")
+            self._call("open", path=str(path), config=_config_json(config))
+        except BaseException:
+            self.crash()
+            raise
+        if "topics" not in hello.snapshot_arguments:
+            self.snapshot = self._full_snapshot  # type: ignore[method-assign,assignment]  # narrower on purpose: the lockstep reads the signature
+        elif "messages_from" not in hello.snapshot_arguments:
+            self.snapshot = self._topics_snapshot  # type: ignore[method-assign,assignment]  # as above
+
+    def _call(self, op: str, **arguments: Any) -> Any:
+        if self._closed:
+            # The child closed its queue and exited; this proxy is that closed queue and
+            # answers as SPEC says a closed queue does (the lockstep probes it).
+            raise NotServingError("the queue is closed")
+        return self._session.request(op, arguments, bound_s=_bound_s())
+
+    def _named(self, op: str, **names: Any) -> Any:
+        """A request naming topics or groups. A name without a UTF-8 form (a lone
+        surrogate) cannot cross a UTF-8 wire: SPEC makes it ``InvalidArgument``, and the
+        queue is answered so on the server's behalf (docs/PROTOCOL.md "Names")."""
+        if self._closed:
+            raise NotServingError("the queue is closed")
+        for what, name in names.items():
+            if isinstance(name, str) and not _has_utf8(name):
+                raise InvalidArgumentError(f"{what} name has no UTF-8 form")
+        return self._call(op, **names)
+
+    @property
+    def process(self) -> subprocess.Popen[bytes]:
+        """The server's process (its ``returncode`` is ``-9`` after a crash)."""
+        return self._session.child.process
+
+    # -- lifecycle
+
+    def crash(self) -> None:
+        """SIGKILL the server's process group: nothing more is written."""
+        if self._session.dead is None:
+            self._session.dead = "was crashed"
+        self._session.child.kill()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        try:
+            if self._session.dead is None:
+                self._call("close")
+                self._session.dead = "closed its queue"
+                self._session.child.finish()
+        finally:
+            self._closed = True
+            self._session.child.kill()
+
+    # -- the queue
+
+    def snapshot(
+        self, topics: list[str] | None = None, messages_from: dict[str, int] | None = None
+    ) -> State:
+        if topics is not None:
+            topics = [t for t in topics if _has_utf8(t)]  # the others are absent anyway
+        raw = self._call("snapshot", topics=topics, messages_from=messages_from)
+        return decode_state(raw, "the reply to snapshot: ok")
+
+    def _topics_snapshot(self, topics: list[str] | None = None) -> State:
+        if topics is not None:
+            topics = [t for t in topics if _has_utf8(t)]
+        raw = self._call("snapshot", topics=topics, messages_from=None)
+        return decode_state(raw, "the reply to snapshot: ok")
+
+    def _full_snapshot(self) -> State:
+        raw = self._call("snapshot", topics=None, messages_from=None)
+        return decode_state(raw, "the reply to snapshot: ok")
+
+    def create_topic(self, topic: str) -> None:
+        _none(self._named("create_topic", topic=topic), "create_topic")
+
+    def destroy_topic(self, topic: str) -> None:
+        _none(self._named("destroy_topic", topic=topic), "destroy_topic")
+
+    def create_consumer_group(self, topic: str, group: str) -> None:
+        _none(
+            self._named("create_consumer_group", topic=topic, group=group), "create_consumer_group"
+        )
+
+    def destroy_consumer_group(self, topic: str, group: str) -> None:
+        reply = self._named("destroy_consumer_group", topic=topic, group=group)
+        _none(reply, "destroy_consumer_group")
+
+    def exist_consumer_group(self, topic: str, group: str) -> bool:
+        reply = self._named("exist_consumer_group", topic=topic, group=group)
+        if type(reply) is not bool:
+            raise WireProtocolError(
+                f"the reply to exist_consumer_group: ok: expected a bool, got {reply!r}"
+            )
+        return reply
+
+    def produce(self, topic: str, messages: Sequence[ProducerMessage]) -> list[int]:
+        reply = self._named("produce", topic=topic, messages=encode_messages(messages))
+        return decode_produced(reply, "the reply to produce: ok")
+
+    def consume(self, topic: str, group: str, n: int) -> list[ConsumerMessage]:
+        if self._closed:
+            raise NotServingError("the queue is closed")
+        reply = self._named("consume", topic=topic, group=group, n=n)
+        return decode_consumed(reply, "the reply to consume: ok")
+
+    def seek(self, topic: str, group: str, msg_id: int) -> None:
+        _none(self._named("seek", topic=topic, group=group, msg_id=msg_id), "seek")
+
+    def seek_to_latest(self, topic: str, group: str) -> None:
+        _none(self._named("seek_to_latest", topic=topic, group=group), "seek_to_latest")
+
+    def get_latest_msg(self, topic: str) -> int:
+        reply = self._named("get_latest_msg", topic=topic)
+        if type(reply) is not int:
+            raise WireProtocolError(
+                f"the reply to get_latest_msg: ok: expected an integer, got {reply!r}"
+            )
+        return reply
+
+    def run_retention(self) -> None:
+        _none(self._call("run_retention"), "run_retention")
+
+
+def _none(reply: object, op: str) -> None:
+    if reply is not None:
+        raise WireProtocolError(f"the reply to {op}: ok: expected null, got {reply!r}")
+
+
+def _has_utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _config_json(config: MQConfig) -> dict[str, int]:
+    return {
+        "page_size_bytes": config.page_size_bytes,
+        "retention_time_s": config.retention_time_s,
+        "retention_size_bytes": config.retention_size_bytes,
+    }
+
+
+def check_server(argv: Sequence[str], impl: str, env: dict[str, str] | None = None) -> Hello:
+    """Start the server once and ask ``hello``: a command that cannot start, or does not
+    answer like a protocol server, is bad input (``BadImplError``, one line)."""
+    try:
+        session = _Session(argv, None, lambda: 0, env)
+    except ChildDiedError as exc:
+        raise BadImplError(f"--impl {impl}: {exc}") from None
+    try:
+        reply = session.request(
+            "hello", {"protocol": PROTOCOL_VERSION, "layer": "queue"}, bound_s=HELLO_TIMEOUT_S
+        )
+        return Hello(reply, "hello")
+    except OperationHang:
+        raise BadImplError(
+            f"--impl {impl}: the server did not answer hello within {HELLO_TIMEOUT_S:g} s"
+            + _stderr_note(session)
+        ) from None
+    except (ChildDiedError, WireProtocolError, Exception) as exc:
+        raise BadImplError(f"--impl {impl}: {exc}" + _stderr_note(session)) from None
+    finally:
+        session.child.kill()
+
+
+def _stderr_note(session: _Session) -> str:
+    tail = session.child.stderr_tail(3)
+    return f" (its stderr: {tail.replace(chr(10), ' | ')[-300:]})" if tail else ""
+
+
+def exec_factory(impl: str, env: dict[str, str] | None = None) -> Callable[..., MessageQueue]:
+    """The queue factory of ``exec:COMMAND``, once the command answered ``hello``; the
+    command runs with ``env`` (``None``: rmqsim's environment)."""
+    argv = exec_argv(impl)
+    hello = check_server(argv, impl, env)
+    if hello.layer != "queue":
+        raise BadImplError(
+            f"--impl {impl}: the server serves the {hello.layer!r} layer; over the wire rmqsim "
+            "checks the queue layer (docs/PROTOCOL.md)"
+        )
+
+    def factory(
+        *, path: Path, config: MQConfig, clock: Clock, faults: FaultHook | None
+    ) -> MessageQueue:
+        return WireQueue(argv, path=path, config=config, clock=clock, faults=faults, env=env)
+
+    factory.__qualname__ = impl
+    factory.__module__ = "exec"
+    factory.rmqsim_hello = hello  # type: ignore[attr-defined]  # what the server said
+    return factory

@@ -1,0 +1,184 @@
+"""The reference protocol server: any Python queue factory, served over stdin/stdout.
+
+    python -m rmqsim.conformance.wire.server IMPL
+
+``IMPL`` is what ``--impl`` takes (``rocksmq``, ``commitlog``, ``commitlog-async``,
+``MODULE:FACTORY``). This is the wire protocol's executable example (docs/PROTOCOL.md)
+and how ``--crash-mode process`` runs our implementations: the whole gate passes through
+it. One process serves one open; rmqsim kills it to crash it.
+
+Anything the implementation prints goes to stderr: the protocol's stdout is a private
+copy of file descriptor 1, taken before the implementation is imported.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from rmqsim.conformance.wire.codec import (
+    PROTOCOL_VERSION,
+    QUEUE_OPS,
+    WireProtocolError,
+    decode_line,
+    encode_consumed,
+    encode_error,
+    encode_line,
+    encode_state,
+    messages_from_wire,
+)
+from rmqsim.model.api import MQConfig
+
+__all__ = ["Server", "main", "private_stdout"]
+
+
+class _Stop(Exception):
+    """The parent is gone (end of input): stop serving."""
+
+
+class Server:
+    """Serves one queue: ``hello``, ``open``, the operations, ``close``."""
+
+    def __init__(self, impl: str, requests: IO[bytes], replies: IO[bytes]) -> None:
+        self.impl = impl
+        self.requests = requests
+        self.replies = replies
+        self.now_s = 0
+        self.request_id: object = None
+        self.wait_at_points = False
+        self.queue: Any = None
+
+    # -- lines
+
+    def _write(self, obj: dict[str, Any]) -> None:
+        self.replies.write(encode_line(obj))
+        self.replies.flush()
+
+    def _read(self) -> dict[str, Any]:
+        line = self.requests.readline()
+        if not line:
+            raise _Stop
+        return decode_line(line, "request")
+
+    # -- the implementation's hooks
+
+    def clock(self) -> int:
+        return self.now_s
+
+    def faults(self, point: str) -> None:
+        """Announce ``point``; when told to wait, wait for ``go_on`` (or be killed here)."""
+        self._write({"id": self.request_id, "point": point})
+        if self.wait_at_points:
+            answer = self._read()
+            if answer != {"go_on": self.request_id}:
+                raise WireProtocolError(f"expected go_on for {self.request_id!r}, got {answer!r}")
+
+    # -- requests
+
+    def serve(self) -> int:
+        """Answer requests until ``close`` (exit 0) or end of input (exit 0)."""
+        try:
+            while True:
+                request = self._read()
+                op = request.get("op")
+                self.request_id = request.get("id")
+                now = request.get("now")
+                if type(now) is int:
+                    self.now_s = now
+                self.wait_at_points = request.get("wait_at_points") is True
+                try:
+                    value = self._dispatch(op, request)
+                except WireProtocolError:
+                    raise
+                except Exception as exc:  # the queue's error: its kind, or Unexpected
+                    self._write({"id": self.request_id, "error": encode_error(exc)})
+                else:
+                    self._write({"id": self.request_id, "ok": value})
+                if op == "close":
+                    return 0
+        except _Stop:
+            return 0
+
+    def _dispatch(self, op: object, request: dict[str, Any]) -> Any:
+        if op == "hello":
+            return {
+                "protocol": PROTOCOL_VERSION,
+                "layer": "queue",
+                "implementation": f"rmqsim reference server: {self.impl}",
+                "snapshot": ["topics", "messages_from"],
+            }
+        if op == "open":
+            return self._open(request)
+        if op not in QUEUE_OPS:
+            raise WireProtocolError(f"unknown op {op!r}")
+        if self.queue is None:
+            raise WireProtocolError(f"{op} before open")
+        arguments = [request.get(name) for name in QUEUE_OPS[str(op)]]
+        return _CALLS[str(op)](self, self.queue, *arguments)
+
+    def _open(self, request: dict[str, Any]) -> None:
+        from rmqsim.conformance.adapter import load_factory
+
+        path, config = request.get("path"), request.get("config")
+        if type(path) is not str or type(config) is not dict:
+            raise WireProtocolError("open needs path (a string) and config (an object)")
+        factory = load_factory(self.impl)
+        self.queue = factory(
+            path=Path(path), config=MQConfig(**config), clock=self.clock, faults=self.faults
+        )
+
+    def snapshot(self, queue: Any, topics: object, messages_from: object) -> Any:
+        kwargs: dict[str, Any] = {}
+        parameters = inspect.signature(queue.snapshot).parameters
+        if topics is not None and "topics" in parameters:
+            kwargs["topics"] = topics
+            if messages_from is not None and "messages_from" in parameters:
+                kwargs["messages_from"] = messages_from
+        return encode_state(queue.snapshot(**kwargs))
+
+
+_CALLS: dict[str, Callable[..., Any]] = {
+    "create_topic": lambda s, q, topic: q.create_topic(topic),
+    "destroy_topic": lambda s, q, topic: q.destroy_topic(topic),
+    "create_consumer_group": lambda s, q, t, g: q.create_consumer_group(t, g),
+    "destroy_consumer_group": lambda s, q, t, g: q.destroy_consumer_group(t, g),
+    "exist_consumer_group": lambda s, q, t, g: q.exist_consumer_group(t, g),
+    "produce": lambda s, q, t, m: list(q.produce(t, messages_from_wire(m, "messages"))),
+    "consume": lambda s, q, t, g, n: encode_consumed(q.consume(t, g, n)),
+    "seek": lambda s, q, t, g, i: q.seek(t, g, i),
+    "seek_to_latest": lambda s, q, t, g: q.seek_to_latest(t, g),
+    "get_latest_msg": lambda s, q, t: q.get_latest_msg(t),
+    "run_retention": lambda s, q: q.run_retention(),
+    "snapshot": lambda s, q, topics, messages_from: s.snapshot(q, topics, messages_from),
+    "close": lambda s, q: q.close(),
+}
+
+
+def private_stdout() -> IO[bytes]:
+    """The protocol's stdout: a copy of fd 1; fd 1 itself then points at stderr, so that
+    a ``print`` anywhere in the implementation cannot break a line of the protocol."""
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return replies
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m rmqsim.conformance.wire.server IMPL", file=sys.stderr)
+        return 2
+    replies = private_stdout()
+    try:
+        return Server(args[0], sys.stdin.buffer, replies).serve()
+    except WireProtocolError as exc:
+        print(f"rmqsim wire server: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
