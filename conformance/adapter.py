@@ -21,6 +21,7 @@ import importlib
 import importlib.util
 import inspect
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -37,6 +38,7 @@ __all__ = [
     "BUILTIN_IMPLS",
     "CONSUMER_FACTORY_KEYWORDS",
     "DEFAULT_IMPL",
+    "EXTERNAL_DRIVERS",
     "LEGACY_PACKAGES",
     "MODEL_IMPL",
     "QUEUE_FACTORY_KEYWORDS",
@@ -46,6 +48,7 @@ __all__ = [
     "FaultHook",
     "KeepsStateOutsidePath",
     "checked_queue",
+    "external_driver",
     "forget_run_state",
     "is_consumer_factory",
     "load_factory",
@@ -219,9 +222,34 @@ BUILTIN_IMPLS: dict[str, str] = {
 }
 
 
+#: Named drivers of real systems (``impl/external/``): protocol servers built by their own
+#: script, ``name -> (the binary under impl/, the script that builds it)``.
+EXTERNAL_DRIVERS: dict[str, tuple[str, str]] = {
+    "milvus": ("external/milvus_rocksmq/bin/rmqsim-milvus", "./scripts/build-milvus.sh"),
+}
+
+
+def external_driver(name: str) -> str:
+    """``exec:`` of the built driver ``name`` (``EXTERNAL_DRIVERS``), or ``BadImplError``
+    naming the script that builds it."""
+    binary, script = EXTERNAL_DRIVERS[name]
+    import rmqsim.impl
+
+    path = Path(rmqsim.impl.__file__).resolve().parent / binary
+    if not os.access(path, os.X_OK):
+        raise BadImplError(
+            f"--impl {name}: the driver is not built ({path} is missing): run {script} "
+            "(it needs Go and a C compiler, and says what it fetches)"
+        )
+    return "exec:" + shlex.quote(str(path))
+
+
 def load_factory(spec: str) -> Factory:
-    """Resolve ``module:attribute`` (or a name of ``BUILTIN_IMPLS``) to a factory, with an
-    error that says what is wrong."""
+    """Resolve ``module:attribute`` (or a name of ``BUILTIN_IMPLS`` or
+    ``EXTERNAL_DRIVERS``, or ``exec:COMMAND``) to a factory, with an error that says what
+    is wrong."""
+    if spec in EXTERNAL_DRIVERS:
+        spec = external_driver(spec)
     spec = BUILTIN_IMPLS.get(spec, spec)
     if is_exec_impl(spec):  # a protocol server in another process (docs/PROTOCOL.md)
         return exec_factory(spec)

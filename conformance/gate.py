@@ -7,7 +7,7 @@ import functools
 import itertools
 import json
 import xml.etree.ElementTree as ET
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -23,6 +23,7 @@ from rmqsim.conformance.crash_sweep import (
     SweepResult,
     crash_sweep,
 )
+from rmqsim.conformance.deviations import Deviation, DeviationProfile
 from rmqsim.conformance.gate_power import power_suite, power_summary
 from rmqsim.conformance.layer import registered_layers
 from rmqsim.conformance.layers import CONSUMER_LAYER, QUEUE_LAYER, STREAM_LAYER
@@ -128,24 +129,46 @@ class GateResult:
     #: The signal that stopped the gate before its end (``"SIGINT"``, ``"SIGTERM"``), or
     #: None: the outputs then hold only what had finished.
     interrupted_by: str | None = None
+    #: The known deviations of the implementation (``--expect``): a failing run that
+    #: shows one is expected, not a failure (``conformance.deviations``).
+    expected: DeviationProfile | None = None
 
     def add(self, result: RunResult) -> None:
         """Count one finished profile run (its profile's summary is made on first use)."""
         self.summaries.setdefault(result.profile, ProfileSummary(result.profile)).add(result)
         self.results.append(result)
 
-    @property
-    def failures(self) -> list[RunResult]:
-        return [r for r in (*self.results, *self.corpus) if not r.ok]
+    def _unexpected(self, result: RunResult) -> bool:
+        return self.expected is None or self.expected.match(result) is None
+
+    def deviations(self) -> list[tuple[RunResult, Deviation]]:
+        """Every failing run or crash case that shows a listed deviation, with it."""
+        if self.expected is None:
+            return []
+        failing = [r for r in (*self.results, *self.corpus) if not r.ok]
+        failing += self._all_sweep_failures()
+        return [(r, d) for r in failing if (d := self.expected.match(r)) is not None]
 
     @property
-    def sweep_failures(self) -> list[RunResult]:
-        """The failing run of every failing sweep case (and failing sweep base runs)."""
+    def failures(self) -> list[RunResult]:
+        return [r for r in (*self.results, *self.corpus) if not r.ok and self._unexpected(r)]
+
+    def _all_sweep_failures(self) -> list[RunResult]:
         bases = [s.base for s in (*self.sweeps, *self.steered) if not s.base.ok]
         return bases + crash_case_failures(self)
 
     @property
+    def sweep_failures(self) -> list[RunResult]:
+        """The failing run of every failing sweep case (and failing sweep base runs) but
+        those that show a listed deviation."""
+        return [r for r in self._all_sweep_failures() if self._unexpected(r)]
+
+    @property
     def ok(self) -> bool:
+        if self.expected is not None:
+            return not self.failures and not self.sweep_failures and all(
+                s.ok for s in self.power_sweeps
+            )
         return (not self.failures and all(s.ok for s in self.sweeps)
                 and all(s.ok for s in self.steered)
                 and all(s.ok for s in self.power_sweeps))
@@ -184,6 +207,8 @@ class GatePlan:
     shrink: ShrinkBudget | None = None
     crash_rate: float = 0.0
     until_failure: bool = False
+    #: ``--expect``: runs that end at a listed deviation are not failures (not shrunk).
+    expected: DeviationProfile | None = None
 
 
 def _run_one(profile: str, seed: int, plan: GatePlan) -> RunResult:
@@ -224,7 +249,7 @@ def run_profiles(
     results, traces and files; ``on_shrink_run`` is not called)."""
     # A name is kept as given (each run's layer loads it: a stream factory is no queue's).
     name = plan.impl if isinstance(plan.impl, str) else resolve_impl(plan.impl)[0]
-    gate = GateResult(impl=name, seeds=plan.seeds)
+    gate = GateResult(impl=name, seeds=plan.seeds, expected=plan.expected)
     for profile in plan.profiles:
         gate.summaries.setdefault(profile, ProfileSummary(profile))
     pairs = [(profile, seed) for profile in plan.profiles for seed in plan.seeds]
@@ -291,7 +316,8 @@ def _finish(
     count it (unshrunk, when its shrink is interrupted: Ctrl-C)."""
     if not result.ok:
         save_failure(result, plan.out)
-    shrinks = shrink and not result.ok and len(gate.failures) < MAX_SHRUNK_FAILURES
+    unexpected = plan.expected is None or plan.expected.match(result) is None
+    shrinks = shrink and unexpected and not result.ok and len(gate.failures) < MAX_SHRUNK_FAILURES
     try:
         if plan.shrink is not None and shrinks:
             shrunk = shrinker(result)
@@ -657,7 +683,16 @@ def summary_json(gate: GateResult) -> dict[str, Any]:
             for s in gate.sweeps
         },
         "power_loss": power_summary(gate.power_sweeps),
+        "deviations": _deviations_json(gate),
     }
+
+
+def _deviations_json(gate: GateResult) -> dict[str, Any] | None:
+    """What ``--expect`` listed, and how many runs and crash cases ended at each."""
+    if gate.expected is None:
+        return None
+    seen = Counter(d.name for _, d in gate.deviations())
+    return {**gate.expected.to_json(), "seen": dict(sorted(seen.items()))}
 
 
 def _case_json(case: CrashCase, run: RunResult) -> dict[str, Any]:

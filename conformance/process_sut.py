@@ -10,19 +10,17 @@ The child is the wire protocol's reference server (``conformance.wire.server``) 
 named Python factory, spoken to exactly as a server in any other language is
 (``conformance.wire.client``; docs/PROTOCOL.md): every process-mode run proves the
 protocol. An ``exec:`` implementation already lives in another process and is its own
-process mode.
+process mode (as are the named drivers of real systems, ``--impl milvus``).
 """
 
 from __future__ import annotations
 
-from rmqsim.conformance.adapter import BadImplError, Factory, load_factory
+from rmqsim.conformance.adapter import BUILTIN_IMPLS, BadImplError, Factory, load_factory
 from rmqsim.conformance.wire.client import (
     ChildDiedError,
-    exec_factory,
-    is_exec_impl,
-    server_command,
-    server_env,
+    forked_factory,
 )
+from rmqsim.conformance.wire.server import serve_forked
 
 __all__ = [
     "CRASH_MODES",
@@ -42,10 +40,11 @@ def process_factory(impl: object) -> Factory:
     cannot cross to a child (``BadImplError``)."""
     if not isinstance(impl, str):
         raise BadImplError("--crash-mode process needs --impl as MOD:FACTORY, not a factory object")
-    if is_exec_impl(impl):
-        return load_factory(impl)
-    load_factory(impl)  # a bad name is the user's input: say so here, not in a child
-    return exec_factory(server_command(impl), server_env())
+    factory = load_factory(impl)  # a bad name is the user's input: say so here, not in a child
+    if getattr(factory, "rmqsim_hello", None) is not None:  # already a protocol server
+        return factory
+    return forked_factory(serve_forked, impl, [BUILTIN_IMPLS.get(impl, impl).partition(":")[0],
+                                 getattr(factory, "__module__", "") or ""])
 
 
 def check_crash_mode(mode: str) -> str:

@@ -11,6 +11,7 @@ import functools
 import importlib
 import json
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import metadata
@@ -31,6 +32,7 @@ from rmqsim.conformance.cli.common import (
     crash_mode_choice,
     crash_mode_option,
     crash_rate_option,
+    expect_option,
     fail,
     friendly_errors,
     impl_option,
@@ -187,6 +189,7 @@ def cli() -> None:
 @crash_rate_option
 @crash_mode_option
 @save_regression_option
+@expect_option
 @op_timeout_option
 @friendly_errors
 def run_command(
@@ -202,6 +205,7 @@ def run_command(
     crash_rate: float,
     crash_mode: str,
     save_regression: Path | None,
+    expect: str | None,
 ) -> None:
     """Run a profile over seeds in lockstep against the model; report divergences.
 
@@ -213,7 +217,9 @@ def run_command(
     from rmqsim.conformance.trace import write_lines
 
     seed_range, impl = _checked_run_options(profile_name, seeds, seed, impl, trace_file, out)
+    expected = _deviation_profile(expect)
     failures = 0
+    seen: Counter[str] = Counter()
     total_steps = 0
     with progress(len(seed_range), f"run {profile_name}") as bar:
         shrink_bar = ShrinkBar(bar, shrink) if shrink is not None else None
@@ -230,7 +236,11 @@ def run_command(
             total_steps += result.steps
             if trace_file is not None:
                 write_lines(trace_file, result.trace_lines)
-            if not result.ok:
+            deviation = None if result.ok or expected is None else expected.match(result)
+            if deviation is not None:
+                seen[deviation.name] += 1
+                click.echo(_deviation_line(result, deviation), err=True)
+            elif not result.ok:
                 failures += 1
                 save_failure(result, out)
                 if shrink_bar is not None:
@@ -243,8 +253,30 @@ def run_command(
     click.echo(
         f"rmqsim run: profile {profile_name}, {len(seed_range)} seed(s), "
         f"{total_steps} operations, {failures} divergence(s)"
-    )
+        + (f", {sum(seen.values())} listed deviation(s) ("
+           + (", ".join(f"{n}: {c}" for n, c in sorted(seen.items())) or "none") + ")"
+           if expected is not None else "")
+    )  # fmt: skip
     sys.exit(EXIT_DIVERGENCE if failures else EXIT_OK)
+
+
+def _deviation_profile(expect: str | None) -> Any:
+    if expect is None:
+        return None
+    from rmqsim.conformance.deviations import load_profile
+
+    return load_profile(expect)
+
+
+def _deviation_line(result: Any, deviation: Any) -> str:
+    """One line for a run that ended at a listed deviation (``--expect``)."""
+    divergence = result.divergence
+    issue = f"; {deviation.issue}" if deviation.issue else ""
+    return (
+        f"EXPECTED {deviation.name} (SPEC \"{deviation.spec}\"{issue}): {divergence.anomaly} "
+        f"at step {divergence.step_index} ({divergence.step.op.kind}), {result.profile} seed "
+        f"{result.seed}: the run's checking ends there"
+    )
 
 
 def _checked_run_options(
@@ -394,6 +426,7 @@ def _replay_power(trace_file: Path, lines: list[str], impl: str | None) -> None:
     help="Worker processes for the runs, shrinks and crash sweeps (default: the CPUs "
     "this process may use). The results, traces and files are those of --jobs 1.",
 )
+@expect_option
 @op_timeout_option
 @friendly_errors
 def gate_command(
@@ -414,6 +447,7 @@ def gate_command(
     spark: bool,
     master: str | None,
     jobs: int | None,
+    expect: str | None,
 ) -> None:
     """The CI gate: every standard profile over the seeds, then a crash sweep of the first
     seed of each; JUnit XML and a JSON summary."""
@@ -439,8 +473,9 @@ def gate_command(
         raise UsageError("--master needs --spark")
     runner = functools.partial(gate_runner("spark"), master=master) if spark else None
     plan = GatePlan(names, seeds or DEFAULT_GATE_SEEDS, impl, writable_dir(out), steps, shrink,
-                    crash_rate)  # fmt: skip
-    gate = GateResult(impl=impl, seeds=plan.seeds)  # what has finished, as it finishes
+                    crash_rate, expected=_deviation_profile(expect))  # fmt: skip
+    # what has finished, as it finishes
+    gate = GateResult(impl=impl, seeds=plan.seeds, expected=plan.expected)
     with (
         _outputs_when_interrupted(gate, out),
         _worker_ended(),
@@ -586,9 +621,19 @@ def _gate_verdict(gate: Any, junit: Path, summary: Path) -> None:
         f"{len(gate.sweep_failures)} failing crash cases"
         + (f", {sum(len(s.failures) for s in gate.power_sweeps)} failing power-cut cases"
            if gate.power_sweeps else "")
+        + _expected_note(gate)
         + f"); {junit}, {summary}"
     )
     sys.exit(EXIT_OK if gate.ok else EXIT_DIVERGENCE)
+
+
+def _expected_note(gate: Any) -> str:
+    """``, N ended at listed deviations (name: count, ...)`` under ``--expect``."""
+    if gate.expected is None:
+        return ""
+    seen = Counter(d.name for _, d in gate.deviations())
+    named = ", ".join(f"{name}: {count}" for name, count in sorted(seen.items()))
+    return f", {sum(seen.values())} ended at listed deviations ({named or 'none'})"
 
 
 def _print_gate_tables(gate: Any, summary: Path) -> None:

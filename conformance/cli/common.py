@@ -41,6 +41,7 @@ __all__ = [
     "crash_mode_choice",
     "crash_mode_option",
     "crash_rate_option",
+    "expect_option",
     "fail",
     "friendly_errors",
     "impl_option",
@@ -298,6 +299,15 @@ impl_option = click.option(
     metavar="MOD:FACTORY",
     help="The implementation under test: a factory(path=, config=, clock=, faults=). "
     "Default: ours (impl.RocksMQ).",
+)
+
+
+expect_option = click.option(
+    "--expect",
+    default=None,
+    metavar="PROFILE",
+    help="Known deviations of the implementation (a TOML file, or `milvus`): a divergence "
+    "that shows a listed one is counted as expected, not failed (docs/FINDINGS.md).",
 )
 
 

@@ -37,20 +37,10 @@ def protocol_check_command(impl: str) -> None:
     """Check a protocol server (docs/PROTOCOL.md) before the gate: handshake, every
     operation and error, snapshots, the clock, retention, kill and restart, close and
     reopen, and a crash at each fault point of a produce."""
-    from rmqsim.conformance.adapter import load_factory
+    from rmqsim.conformance.process_sut import process_factory
     from rmqsim.conformance.wire.check import run_checks
-    from rmqsim.conformance.wire.client import (
-        exec_factory,
-        is_exec_impl,
-        server_command,
-        server_env,
-    )
 
-    if is_exec_impl(impl):
-        factory = load_factory(impl)
-    else:
-        load_factory(impl)  # a bad name is bad usage here, not in the child
-        factory = exec_factory(server_command(impl), server_env())
+    factory = process_factory(impl)  # a Python queue: the reference server serves it
     hello = getattr(factory, "rmqsim_hello", None)
     if hello is None:
         raise UsageError(f"--impl {impl}: not a protocol server")

@@ -1,5 +1,11 @@
 """A protocol server as a child process: started in a process group of its own, spoken to
-in JSON lines over its stdin and stdout, crashed by SIGKILL of the whole group.
+in JSON lines over two pipes, crashed by SIGKILL of the whole group.
+
+Two ways to start one, with the same ends: ``ChildProcess`` runs a command (``exec:``:
+the pipes are its stdin and stdout); ``ForkedChild`` forks the reference server for a
+Python implementation from multiprocessing's fork server, which imported rmqsim and the
+implementation once (a child costs a fork, ~7 ms, not a new interpreter, ~250 ms: what
+keeps ``--crash-mode process`` and a gate through the protocol affordable).
 
 Its stderr is drained by a thread into a bounded tail (a server that floods stderr never
 blocks on a full pipe, and a report can quote its last lines: a Go panic, a Java stack).
@@ -13,13 +19,15 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
+import multiprocessing
 import os
 import select
 import signal
 import subprocess
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from rmqsim.conformance.watchdog import running_s
 
@@ -27,7 +35,10 @@ __all__ = [
     "MAX_LINE_BYTES",
     "STDERR_TAIL_BYTES",
     "ChildProcess",
+    "ForkedChild",
+    "ServerChild",
     "StartError",
+    "preload_forked",
 ]
 
 #: The longest line either end may send (a snapshot of a large store is one line).
@@ -37,7 +48,7 @@ STDERR_TAIL_BYTES = 16 * 1024
 #: How long a child that was told to close, or killed, may take to exit.
 EXIT_WAIT_S = 10.0
 
-_LIVE: weakref.WeakSet[ChildProcess] = weakref.WeakSet()
+_LIVE: weakref.WeakSet[ServerChild] = weakref.WeakSet()
 
 
 @atexit.register
@@ -51,8 +62,94 @@ class StartError(Exception):
     """The command could not be started at all (not found, not executable)."""
 
 
-class ChildProcess:
-    """One running server. ``send`` a line, ``read_line`` the next one, ``kill`` it."""
+class ServerChild:
+    """One running server's two pipe ends: ``send`` a line, ``read_line`` the next one.
+    Subclasses start the process and say how it ends."""
+
+    pid: int
+
+    def _ends(self, write_fd: int, read_fd: int) -> None:
+        self._write_fd = write_fd
+        self._read_fd = read_fd
+        self._buffer = bytearray()
+        self._eof = False
+        _LIVE.add(self)
+
+    def send(self, line: bytes) -> None:
+        """Write one line; ``BrokenPipeError`` (an ``OSError``) when the child is gone."""
+        view = memoryview(line)
+        while view:
+            view = view[os.write(self._write_fd, view) :]
+
+    def read_line(self, wait_s: float) -> bytes | None:
+        """The next line (with its ``\\n``), ``b""`` at end of file (what was left of a
+        line is in ``partial``), or ``None`` when none came within ``wait_s`` seconds of
+        running time (0: no limit)."""
+        deadline_s = running_s() + wait_s if wait_s else None
+        while True:
+            end = self._buffer.find(b"\n")
+            if end >= 0:
+                line = bytes(self._buffer[: end + 1])
+                del self._buffer[: end + 1]
+                return line
+            if len(self._buffer) > MAX_LINE_BYTES:
+                return bytes(self._buffer)  # not a line: the caller refuses it
+            if self._eof:
+                return b""
+            left_s = None if deadline_s is None else deadline_s - running_s()
+            if left_s is not None and left_s <= 0:
+                return None
+            ready, _, _ = select.select([self._read_fd], [], [], left_s)
+            if not ready:
+                continue  # the deadline is checked again (a Ctrl-Z does not count)
+            chunk = os.read(self._read_fd, 1 << 20)
+            if chunk:
+                self._buffer += chunk
+            else:
+                self._eof = True
+
+    @property
+    def partial(self) -> bytes:
+        """What the child wrote after its last complete line."""
+        return bytes(self._buffer)
+
+    def stderr_tail(self, lines: int = 20) -> str:
+        """The last ``lines`` lines the child wrote to stderr, where they were kept."""
+        return ""
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit code once reaped (``-9`` after a SIGKILL), else ``None``."""
+        raise NotImplementedError
+
+    def wait_exit(self, wait_s: float = EXIT_WAIT_S) -> int | None:
+        """The exit code once the child has exited within ``wait_s``, else ``None``."""
+        raise NotImplementedError
+
+    def _reap(self) -> None:
+        raise NotImplementedError
+
+    def kill(self) -> None:
+        """SIGKILL the child's whole process group (what is left of it) and reap the
+        child. Idempotent."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+        if self.returncode is None:  # not in its own group yet (a fork that just began)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+        self._reap()
+        _LIVE.discard(self)
+
+    def finish(self) -> int | None:
+        """After a ``close``: wait for the child to exit, kill what is left of its group,
+        and return its exit code (``None`` when it had to be killed)."""
+        code = self.wait_exit()
+        self.kill()
+        return code
+
+
+class ChildProcess(ServerChild):
+    """A server started as a command (``exec:``): its stdin and stdout are the pipes."""
 
     def __init__(self, argv: Sequence[str], *, env: dict[str, str] | None = None) -> None:
         try:
@@ -67,10 +164,8 @@ class ChildProcess:
         except OSError as exc:
             raise StartError(f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
         assert self.process.stdin and self.process.stdout and self.process.stderr
-        self._stdin = self.process.stdin
-        self._stdout_fd = self.process.stdout.fileno()
-        self._buffer = bytearray()
-        self._eof = False
+        self.pid = self.process.pid
+        self._ends(self.process.stdin.fileno(), self.process.stdout.fileno())
         self._stderr_tail: collections.deque[bytes] = collections.deque()
         self._stderr_bytes = 0
         self._stderr_lock = threading.Lock()
@@ -78,11 +173,6 @@ class ChildProcess:
             target=self._drain_stderr, name=f"rmqsim-stderr-{self.process.pid}", daemon=True
         )
         self._drain.start()
-        _LIVE.add(self)
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
 
     # -- stderr
 
@@ -107,48 +197,10 @@ class ChildProcess:
         kept = text.decode("utf-8", "replace").rstrip("\n").splitlines()
         return "\n".join(kept[-lines:])
 
-    # -- lines
-
-    def send(self, line: bytes) -> None:
-        """Write one line; ``BrokenPipeError`` (an ``OSError``) when the child is gone."""
-        self._stdin.write(line)
-        self._stdin.flush()
-
-    def read_line(self, wait_s: float) -> bytes | None:
-        """The next line (with its ``\\n``), ``b""`` at end of file (what was left of a
-        line is in ``partial``), or ``None`` when none came within ``wait_s`` seconds of
-        running time (0: no limit)."""
-        deadline_s = running_s() + wait_s if wait_s else None
-        while True:
-            end = self._buffer.find(b"\n")
-            if end >= 0:
-                line = bytes(self._buffer[: end + 1])
-                del self._buffer[: end + 1]
-                return line
-            if len(self._buffer) > MAX_LINE_BYTES:
-                return bytes(self._buffer)  # not a line: the caller refuses it
-            if self._eof:
-                return b""
-            left_s = None if deadline_s is None else deadline_s - running_s()
-            if left_s is not None and left_s <= 0:
-                return None
-            ready, _, _ = select.select([self._stdout_fd], [], [], left_s)
-            if not ready:
-                continue  # the deadline is checked again (a Ctrl-Z does not count)
-            chunk = os.read(self._stdout_fd, 1 << 20)
-            if chunk:
-                self._buffer += chunk
-            else:
-                self._eof = True
-
-    @property
-    def partial(self) -> bytes:
-        """What the child wrote after its last complete line."""
-        return bytes(self._buffer)
-
     # -- ending
 
-    def exit_code(self) -> int | None:
+    @property
+    def returncode(self) -> int | None:
         return self.process.poll()
 
     def wait_exit(self, wait_s: float = EXIT_WAIT_S) -> int | None:
@@ -158,32 +210,67 @@ class ChildProcess:
         except subprocess.TimeoutExpired:
             return None
 
-    def kill(self) -> None:
-        """SIGKILL the child's whole process group and reap the child. Idempotent."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        with contextlib.suppress(OSError):
-            self._stdin.close()
+    def _reap(self) -> None:
         self.process.wait()
-        self._close_pipes()
-
-    def _close_pipes(self) -> None:
-        for stream in (self.process.stdout, self.process.stderr):
+        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
             with contextlib.suppress(OSError, ValueError):
                 assert stream is not None
                 if stream is self.process.stderr:
                     self._drain.join(EXIT_WAIT_S)
                 stream.close()
-        _LIVE.discard(self)
 
-    def finish(self) -> int | None:
-        """After a ``close``: wait for the child to exit, kill what is left of its group,
-        and return its exit code (``None`` when it had to be killed)."""
-        with contextlib.suppress(OSError):
-            self._stdin.close()
-        code = self.wait_exit()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait()
-        self._close_pipes()
-        return code
+
+
+def _context() -> Any:
+    """Forkserver where there is one, else spawn (correct, slower)."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("forkserver")
+    return multiprocessing.get_context("spawn")
+
+
+def preload_forked(modules: Sequence[str]) -> None:
+    """Have the fork server import the reference server and ``modules`` (the
+    implementation's) once, so that a child costs a fork. It takes effect when the fork
+    server starts, i.e. before the first child; ``__main__`` is preloaded so that a child
+    does not re-run its imports."""
+    context = _context()
+    if context.get_start_method() == "forkserver":
+        preload = ["__main__", "rmqsim.conformance.wire.server", "rmqsim.impl", *modules]
+        context.set_forkserver_preload(list(dict.fromkeys(preload)))
+
+
+class ForkedChild(ServerChild):
+    """A server forked from the fork server (``preload_forked``): ``serve(requests,
+    replies, impl)`` (``conformance.wire.server.serve_forked``, the reference server for
+    the Python implementation ``impl``) runs in the child on two pipe connections. Its
+    stderr is rmqsim's own."""
+
+    def __init__(self, serve: Callable[[Any, Any, str], None], impl: str) -> None:
+        context = _context()
+        parent_reads, child_writes = context.Pipe(duplex=False)
+        child_reads, parent_writes = context.Pipe(duplex=False)
+        self.process = context.Process(
+            target=serve, args=(child_reads, child_writes, impl), daemon=True
+        )
+        try:
+            self.process.start()
+        except OSError as exc:  # pragma: no cover - no processes left
+            raise StartError(f"cannot start the reference server: {exc}") from None
+        child_reads.close()
+        child_writes.close()
+        self._connections = (parent_reads, parent_writes)  # they own the two fds
+        self.pid = self.process.pid
+        self._ends(parent_writes.fileno(), parent_reads.fileno())
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.exitcode
+
+    def wait_exit(self, wait_s: float = EXIT_WAIT_S) -> int | None:
+        self.process.join(wait_s)
+        return self.process.exitcode
+
+    def _reap(self) -> None:
+        self.process.join(EXIT_WAIT_S)
+        for connection in self._connections:
+            connection.close()

@@ -23,9 +23,8 @@ within the liveness bound is killed, and the call raises ``OperationHang`` (``ha
 
 from __future__ import annotations
 
-import os
+import functools
 import shlex
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -33,7 +32,13 @@ from typing import Any
 
 from rmqsim.conformance.bad_impl import BadImplError
 from rmqsim.conformance.watchdog import OperationHang, op_timeout_s
-from rmqsim.conformance.wire.child import ChildProcess, StartError
+from rmqsim.conformance.wire.child import (
+    ChildProcess,
+    ForkedChild,
+    ServerChild,
+    StartError,
+    preload_forked,
+)
 from rmqsim.conformance.wire.codec import (
     PROTOCOL_VERSION,
     WireProtocolError,
@@ -64,14 +69,16 @@ __all__ = [
     "WireQueue",
     "exec_argv",
     "exec_factory",
+    "forked_factory",
     "is_exec_impl",
     "server_command",
-    "server_env",
 ]
 
 EXEC_PREFIX = "exec:"
 #: The lockstep's fault hook (``conformance.adapter.FaultHook``).
 FaultHook = Callable[[str], None]
+#: Starts one server process.
+Launcher = Callable[[], ServerChild]
 #: How long a server may take to answer ``hello`` when its command is checked (a JVM or a
 #: cold Go binary starts in well under this).
 HELLO_TIMEOUT_S = 60.0
@@ -103,16 +110,6 @@ def server_command(impl: str) -> str:
     return EXEC_PREFIX + shlex.join(argv)
 
 
-def server_env() -> dict[str, str]:
-    """The reference server's environment: rmqsim's, with ``PYTHONPATH`` set to this
-    process's module search path, so that the child imports ``impl`` from where this
-    process found it (a user's module in the current folder, a test's directory)."""
-    env = dict(os.environ)
-    paths = [os.path.abspath(p or os.curdir) for p in sys.path]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    return env
-
-
 class Hello:
     """What a server said of itself: its layer, name and which snapshot arguments it takes."""
 
@@ -141,19 +138,12 @@ class Hello:
 class _Session:
     """One child and the requests made of it, in order."""
 
-    def __init__(
-        self,
-        argv: Sequence[str],
-        faults: FaultHook | None,
-        clock: Clock,
-        env: dict[str, str] | None = None,
-    ) -> None:
-        self.argv = list(argv)
+    def __init__(self, start: Launcher, faults: FaultHook | None, clock: Clock) -> None:
         self.faults = faults
         self.clock = clock
         self.next_id = 1
         try:
-            self.child = ChildProcess(argv, env=env)
+            self.child = start()
         except StartError as exc:
             raise ChildDiedError(str(exc)) from None
         #: Why the child is no longer served (``None`` while it is).
@@ -255,19 +245,19 @@ def _bound_s() -> float:
 
 
 class WireQueue:
-    """A ``MessageQueue`` served by a protocol server in a child process."""
+    """A ``MessageQueue`` served by a protocol server in a child process, which ``start``
+    starts."""
 
     def __init__(
         self,
-        argv: Sequence[str],
+        start: Launcher,
         *,
         path: Path,
         config: MQConfig,
         clock: Clock,
         faults: FaultHook | None,
-        env: dict[str, str] | None = None,
     ) -> None:
-        self._session = _Session(argv, faults, clock, env)
+        self._session = _Session(start, faults, clock)
         self._closed = False
         try:
             hello = Hello(self._call("hello", protocol=PROTOCOL_VERSION, layer="queue"), "hello")
@@ -299,9 +289,9 @@ class WireQueue:
         return self._call(op, **names)
 
     @property
-    def process(self) -> subprocess.Popen[bytes]:
+    def process(self) -> ServerChild:
         """The server's process (its ``returncode`` is ``-9`` after a crash)."""
-        return self._session.child.process
+        return self._session.child
 
     # -- lifecycle
 
@@ -415,11 +405,11 @@ def _config_json(config: MQConfig) -> dict[str, int]:
     }
 
 
-def check_server(argv: Sequence[str], impl: str, env: dict[str, str] | None = None) -> Hello:
+def check_server(start: Launcher, impl: str) -> Hello:
     """Start the server once and ask ``hello``: a command that cannot start, or does not
     answer like a protocol server, is bad input (``BadImplError``, one line)."""
     try:
-        session = _Session(argv, None, lambda: 0, env)
+        session = _Session(start, None, lambda: 0)
     except ChildDiedError as exc:
         raise BadImplError(f"--impl {impl}: {exc}") from None
     try:
@@ -443,11 +433,24 @@ def _stderr_note(session: _Session) -> str:
     return f" (its stderr: {tail.replace(chr(10), ' | ')[-300:]})" if tail else ""
 
 
-def exec_factory(impl: str, env: dict[str, str] | None = None) -> Callable[..., MessageQueue]:
-    """The queue factory of ``exec:COMMAND``, once the command answered ``hello``; the
-    command runs with ``env`` (``None``: rmqsim's environment)."""
-    argv = exec_argv(impl)
-    hello = check_server(argv, impl, env)
+def exec_factory(impl: str) -> Callable[..., MessageQueue]:
+    """The queue factory of ``exec:COMMAND``, once the command answered ``hello``."""
+    start = functools.partial(ChildProcess, exec_argv(impl))
+    return _wire_factory(start, impl)
+
+
+def forked_factory(
+    serve: Callable[[Any, Any, str], None], impl: str, modules: Sequence[str] = ()
+) -> Callable[..., MessageQueue]:
+    """The queue factory of the Python implementation ``impl`` served by ``serve`` (the
+    reference server's ``serve_forked``) in a forked child (``--crash-mode process``);
+    ``modules``: what to import before forking (the implementation's)."""
+    preload_forked(modules)
+    return _wire_factory(functools.partial(ForkedChild, serve, impl), impl)
+
+
+def _wire_factory(start: Launcher, impl: str) -> Callable[..., MessageQueue]:
+    hello = check_server(start, impl)
     if hello.layer != "queue":
         raise BadImplError(
             f"--impl {impl}: the server serves the {hello.layer!r} layer; over the wire rmqsim "
@@ -457,7 +460,7 @@ def exec_factory(impl: str, env: dict[str, str] | None = None) -> Callable[..., 
     def factory(
         *, path: Path, config: MQConfig, clock: Clock, faults: FaultHook | None
     ) -> MessageQueue:
-        return WireQueue(argv, path=path, config=config, clock=clock, faults=faults, env=env)
+        return WireQueue(start, path=path, config=config, clock=clock, faults=faults)
 
     factory.__qualname__ = impl
     factory.__module__ = "exec"

@@ -33,7 +33,7 @@ from rmqsim.conformance.wire.codec import (
 )
 from rmqsim.model.api import MQConfig
 
-__all__ = ["Server", "main", "private_stdout"]
+__all__ = ["Server", "main", "private_stdout", "serve_forked"]
 
 
 class _Stop(Exception):
@@ -156,6 +156,17 @@ _CALLS: dict[str, Callable[..., Any]] = {
     "snapshot": lambda s, q, topics, messages_from: s.snapshot(q, topics, messages_from),
     "close": lambda s, q: q.close(),
 }
+
+
+def serve_forked(requests: Any, replies: Any, impl: str) -> None:
+    """A forked child's body (``conformance.wire.child.ForkedChild``): a process group of
+    its own, then the reference server on the two pipe connections."""
+    os.setpgid(0, 0)
+    reader = os.fdopen(os.dup(requests.fileno()), "rb")
+    writer = os.fdopen(os.dup(replies.fileno()), "wb")
+    requests.close()
+    replies.close()
+    Server(impl, reader, writer).serve()
 
 
 def private_stdout() -> IO[bytes]:
