@@ -8,7 +8,8 @@
 # WebDriver for the report page's browser test (install-chromium.sh; Debian packages through
 # apt-get, as root or with sudo). No test installs anything. When Chromium cannot be
 # installed, the browser test is skipped, unless RMQSIM_REQUIRE_BROWSER=1 (CI): then the
-# set-up stops here.
+# set-up stops here. When Go is present, the set-up also builds the driver of the real
+# Milvus RocksMQ (scripts/build-milvus.sh).
 #
 # pytest runs on two worker processes (pytest-xdist; RMQSIM_TEST_WORKERS=N for another
 # count, 0 for none). --dist worksteal: each worker starts with half of the tests in their
@@ -23,6 +24,17 @@ if ! bash "$root/scripts/install-chromium.sh"; then
         exit 1
     fi
     echo "test.sh: Chromium could not be installed: the browser test will be skipped" >&2
+fi
+# The real Milvus RocksMQ's driver (impl/external/milvus_rocksmq/), when Go is here: its
+# tests skip, with the reason, when it is not built, unless RMQSIM_REQUIRE_MILVUS=1 (CI).
+if command -v go >/dev/null 2>&1 && bash "$root/scripts/build-milvus.sh"; then
+    :
+elif [ -n "${RMQSIM_REQUIRE_MILVUS:-}" ]; then
+    echo "test.sh: the Milvus driver could not be built, and RMQSIM_REQUIRE_MILVUS=1" >&2
+    exit 1
+else
+    echo "test.sh: the Milvus driver is not built (no Go, or its build failed above):" \
+        "its tests will be skipped" >&2
 fi
 cd "$root"
 .venv/bin/ruff check .

@@ -39,7 +39,7 @@ from rmqsim.scenarios.ops import (
     Step,
 )
 
-__all__ = ["CHECKS", "CheckResult", "ProtocolCheck", "run_checks"]
+__all__ = ["CHECKS", "CheckResult", "ProtocolCheck", "run_checks", "run_program"]
 
 _T, _G = "t", "g"
 #: Pages of 4 bytes and retention after 10 s: a few short messages close, ack and expire.
@@ -202,19 +202,29 @@ def _steps(ops: Sequence[Op]) -> Iterator[Step[Op]]:
         yield Step(now_s, "check", op)
 
 
-def _run(factory: Callable[..., object], check: ProtocolCheck, root: Path) -> CheckResult:
-    lockstep = Lockstep(factory, check.config, root)  # type: ignore[arg-type]  # a queue factory
+def run_program(
+    factory: Callable[..., object], ops: Sequence[Op], config: MQConfig, root: Path
+) -> tuple[Divergence | None, tuple[str, ...]]:
+    """Run ``ops`` (an ``AdvanceClock`` moves the clock) in lockstep on a fresh directory
+    under ``root``: the divergence, if any, and the fault points announced."""
+    lockstep = Lockstep(factory, config, root)  # type: ignore[arg-type]  # a queue factory
     try:
-        steps = list(_steps(check.ops))
+        steps = list(_steps(ops))
         for step in steps:
             lockstep.execute(step)
         lockstep.finish(len(steps) + 1, Step(0, "check", GetLatest(_T)))
     except Divergence as divergence:
-        return CheckResult(check, _describe(divergence))
+        return divergence, ()
     finally:
         with contextlib.suppress(Exception):
             lockstep.close()
-    points = tuple(dict.fromkeys(point for _, point in lockstep.faults.seen))
+    return None, tuple(dict.fromkeys(point for _, point in lockstep.faults.seen))
+
+
+def _run(factory: Callable[..., object], check: ProtocolCheck, root: Path) -> CheckResult:
+    divergence, points = run_program(factory, check.ops, check.config, root)
+    if divergence is not None:
+        return CheckResult(check, _describe(divergence))
     return CheckResult(check, None, points)
 
 

@@ -1,0 +1,79 @@
+"""The real Milvus RocksMQ (Go, pkg/v2 v2.6.6, unmodified) under rmqsim, through its
+driver (impl/external/milvus_rocksmq/, built by scripts/build-milvus.sh). Skipped, with
+the reason, where the driver is not built, unless RMQSIM_REQUIRE_MILVUS=1 (CI builds it).
+
+Each test is a short program whose outcome on the real code is known: the harness must
+find each SPEC-marked Milvus difference, name it as the listed deviation, and find no
+difference where Milvus conforms."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from rmqsim.conformance.adapter import EXTERNAL_DRIVERS, BadImplError, load_factory
+from rmqsim.conformance.deviations import load_profile
+from rmqsim.conformance.wire.check import run_program
+from rmqsim.model.api import MQConfig
+from rmqsim.scenarios.ops import (
+    Consume,
+    CrashReopen,
+    CreateGroup,
+    CreateTopic,
+    GetLatest,
+    Message,
+    Produce,
+    Seek,
+)
+
+assert "milvus" in EXTERNAL_DRIVERS
+
+
+def _milvus() -> object:
+    try:
+        return load_factory("milvus")
+    except BadImplError as exc:
+        if os.environ.get("RMQSIM_REQUIRE_MILVUS"):
+            raise
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def milvus() -> object:
+    return _milvus()
+
+
+CONFIG = MQConfig(page_size_bytes=4, retention_time_s=-1, retention_size_bytes=-1)
+MESSAGES = (Message(b"a"), Message(b"b"), Message(b"c"))
+
+
+def _deviation(milvus: object, ops: list[object], tmp_path: Path) -> str | None:
+    divergence, _ = run_program(milvus, ops, CONFIG, tmp_path)  # type: ignore[arg-type]
+    assert divergence is not None, "the real Milvus conformed where it is known not to"
+    deviation = load_profile("milvus").match(type("R", (), {"divergence": divergence})())
+    return None if deviation is None else deviation.name
+
+
+def test_milvus_conforms_on_a_plain_produce_and_consume(milvus: object, tmp_path: Path) -> None:
+    ops = [CreateTopic("t"), Produce("t", MESSAGES), CreateGroup("t", "g"), Consume("t", "g", 2),
+           Consume("t", "g", 5), GetLatest("t")]  # fmt: skip
+    divergence, points = run_program(milvus, ops, CONFIG, tmp_path)  # type: ignore[arg-type]
+    assert divergence is None, divergence
+    assert "produce.before_write" in points  # the driver brackets Milvus's RocksDB writes
+
+
+def test_positions_lost_on_restart_are_found_and_listed(milvus: object, tmp_path: Path) -> None:
+    ops = [CreateTopic("t"), CreateGroup("t", "g"), CrashReopen(), GetLatest("t")]
+    assert _deviation(milvus, ops, tmp_path) == "positions-in-memory"
+
+
+def test_a_backward_seek_panic_is_found_and_listed(milvus: object, tmp_path: Path) -> None:
+    ops = [CreateTopic("t"), Produce("t", MESSAGES), CreateGroup("t", "g"), Consume("t", "g", 2),
+           Seek("t", "g", 1)]  # fmt: skip
+    assert _deviation(milvus, ops, tmp_path) == "backward-seek-panics"
+
+
+def test_a_group_without_its_topic_is_found_and_listed(milvus: object, tmp_path: Path) -> None:
+    assert _deviation(milvus, [CreateGroup("absent", "g")], tmp_path) == "group-without-topic"
