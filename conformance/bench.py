@@ -316,17 +316,64 @@ def vs_rocksmq(results: Sequence[Measurement]) -> tuple[float, float] | None:
     "state-changing operation (the targets are for 1, the default checks; a larger N shows "
     "what those checks cost).",
 )
+@click.option(
+    "--protocol-seeds",
+    type=click.IntRange(min=0),
+    default=3,
+    show_default=True,
+    help="Seeds of smoke for the wire protocol's measurement (0 skips it): in process, "
+    "through the reference server, and the real Milvus driver when built.",
+)
 @friendly_errors
 def bench(messages: int, repeats: int, backends: tuple[str, ...], lockstep_seeds: int,
-          check_every: int) -> None:
+          check_every: int, protocol_seeds: int) -> None:
     """Throughput of each backend (impl.RocksMQ, the commit log in sync and async flush)
-    vs its raw baseline, produce and consume, per wall and per CPU second, with ratios."""
+    vs its raw baseline, produce and consume, per wall and per CPU second, with ratios;
+    lockstep against the SUT and the model alone; and what the wire protocol costs."""
     if messages % BATCH_MESSAGES:
         raise click.BadParameter(f"must be a multiple of {BATCH_MESSAGES}", param_hint="--messages")
     results = run_bench(messages, repeats, backends=backends or BACKENDS)
     _print_results(results, messages, repeats)
     if lockstep_seeds:
         _print_lockstep(lockstep_seeds, check_every)
+    if protocol_seeds:
+        _print_protocol(protocol_seeds)
+
+
+def _print_protocol(seeds: int) -> None:
+    """Lockstep on smoke in process, through the protocol, and on the real Milvus, per
+    wall and CPU second (servers included); the protocol's round trip and open."""
+    from rich.table import Table
+
+    from rmqsim.conformance.bench_wire import (
+        TARGET_PROTOCOL_SLOWDOWN,
+        measure_round_trip,
+        measure_runs,
+    )
+
+    measured = measure_runs("smoke", range(seeds))
+    table = Table(title=f"the wire protocol: lockstep on smoke, seeds 0:{seeds}, same run")
+    for column in ("way in", "operations", "ops/s", "ops/CPU-s", "CPU vs in process",
+                   "runs diverged"):
+        table.add_column(column, justify="left" if column == "way in" else "right")
+    base = measured[0]
+    for m in measured:
+        counted = m.cpu_counted
+        table.add_row(m.way, str(m.operations), f"{m.ops_per_s:,.0f}",
+                      f"{m.ops_per_cpu_s:,.0f}" if counted else "-",
+                      f"{base.ops_per_cpu_s / m.ops_per_cpu_s:.2f}x" if counted else
+                      f"{base.ops_per_s / m.ops_per_s:.2f}x wall", str(m.diverged))
+    console = _console()
+    console.print(table)
+    trip = measure_round_trip()
+    slowdown = base.ops_per_cpu_s / measured[1].ops_per_cpu_s
+    console.print(
+        f"protocol round trip: {trip.wire_us:,.0f} µs per call against {trip.in_process_us:,.1f}"
+        f" in process ({trip.overhead_us:,.0f} µs of protocol per operation); one open "
+        f"(start, hello, open) {trip.open_ms:,.0f} ms\n"
+        f"target: the protocol costs <= {TARGET_PROTOCOL_SLOWDOWN:g}x the in-process run's CPU: "
+        f"{slowdown:.2f}x, {'met' if slowdown <= TARGET_PROTOCOL_SLOWDOWN else 'MISSED'}"
+    )
 
 
 def _print_results(results: list[Measurement], messages: int, repeats: int) -> None:
