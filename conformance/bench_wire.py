@@ -4,11 +4,12 @@ The same seeds of a profile run in lockstep three ways: our queue in process; th
 queue through the protocol, served by the reference server as an ``exec:`` command (a new
 interpreter per open, as a server in another language is a new process per open); and
 the real Milvus RocksMQ's driver when it is built; and the reference server forked from
-the preloaded fork server (``--crash-mode process``: a fork per open, by wall time only). Time is wall and CPU, and the CPU
-counts the servers too (they are rmqsim's children, reaped before the figure is taken:
-``RUSAGE_CHILDREN``). Apart from whole runs, the protocol's own cost per operation is the
-round trip of ``get_latest_msg`` through one open server against the same call in process,
-and the cost of one open (start, ``hello``, ``open``).
+the preloaded fork server (``--crash-mode process``: a fork per open, by wall time only).
+Time is wall and CPU, and the CPU counts the servers too (they are rmqsim's children,
+reaped before the figure is taken: ``RUSAGE_CHILDREN``). Apart from whole runs, the
+protocol's own cost per operation is the round trip of ``get_latest_msg`` through one open
+server against the same call in process, and the cost of one open (start, ``hello``,
+``open``).
 
 A Milvus run stops at its first divergence (Milvus differs from SPEC: docs/FINDINGS.md);
 its rate counts the operations it ran.
