@@ -113,6 +113,8 @@ class CommitLog:
             path = f"{self.directory}/{name}"
             if len(name) != _NAME_DIGITS or not name.isdigit():
                 raise CorruptDatabaseError(f"{path}: not a commit-log segment name")
+            if self.fs.is_dir(path):
+                raise CorruptDatabaseError(f"{path}: a directory, not a commit-log segment")
             handle = self.fs.open(path, create=False)
             segment = Segment(int(name), self.fs.size(handle), handle, path)
             self.segments.append(segment)
@@ -244,6 +246,54 @@ class CommitLog:
                 result += self._check(segment, data, offset - low, asked)
             start = end
         return result
+
+    def misplaced(self, entries: Sequence[tuple[int, int, int]], incarnation: int) -> int | None:
+        """The position in ``entries`` (consume-queue entries ``(offset, size, msg_id)`` of
+        ``incarnation``) of the first one that points at another record than the one
+        holding its message, by the records' headers (``records.record_ids``: bytes that
+        hold no record header are left to the reads, which refuse them); None when there
+        is none. One read per span of entries in one segment, one header parse per
+        record."""
+        start = 0
+        while start < len(entries):
+            index = self._segment_index(entries[start][0])
+            if index is None or entries[start][0] + entries[start][1] > self.segments[index].end:
+                return start
+            segment = self.segments[index]
+            end = start
+            while end < len(entries) and segment.start <= entries[end][0] < segment.end:
+                end += 1
+            low = min(entry[0] for entry in entries[start:end])
+            high = min(segment.end, max(entry[0] + entry[1] for entry in entries[start:end]))
+            data = self.fs.read(segment.handle, low - segment.start, high - low)
+            place: tuple[int, int] = (-1, -1)
+            ids: range | None = None
+            for position in range(start, end):
+                offset, size_bytes, msg_id = entries[position]
+                if offset + size_bytes > segment.end:
+                    return position
+                if (offset, size_bytes) != place:
+                    place = (offset, size_bytes)
+                    ids = records.record_ids(data, offset - low, offset, size_bytes,
+                                             incarnation)
+                if ids is not None and msg_id not in ids and self._whole_record_at(segment,
+                                                                                  offset):
+                    return position
+            start = end
+        return None
+
+    def _whole_record_at(self, segment: Segment, offset: int) -> bool:
+        """Whether a whole, valid record (CRC included) lies at ``offset``: a header that
+        names another record than an entry's is then that record, not damaged bytes."""
+        head = self.fs.read(segment.handle, offset - segment.start, 4)
+        size = int.from_bytes(head, "big") if len(head) == 4 else 0
+        data = self.fs.read(segment.handle, offset - segment.start,
+                            min(size, segment.end - offset))
+        try:
+            parsed = records.parse_records(data, 0, offset)
+        except RecordError:
+            return False
+        return not isinstance(parsed, int)
 
     @staticmethod
     def _check(segment: Segment, data: bytes, position: int,
