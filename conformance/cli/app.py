@@ -16,13 +16,14 @@ from contextlib import contextmanager
 from importlib import metadata
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
 from rmqsim.conformance.cli.common import (
     EXIT_DIVERGENCE,
     EXIT_OK,
+    EXIT_USAGE,
     SEED_LIMIT,
     SEEDS,
     SPARK_EXTRA_INSTALL,
@@ -205,15 +206,15 @@ def run_command(
     """Run a profile over seeds in lockstep against the model; report divergences.
 
     A failing run is shrunk (within --shrink-ops-budget) to ``<trace>.shrunk.jsonl``."""
-    from rmqsim.conformance.gate import save_failure
+    from rmqsim.conformance.gate import save_failure_or_note
     from rmqsim.conformance.report import render_failure
     from rmqsim.conformance.run import run_seed
     from rmqsim.conformance.shrink import shrink_and_save
-    from rmqsim.conformance.trace import write_lines
 
     seed_range, impl = _checked_run_options(profile_name, seeds, seed, impl, trace_file, out)
     failures = 0
     total_steps = 0
+    unwritten: list[str] = []
     with progress(len(seed_range), f"run {profile_name}") as bar:
         shrink_bar = ShrinkBar(bar, shrink) if shrink is not None else None
         for s in seed_range:
@@ -228,11 +229,13 @@ def run_command(
             )
             total_steps += result.steps
             if trace_file is not None:
-                write_lines(trace_file, result.trace_lines)
+                _write_trace(trace_file, result.trace_lines, unwritten)
             if not result.ok:
                 failures += 1
-                save_failure(result, out)
-                if shrink_bar is not None:
+                saved = save_failure_or_note(result, out) is not None
+                unwritten += [f"seed {s}: {note}" for note in result.notes
+                              if note.startswith("could not write")]
+                if shrink_bar is not None and saved:
                     budget = shrink_bar.budget
                     shrink_and_save(result, impl=impl, budget=budget, on_run=shrink_bar.on_run)
                     shrink_bar.done()
@@ -243,7 +246,24 @@ def run_command(
         f"rmqsim run: profile {profile_name}, {len(seed_range)} seed(s), "
         f"{total_steps} operations, {failures} divergence(s)"
     )
-    sys.exit(EXIT_DIVERGENCE if failures else EXIT_OK)
+    for line in unwritten:
+        click.echo(f"rmqsim run: {line}", err=True)
+    # The verdict stands; when everything conformed, a missing output is the failure.
+    sys.exit(EXIT_DIVERGENCE if failures else EXIT_USAGE if unwritten else EXIT_OK)
+
+
+def _write_trace(path: Path, lines: list[str], unwritten: list[str]) -> None:
+    """``--trace``: write ``lines`` to ``path``, or note in ``unwritten`` that the machine
+    refused it (a full disk); any other error propagates."""
+    from rmqsim.conformance.trace import output_problem, write_lines
+
+    try:
+        write_lines(path, lines)
+    except OSError as exc:
+        problem = output_problem(exc)
+        if problem is None:
+            raise
+        unwritten.append(f"could not write the trace {path} ({problem})")
 
 
 def _checked_run_options(
@@ -457,9 +477,30 @@ def gate_command(
             _gate_power(gate, plan, swept, power_steps, pool)
         run_corpus(gate, corpus or DEFAULT_CORPUS, impl=impl)
     save_regressions(gate.results, save_regression)
-    junit, summary = write_outputs(gate, out)
+    try:
+        junit, summary = write_outputs(gate, out)
+    except OSError as exc:
+        _gate_verdict_unwritten(gate, out, exc)
     _print_gate_tables(gate, summary)
     _gate_verdict(gate, junit, summary)
+
+
+def _gate_verdict_unwritten(gate: Any, out: Path, exc: OSError) -> NoReturn:
+    """The gate's verdict when its JUnit XML and summary could not be written (a full
+    disk): said, and kept (exit 1 for failures, else 2: the outputs are missing); an
+    error that is not the machine's state propagates."""
+    from rmqsim.conformance.report import render_failure
+    from rmqsim.conformance.trace import output_problem
+
+    problem = output_problem(exc)
+    if problem is None:
+        raise exc
+    for failure in (gate.failures + gate.sweep_failures)[:5]:
+        click.echo(render_failure(failure), err=True)
+    click.echo(f"rmqsim gate: {'PASS' if gate.ok else 'FAIL'} ({len(gate.failures)} failing "
+               f"runs, {len(gate.sweep_failures)} failing crash cases); could not write "
+               f"junit.xml and summary.json under {out} ({problem})")
+    sys.exit(EXIT_DIVERGENCE if not gate.ok else EXIT_USAGE)
 
 
 @contextmanager
