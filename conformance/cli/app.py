@@ -72,6 +72,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "shrink": "rmqsim.conformance.cli.crash:shrink_command",
     "fuzz": "rmqsim.conformance.cli.fuzz:fuzz_command",
     "mutants": "rmqsim.conformance.cli.mutants:mutants_command",
+    "store": "rmqsim.conformance.cli.store:store_group",
 }
 ENTRY_POINT_GROUP = "rmqsim.commands"
 #: Other ways to run the gate's seeds (``rmqsim gate --spark``), each a function like
