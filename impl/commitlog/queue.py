@@ -627,18 +627,26 @@ class CommitLogMQ:
         store.log.flush()
 
     def _read(self, cached: TopicMeta, first_id: int, last_id: int) -> list[ConsumerMessage]:
-        """Messages ``first_id..last_id`` through the consume queue, each record checked."""
+        """Messages ``first_id..last_id`` through the consume queue, each record checked. A
+        read the OS refuses (``EIO``) is a ``StorageError``; the queue goes on serving
+        (nothing was written)."""
         if first_id > last_id:
             return []
         queue = self._store.cq(cached.incarnation)
-        entries = queue.get(cached.cq_index(first_id), last_id - first_id + 1)
+        try:
+            entries = queue.get(cached.cq_index(first_id), last_id - first_id + 1)
+        except OSError as exc:
+            raise StorageError(f"reading {queue.directory} failed ({exc})") from exc
         places: list[Entry] = []
         for msg_id, entry in enumerate(entries, start=first_id):
             if entry is None or entry.msg_id != msg_id:
                 raise CorruptDatabaseError(f"{queue.directory}: no entry for id {msg_id}")
             places.append(entry)
         result: list[ConsumerMessage] = []
-        found = self._store.log.read_messages(places)
+        try:
+            found = self._store.log.read_messages(places)
+        except OSError as exc:
+            raise StorageError(f"reading {self._store.log.directory} failed ({exc})") from exc
         for msg_id, entry, record in zip(itertools.count(first_id), entries, found, strict=False):
             assert entry is not None
             if (record.is_control or record.incarnation != cached.incarnation

@@ -174,3 +174,33 @@ def test_a_read_only_file_system_is_a_storage_error(tmp_path: Path, existing: bo
         open_mq(path, fs=_ReadOnly())
     assert str(path) in str(caught.value)
     assert isinstance(caught.value, MQError)
+
+
+# ----------------------------------------------------------------- a failing read
+
+
+class _FailingReads(OsFileSystem):
+    """The OS, but reads fail with EIO once ``failing`` is set (a dying disk)."""
+
+    failing = False
+
+    def read(self, handle: int, offset: int, size_bytes: int) -> bytes:
+        if self.failing:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return super().read(handle, offset, size_bytes)
+
+
+def test_a_read_the_disk_refuses_is_a_storage_error(tmp_path: Path) -> None:
+    fs = _FailingReads()
+    mq = open_mq(tmp_path / "s", fs=fs)
+    mq.create_topic("t")
+    mq.create_consumer_group("t", "g")
+    mq.produce("t", [pm(b"x")])
+    fs.failing = True
+    with pytest.raises(StorageError, match="Input/output error"):
+        mq.consume("t", "g", 1)
+    with pytest.raises(StorageError, match="Input/output error"):
+        mq.snapshot()
+    fs.failing = False
+    assert [m.payload for m in mq.consume("t", "g", 1)] == [b"x"]  # nothing moved
+    mq.close()
