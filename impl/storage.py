@@ -882,7 +882,8 @@ def inspect(path: str | os.PathLike[str]) -> Iterator[Store]:
     path = os.path.abspath(os.fspath(path))
     kind = _classify(path)  # reads only
     if kind == _DirectoryKind.FRESH:
-        raise NotADatabaseError(f"{path} holds no database (it is empty or missing)")
+        raise NotADatabaseError(f"{path} holds no database yet (missing, empty, or a creation "
+                                "cut short before RocksDB's CURRENT)")
     with tempfile.TemporaryDirectory(prefix="rmqsim-inspect-") as view:
         try:
             _link_view(path, view)
