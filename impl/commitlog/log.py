@@ -37,6 +37,7 @@ __all__ = [
 _NAME_DIGITS = 20
 _ZERO_CHUNK_BYTES = 1 << 20
 _OFFSET_OF = operator.itemgetter(0)  # of a consume-queue entry
+_PLACE_OF = operator.itemgetter(0, 1)  # of a consume-queue entry: a record's offset, size
 #: ``encode(position, start, end)``: the bytes (as parts to join) of messages ``start`` to
 #: ``end - 1`` of an operation (their records, or one run record), from physical offset
 #: ``position`` on.
@@ -252,34 +253,32 @@ class CommitLog:
         ``incarnation``) of the first one that points at another record than the one
         holding its message, by the records' headers (``records.record_ids``: bytes that
         hold no record header are left to the reads, which refuse them); None when there
-        is none. One read per span of entries in one segment, one header parse per
-        record."""
-        start = 0
-        while start < len(entries):
-            index = self._segment_index(entries[start][0])
-            if index is None or entries[start][0] + entries[start][1] > self.segments[index].end:
-                return start
+        is none. Entries sharing a place (a run's) are grouped in C and checked by their
+        first and last ids: one header parse per record, each segment read whole once
+        (when the entries go in log order, as they do unless damaged)."""
+        starts = [segment.start for segment in self.segments]
+        read_index, data = -1, b""
+        position = 0
+        for (offset, size_bytes), group in itertools.groupby(entries, key=_PLACE_OF):
+            members = list(group)
+            index = bisect.bisect_right(starts, offset) - 1
+            if index < 0 or offset + size_bytes > self.segments[index].end:
+                return position
             segment = self.segments[index]
-            end = start
-            while end < len(entries) and segment.start <= entries[end][0] < segment.end:
-                end += 1
-            low = min(entry[0] for entry in entries[start:end])
-            high = min(segment.end, max(entry[0] + entry[1] for entry in entries[start:end]))
-            data = self.fs.read(segment.handle, low - segment.start, high - low)
-            place: tuple[int, int] = (-1, -1)
-            ids: range | None = None
-            for position in range(start, end):
-                offset, size_bytes, msg_id = entries[position]
-                if offset + size_bytes > segment.end:
-                    return position
-                if (offset, size_bytes) != place:
-                    place = (offset, size_bytes)
-                    ids = records.record_ids(data, offset - low, offset, size_bytes,
-                                             incarnation)
-                if ids is not None and msg_id not in ids and self._whole_record_at(segment,
-                                                                                  offset):
-                    return position
-            start = end
+            if index != read_index:
+                read_index, data = index, self.fs.read(segment.handle, 0, segment.size_bytes)
+            ids = records.record_ids(data, offset - segment.start, offset, size_bytes,
+                                     incarnation)
+            first, last = members[0][2], members[-1][2]
+            if ids is not None and not (first in ids and last in ids
+                                        and last - first == len(members) - 1):
+                wrong = next((step for step, member in enumerate(members)
+                              if member[2] not in ids), None)
+                if wrong is None:  # every id is in the record, but not once each
+                    wrong = len(members) - 1
+                if self._whole_record_at(segment, offset):
+                    return position + wrong
+            position += len(members)
         return None
 
     def _whole_record_at(self, segment: Segment, offset: int) -> bool:
