@@ -153,19 +153,27 @@ def _check_commitlog(root: str) -> StoreCheck:
     try:
         found.dropped.extend(store.report)
         found.damage.extend(_log_problems(store))
-        topics: dict[str, TopicState] = {}
-        groups: dict[tuple[str, str], int] = {}
-        unreadable: list[str] = []
-        for name, topic in sorted(store.meta.topics.items()):
-            messages = _read_topic(store, topic, unreadable)
-            topics[name] = TopicState(tuple(messages), tuple(topic.pages),
-                                      topic.open_page_bytes, topic.last_id)
-            groups.update(((name, group), position) for group, position in topic.groups.items())
-        found.damage.extend(_named(unreadable))
-        found.state = State.build(topics, groups)
+        _read_state(store, found)
+    except OSError as exc:  # the disk refused a read (EIO): that is what is wrong
+        found.damage.append(f"reading the store failed: {exc}")
     finally:
         store.release()
     return found
+
+
+def _read_state(store: OpenStore, found: StoreCheck) -> None:
+    """``found.state``: every retained message read through its entry; what cannot be
+    read is named in ``found.damage`` and left out."""
+    topics: dict[str, TopicState] = {}
+    groups: dict[tuple[str, str], int] = {}
+    unreadable: list[str] = []
+    for name, topic in sorted(store.meta.topics.items()):
+        messages = _read_topic(store, topic, unreadable)
+        topics[name] = TopicState(tuple(messages), tuple(topic.pages),
+                                  topic.open_page_bytes, topic.last_id)
+        groups.update(((name, group), position) for group, position in topic.groups.items())
+    found.damage.extend(_named(unreadable))
+    found.state = State.build(topics, groups)
 
 
 def _log_problems(store: OpenStore) -> list[str]:

@@ -429,3 +429,28 @@ def test_what_is_no_store_is_exit_2(tmp_path: Path, what: str) -> None:
 def test_the_readme_lists_the_command() -> None:
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     assert "`rmqsim store check PATH`" in readme and "`rmqsim store dump PATH`" in readme
+
+
+def test_the_overlay_reads_the_disk_and_keeps_its_writes_in_memory(tmp_path: Path) -> None:
+    from rmqsim.impl.commitlog.fs import OverlayFileSystem
+
+    (tmp_path / "a").write_bytes(b"on disk")
+    (tmp_path / "d").mkdir()
+    before = _tree(tmp_path)
+    fs = OverlayFileSystem()
+    root = str(tmp_path)
+    handle = fs.open(f"{root}/a", create=False)
+    assert fs.read(handle, 0, 100) == b"on disk"
+    fs.write_at(handle, 3, b"DISK!")
+    fs.truncate(handle, 9)
+    assert fs.read(handle, 0, 100) == b"on DISK!\0" and fs.size(handle) == 9
+    fs.close(handle)
+    new = fs.open(f"{root}/d/new", create=True)
+    fs.write_at(new, 0, b"x")
+    fs.close(new)
+    fs.rename(f"{root}/a", f"{root}/b")
+    fs.remove(f"{root}/d/new")
+    fs.make_dir(f"{root}/e")
+    assert fs.list(root) == ["b", "d", "e"] and fs.is_dir(f"{root}/e")
+    assert not fs.exists(f"{root}/a") and fs.list(f"{root}/d") == []
+    assert _tree(tmp_path) == before  # the disk never saw any of it

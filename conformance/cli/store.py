@@ -49,8 +49,9 @@ def _quiet_recovery() -> Iterator[None]:
 
 
 def _checked(path: Path) -> Any:
-    """``check_store(path)``; no store at all is bad input (exit 2)."""
-    from rmqsim.impl.errors import NotADatabaseError
+    """``check_store(path)``; no store at all, or a directory that cannot be listed, is
+    bad input (exit 2)."""
+    from rmqsim.impl.errors import NotADatabaseError, StorageError
     from rmqsim.impl.store_check import check_store
 
     try:
@@ -58,6 +59,8 @@ def _checked(path: Path) -> Any:
             return check_store(path)
     except NotADatabaseError as exc:
         raise UsageError(f"{path}: not a store: {exc}") from None
+    except StorageError as exc:  # check_store reports damage; this is the directory itself
+        raise UsageError(f"{path}: cannot be checked: {exc}") from None
 
 
 def _kept_lines(check: Any) -> list[str]:
