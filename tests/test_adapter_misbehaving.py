@@ -99,3 +99,14 @@ def test_a_result_that_is_not_a_list_is_the_implementations_anomaly(
 def test_a_run_against_results_of_the_wrong_type_diverges(queue: type[ReferenceMQ]) -> None:
     result = run_seed("smoke", 0, impl=make_model_factory(queue), steps=300)
     assert result.divergence is not None and result.anomaly == "wrong-result-type"
+
+
+def unprintable_open_factory(**_: Any) -> Any:
+    raise Unprintable("x")
+
+
+@pytest.mark.parametrize("profile", ["smoke", "consumer"])
+def test_an_open_raising_an_unprintable_exception_is_unrecoverable(profile: str) -> None:
+    result = run_seed(profile, 0, impl=unprintable_open_factory)
+    assert result.divergence is not None and result.anomaly == "unrecoverable"
+    assert "could not be rendered" in result.divergence.detail
