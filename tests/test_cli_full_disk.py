@@ -70,3 +70,23 @@ def test_gate_out_on_a_full_disk_keeps_the_verdict(full_disk: Path, impl: str | 
                    "--no-power-loss", "--jobs", "1", "--out", str(full_disk / "gate"), *extra)
     assert done.exit_code == verdict, done.output
     _said_not_written(done.output)
+
+
+def test_a_shrunk_trace_that_cannot_be_written_keeps_the_divergence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The failing trace fits, its shrunk trace finds the disk full."""
+    original = pathlib.Path.write_text
+
+    def refusing(self: Path, *args: Any, **kwargs: Any) -> Any:
+        if self.name.endswith(".shrunk.jsonl.tmp"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(pathlib.Path, "write_text", refusing)
+    out = tmp_path / "out"
+    done = _invoke("run", "--profile", "smoke", "--seed", "0", "--impl",
+                   f"{__name__}:lost_write_factory", "--out", str(out))
+    assert done.exit_code == 1, done.output
+    _said_not_written(done.output)
+    assert [path.name for path in out.iterdir()] == ["smoke-seed0-lost-write.jsonl"]

@@ -234,12 +234,12 @@ def run_command(
             if not result.ok:
                 failures += 1
                 saved = save_failure_or_note(result, out) is not None
-                unwritten += [f"seed {s}: {note}" for note in result.notes
-                              if note.startswith("could not write")]
                 if shrink_bar is not None and saved:
                     budget = shrink_bar.budget
                     shrink_and_save(result, impl=impl, budget=budget, on_run=shrink_bar.on_run)
                     shrink_bar.done()
+                unwritten += [f"seed {s}: {note}" for note in result.notes
+                              if note.startswith("could not write")]
                 click.echo(render_failure(result), err=True)
                 save_regressions([result], save_regression)
             bar.advance(bar.task_ids[0])
