@@ -124,8 +124,9 @@ def _check_rocksmq(root: str) -> StoreCheck:
         return found
     record = read_record(root)
     if record is None or record.state != STATE_CLOSED:
-        found.notes.append("not closed cleanly (a crash): an open replays RocksDB's write-ahead "
-                           "log; an operation cut short at its end is dropped whole")
+        found.notes.append("not closed cleanly (a crash, or open in another process now): an "
+                           "open replays RocksDB's write-ahead log; an operation cut short at "
+                           "its end is dropped whole")
     topics: dict[str, TopicState] = {}
     groups: dict[tuple[str, str], int] = {}
     for name, topic in disk.topics.items():
@@ -143,8 +144,9 @@ def _check_rocksmq(root: str) -> StoreCheck:
 def _check_commitlog(root: str) -> StoreCheck:
     found = StoreCheck(BACKEND_COMMITLOG, root)
     if os.path.lexists(os.path.join(root, "abort")):
-        found.notes.append("not closed cleanly (abort marker present): consume-queue entries "
-                           "past the checkpoint are rebuilt from the log")
+        found.notes.append("not closed cleanly (abort marker present: a crash, or open in "
+                           "another process now): consume-queue entries past the checkpoint "
+                           "are rebuilt from the log")
     try:
         store = open_store(OverlayFileSystem(), root, DEFAULT_GEOMETRY, None)
     except StorageError as exc:
