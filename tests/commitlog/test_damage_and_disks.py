@@ -127,13 +127,15 @@ def test_a_refused_open_leaves_the_directory_as_it_found_it(tmp_path: Path) -> N
 # ----------------------------------------------------------------- 4: a full disk
 
 
-class _FullAtCheckpoint(OsFileSystem):
-    """The OS, but a write to the checkpoint's temporary file finds the disk full once
-    ``full`` is set (what a 2 MiB tmpfs did at a segment roll)."""
+class _FullFor(OsFileSystem):
+    """The OS, but a write to a path containing ``target`` finds the disk full once
+    ``full`` is set (the checkpoint's temporary file: what a 2 MiB tmpfs did at a segment
+    roll; a consume-queue file: the dispatch after the log write)."""
 
     full = False
 
-    def __init__(self) -> None:
+    def __init__(self, target: str) -> None:
+        self.target = target
         self.paths: dict[int, str] = {}
 
     def open(self, path: str, *, create: bool) -> int:
@@ -142,28 +144,32 @@ class _FullAtCheckpoint(OsFileSystem):
         return handle
 
     def write_at(self, handle: int, offset: int, data: bytes) -> None:
-        if self.full and self.paths.get(handle, "").endswith("checkpoint.tmp"):
+        if self.full and self.target in self.paths.get(handle, ""):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         super().write_at(handle, offset, data)
 
 
-def test_a_full_disk_at_a_rolls_checkpoint_is_typed_and_stops_serving(tmp_path: Path) -> None:
-    fs = _FullAtCheckpoint()
-    mq = open_mq(tmp_path / "s", fs=fs)
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("target", ["checkpoint.tmp", "/consumequeue/"])
+def test_a_full_disk_after_the_log_write_is_typed_and_stops_serving(
+    tmp_path: Path, target: str, mode: str
+) -> None:
+    fs = _FullFor(target)
+    mq = open_mq(tmp_path / "s", fs=fs, mode=mode)
     mq.create_topic("t")
     fs.full = True
     acknowledged = 0
     with pytest.raises(StorageError, match="No space left"):
-        for _ in range(1000):  # until a produce starts a segment
+        for _ in range(1000):  # until a produce starts a segment (or dispatches)
             mq.produce("t", [pm(b"x" * 300)])
             acknowledged += 1
-    assert 0 < acknowledged < 1000
+    assert acknowledged < 1000
     with pytest.raises(NotServingError):  # a retrying caller cannot duplicate it unseen
         mq.get_latest_msg("t")
     mq.crash()
     fs.full = False
     mq = open_mq(tmp_path / "s", fs=fs)
-    assert mq.get_latest_msg("t") in (acknowledged, acknowledged + 1)
+    assert mq.get_latest_msg("t") in (acknowledged or -1, acknowledged + 1)
     mq.close()
 
 
