@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rmqsim.conformance.apply import WRONG_RESULT_TYPE
 from rmqsim.conformance.statediff import Difference, MessageDiff
 from rmqsim.scenarios.ops import Outcome
 
@@ -41,6 +42,8 @@ ANOMALIES: dict[str, str] = {
     "ack-mismatch": "a page's acked_ts differs",
     "page-mismatch": "page boundaries, sizes, close times or the open page differ",
     "id-gap": "ids skip numbers or the high-water mark ran ahead",
+    "wrong-result-type": "produce or consume returned something other than a list (a tuple, "
+    "a generator, ...)",
     "error-mismatch": "one side raised and the other did not, or they raised different kinds",
     "outcome-mismatch": "the returned values differ in a way no finer check explains",
     "protocol-error": "an implementation in another process broke the wire protocol "
@@ -105,6 +108,8 @@ def classify_outcome(kind: str, expected: Outcome, actual: Outcome, before: Befo
     """Anomaly of an operation whose outcomes differ."""
     if is_protocol_error(actual.error):
         return "protocol-error"
+    if actual.error is not None and actual.error.startswith(WRONG_RESULT_TYPE):
+        return "wrong-result-type"
     if expected.error != actual.error:
         return "error-mismatch"
     if kind == "consume":

@@ -32,7 +32,7 @@ from rmqsim.conformance.adapter import (
     is_consumer_factory,
     resolve_impl,
 )
-from rmqsim.conformance.apply import error_outcome
+from rmqsim.conformance.apply import error_outcome, exception_text
 from rmqsim.conformance.consumer_check import ConsumerViolation, GroupHistory
 from rmqsim.conformance.layer import BadRecordedStep, OperationCrashes, RunSpec
 from rmqsim.conformance.lockstep import Divergence, Stats, StepRecord
@@ -377,7 +377,8 @@ class ConsumerLockstep(OperationCrashes):
             self.open_failure = f"opening a fresh directory: {hang.detail}"
             self.open_anomaly = "hang"
         except Exception as exc:
-            self.open_failure = f"opening a fresh directory raised {type(exc).__name__}: {exc}"
+            self.open_failure = (f"opening a fresh directory raised {type(exc).__name__}: "
+                                 f"{exception_text(exc)}")
         self.model = _Side(
             profile,
             self.clock,

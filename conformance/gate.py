@@ -33,7 +33,7 @@ from rmqsim.conformance.report import render_failure
 from rmqsim.conformance.run import RunResult, run_seed
 from rmqsim.conformance.shrink_budget import OnRun, ShrinkBudget
 from rmqsim.conformance.steer import STEER_PREFIX, SteerPlan, run_steered, steer_targets
-from rmqsim.conformance.trace import write_lines
+from rmqsim.conformance.trace import output_problem, write_lines
 
 __all__ = [
     "CORPUS_SUITE",
@@ -55,6 +55,7 @@ __all__ = [
     "run_steering",
     "run_sweeps",
     "save_failure",
+    "save_failure_or_note",
     "shrink_crash_cases",
     "submit_sweeps",
     "summary_json",
@@ -177,6 +178,20 @@ class GateResult:
 def trace_name(result: RunResult) -> str:
     """File name of a saved failing trace: profile, seed and anomaly say what it is."""
     return f"{result.profile}-seed{result.seed}-{result.anomaly or 'failure'}.jsonl"
+
+
+def save_failure_or_note(result: RunResult, out: Path, *, prefix: str = "") -> Path | None:
+    """``save_failure``, or, when the machine refuses the write (a full disk:
+    ``trace.output_problem``), None and a note on ``result`` saying what was not written:
+    the run's verdict stands."""
+    try:
+        return save_failure(result, out, prefix=prefix)
+    except OSError as exc:
+        problem = output_problem(exc)
+        if problem is None:
+            raise
+        result.notes.append(f"could not write its trace under {out} ({problem})")
+        return None
 
 
 def save_failure(result: RunResult, out: Path, *, prefix: str = "") -> Path:
@@ -314,10 +329,9 @@ def _finish(
 ) -> None:
     """Save a failing run's trace, shrink it when it is one of the first failures, and
     count it (unshrunk, when its shrink is interrupted: Ctrl-C)."""
-    if not result.ok:
-        save_failure(result, plan.out)
     unexpected = plan.expected is None or plan.expected.match(result) is None
-    shrinks = shrink and unexpected and not result.ok and len(gate.failures) < MAX_SHRUNK_FAILURES
+    saved = not result.ok and save_failure_or_note(result, plan.out) is not None
+    shrinks = shrink and saved and unexpected and len(gate.failures) < MAX_SHRUNK_FAILURES
     try:
         if plan.shrink is not None and shrinks:
             shrunk = shrinker(result)
@@ -416,7 +430,7 @@ def _add_sweep(
     if not sweep.base.ok:
         # Not the profile run of the same seed (other steps, crash points logged): a
         # name of its own keeps that run's trace and shrunk trace beside it intact.
-        save_failure(sweep.base, out, prefix="crash-sweep-")
+        save_failure_or_note(sweep.base, out, prefix="crash-sweep-")
     sweeps.append(sweep)
     if on_sweep is not None:
         on_sweep(sweep)
@@ -436,7 +450,7 @@ def run_steering(
     steer = SteerPlan(plan.impl, plan.out, plan.steps, plan.crash_rate)
     for result in run_steered(targets, steer, pool=pool, on_group=on_group):
         if not result.base.ok:
-            save_failure(result.base, plan.out, prefix=STEER_PREFIX)
+            save_failure_or_note(result.base, plan.out, prefix=STEER_PREFIX)
         gate.steered.append(result)
 
 
@@ -729,10 +743,22 @@ def _search_json(shrunk: RunResult | None) -> dict[str, Any] | None:
 
 
 def write_outputs(gate: GateResult, out: Path) -> tuple[Path, Path]:
-    """Write ``junit.xml`` and ``summary.json`` under ``out``."""
+    """Write ``junit.xml`` and ``summary.json`` under ``out``, each atomically (a full disk
+    leaves no half-written file)."""
     out.mkdir(parents=True, exist_ok=True)
     junit = out / "junit.xml"
-    junit.write_bytes(junit_xml(gate))
+    _write_atomically(junit, junit_xml(gate))
     summary = out / "summary.json"
-    summary.write_text(json.dumps(summary_json(gate), indent=2, sort_keys=True) + "\n")
+    _write_atomically(summary,
+                      (json.dumps(summary_json(gate), indent=2, sort_keys=True) + "\n").encode())
     return junit, summary
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

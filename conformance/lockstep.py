@@ -34,7 +34,7 @@ from rmqsim.conformance.anomalies import (
     classify_state,
     is_protocol_error,
 )
-from rmqsim.conformance.apply import RUNNER_KINDS, apply_op, error_outcome
+from rmqsim.conformance.apply import RUNNER_KINDS, apply_op, error_outcome, exception_text
 from rmqsim.conformance.crash_record import CrashRecord
 from rmqsim.conformance.statediff import Difference, diff_states
 from rmqsim.conformance.watchdog import CallBound, OperationHang
@@ -281,7 +281,7 @@ class Lockstep:
             except BadImplError:
                 raise
             except Exception as exc:  # reported as a divergence at the first step
-                self.open_crash_failure = f"{type(exc).__name__}: {exc}"
+                self.open_crash_failure = f"{type(exc).__name__}: {exception_text(exc)}"
                 self.sut = _Unopened()  # type: ignore[assignment]  # only crash() and close() are called
         except BadImplError:
             raise
@@ -289,7 +289,8 @@ class Lockstep:
             # The queue cannot even be created in a fresh directory: the SUT's failure
             # (SPEC: opening a new path gives an empty queue), so a divergence with its
             # report and repro line, not an error of rmqsim's.
-            self.open_failure = f"opening a fresh directory raised {type(exc).__name__}: {exc}"
+            self.open_failure = (f"opening a fresh directory raised {type(exc).__name__}: "
+                                 f"{exception_text(exc)}")
             self.sut = _Unopened()  # type: ignore[assignment]  # only crash() and close() are called
         finally:
             self.faults.armed = None
@@ -355,7 +356,8 @@ class Lockstep:
             raise
         except Exception as exc:
             raise _unrecoverable(
-                index, step, f"{doing}, reopening raised {type(exc).__name__}: {exc}"
+                index, step,
+                f"{doing}, reopening raised {type(exc).__name__}: {exception_text(exc)}",
             ) from None
 
     def _reopen_step(self, index: int, step: Step, *, crash: bool) -> CrashRecord | None:
@@ -441,7 +443,7 @@ class Lockstep:
         except BadImplError:
             raise
         except Exception as exc:
-            raised = f"{type(exc).__name__}: {exc}"
+            raised = f"{type(exc).__name__}: {exception_text(exc)}"
             raise Divergence(
                 anomaly="protocol-error" if is_protocol_error("unexpected:" + raised) else
                 "outcome-mismatch",
@@ -594,7 +596,7 @@ class Lockstep:
         except BadImplError:
             raise
         except Exception as exc:
-            detail = f"{doing}, snapshot() raised {type(exc).__name__}: {exc}"
+            detail = f"{doing}, snapshot() raised {type(exc).__name__}: {exception_text(exc)}"
             raise _unrecoverable(index, step, detail, expected) from None
         after = self.model.snapshot()
         if actual == after:

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from rmqsim.conformance.adapter import BadImplError, FaultHook, load_factory
-from rmqsim.conformance.apply import RUNNER_KINDS, apply_op
+from rmqsim.conformance.apply import RUNNER_KINDS, apply_op, exception_text
 from rmqsim.conformance.lockstep import SimClock
 from rmqsim.conformance.simdisk import FAULT_MODES, PointRecord, PowerCut, SimDisk
 from rmqsim.conformance.statediff import MAX_LISTED, clip, diff_states
@@ -245,7 +245,8 @@ class _CaseRun:
             raise _Cut([self.model.snapshot()]) from None
         except Exception as exc:
             if self.disk.fired is None:
-                raise RuntimeError(f"the first open raised {type(exc).__name__}: {exc}") from None
+                raise RuntimeError(f"the first open raised {type(exc).__name__}: "
+                                   f"{exception_text(exc)}") from None
             self.sync_failed = True
             raise _Cut([self.model.snapshot()]) from None
         if self.disk.fired is not None:  # the open returned over a failed sync
@@ -273,7 +274,7 @@ class _CaseRun:
         except Exception as exc:  # only a failed sync excuses it
             if self.disk.fired is None:
                 raise RuntimeError(f"step {self.step} {kind} raised {type(exc).__name__}: "
-                                   f"{exc}") from None
+                                   f"{exception_text(exc)}") from None
             self.sync_failed = True
             if kind not in RUNNER_KINDS:
                 apply_op(self.model, step.op)
@@ -323,7 +324,7 @@ def _recovery_problem(run: _CaseRun, disk: SimDisk, allowed: list[State]) -> str
         sut = run.open(disk)
         state = sut.snapshot()
     except Exception as exc:  # the backend's failure to recover: a finding
-        return f"recovery failed: {type(exc).__name__}: {exc}"
+        return f"recovery failed: {type(exc).__name__}: {exception_text(exc)}"
     if state not in allowed:
         return f"recovered state is none of the {len(allowed)} allowed: {_describe(state, allowed)}"
     try:
@@ -332,7 +333,7 @@ def _recovery_problem(run: _CaseRun, disk: SimDisk, allowed: list[State]) -> str
         second = again.snapshot()
         again.close()
     except Exception as exc:
-        return f"a second recovery failed: {type(exc).__name__}: {exc}"
+        return f"a second recovery failed: {type(exc).__name__}: {exception_text(exc)}"
     if second != state:
         return f"a second recovery changed the state: {_describe(second, [state])}"
     return None

@@ -339,14 +339,24 @@ def shrink_and_save(
     on_run: OnRun | None = None,
 ) -> RunResult | None:
     """Shrink a failing run whose trace was saved (``result.trace_path``) and write the
-    shrunk trace beside it; remember it on ``result.shrunk``. None if it did not recur."""
-    from rmqsim.conformance.trace import write_lines
+    shrunk trace beside it; remember it on ``result.shrunk``. None if it did not recur,
+    or if the machine refused the write (a full disk: then a note on ``result`` says so,
+    and the run's verdict stands)."""
+    from rmqsim.conformance.trace import output_problem, write_lines
 
     assert result.trace_path is not None, "save the failing trace first"
     shrunk = shrink_result(result, impl=impl, budget=budget, on_run=on_run)
     if shrunk is not None:
         shrunk.trace_path = shrunk_path(result.trace_path)
-        write_lines(shrunk.trace_path, shrunk.trace_lines)
+        try:
+            write_lines(shrunk.trace_path, shrunk.trace_lines)
+        except OSError as exc:
+            problem = output_problem(exc)
+            if problem is None:
+                raise
+            result.notes.append(f"could not write its shrunk trace {shrunk.trace_path} "
+                                f"({problem})")
+            return None
         result.shrunk = shrunk
     return shrunk
 

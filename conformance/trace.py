@@ -25,6 +25,7 @@ of the reader).
 
 from __future__ import annotations
 
+import errno
 import itertools
 import json
 import math
@@ -57,6 +58,7 @@ __all__ = [
     "TraceFormatError",
     "TraceStep",
     "dumps",
+    "output_problem",
     "parse_lines",
     "read_lines",
     "read_trace",
@@ -410,8 +412,27 @@ def read_lines(path: Path | str) -> list[str]:
 
 
 def write_lines(path: Path, lines: list[str]) -> None:
-    """Write trace lines atomically (temp file + rename), so a reader never sees half."""
+    """Write trace lines atomically (temp file + rename), so a reader never sees half; a
+    write that fails (a full disk) removes its temporary file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    tmp.replace(path)
+    try:
+        tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+#: ``errno`` values that say the machine could not store what rmqsim wrote: a full disk
+#: or quota, a read-only file system, an I/O error, a file too big.
+_MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG})
+
+
+def output_problem(exc: BaseException) -> str | None:
+    """``<path>: <reason>`` when ``exc`` is an output the machine refused to store (the
+    machine's state, not a bug of rmqsim: never exit 3), else None."""
+    if not isinstance(exc, OSError) or exc.errno not in _MACHINE_ERRNOS:
+        return None
+    reason = exc.strerror or str(exc)
+    return f"{exc.filename}: {reason}" if exc.filename else reason

@@ -87,8 +87,9 @@ import json
 import os
 import re
 import shutil
+import tempfile
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, cast
 
@@ -113,7 +114,7 @@ from rmqsim.impl.errors import (
     StorageError,
 )
 
-__all__ = ["LOCK_FILE_NAME", "Plan", "Store"]
+__all__ = ["LOCK_FILE_NAME", "Plan", "Store", "inspect"]
 
 LOCK_FILE_NAME = "rmqsim.lock"
 #: Info-log files RocksDB keeps per database (each open rotates one): bounded.
@@ -862,3 +863,55 @@ class Store:
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # releases the flock
             self._lock_fd = None
+
+
+# --------------------------------------------------------------------------- inspection
+
+
+@contextlib.contextmanager
+def inspect(path: str | os.PathLike[str]) -> Iterator[Store]:
+    """The database at ``path`` checked as ``Store.open`` checks it (refused with the same
+    errors, naming ``path``), then opened for reading only, writing nothing at all:
+    ``rmqsim store check``. No lock, no integrity record; RocksDB opens it read-only, and
+    on a *view* of the directory (a temporary directory of symbolic links to its files),
+    because rocksdict rewrites ``rocksdict-config.json`` at every open, even a read-only
+    one: the view holds a copy of it. The info logs and ``LOCK`` are not linked (no
+    read-only open reads them). The store serves reads only (``needs_init``: an empty
+    database whose creation was cut short, which an open would initialise); it is
+    released on exit."""
+    path = os.path.abspath(os.fspath(path))
+    kind = _classify(path)  # reads only
+    if kind == _DirectoryKind.FRESH:
+        raise NotADatabaseError(f"{path} holds no database yet (missing, empty, or a creation "
+                                "cut short before RocksDB's CURRENT)")
+    with tempfile.TemporaryDirectory(prefix="rmqsim-inspect-") as view:
+        try:
+            _link_view(path, view)
+            _verify(view, kind)
+            try:
+                db = _open_read_only(view)
+            except Exception as exc:  # rocksdict raises plain Exception
+                raise _damage_found_by_rocksdb(view, exc) from exc
+            store = Store(view, db, -1, sync_writes=False)
+            store._lock_fd = None  # none taken: nothing to release but the handle
+            del db
+            try:
+                store.needs_init = _check_identity(view, store._live())
+                yield store
+            finally:
+                if store._db is not None:
+                    store._db.close()
+                store._drop()
+        except StorageError as exc:
+            raise type(exc)(str(exc).replace(view, path)) from exc
+
+
+def _link_view(path: str, view: str) -> None:
+    """``inspect``'s view of ``path`` in ``view``: links to its files, a copy of
+    rocksdict's config."""
+    for name in os.listdir(path):
+        source = os.path.join(path, name)
+        if name == "rocksdict-config.json":
+            shutil.copyfile(source, os.path.join(view, name))
+        elif not _NOT_HELD_FILE.match(name):
+            os.symlink(source, os.path.join(view, name))

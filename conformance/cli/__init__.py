@@ -1,6 +1,7 @@
 """The ``rmqsim`` command line: ``app`` (the group and the run, replay and gate commands),
 ``common`` (what every command shares: options, exit codes, progress, errors) and the
-commands loaded when used: ``crash`` (crash-sweep, shrink), ``fuzz``, ``mutants``.
+commands loaded when used: ``crash`` (crash-sweep, shrink), ``fuzz``, ``mutants``,
+``store`` (store check, store dump).
 ``rmqsim.conformance.bench`` and the ``rmqsim.commands`` entry points (Spark's sweep,
 report and sweep-bench) add theirs."""
 

@@ -17,13 +17,14 @@ from contextlib import contextmanager
 from importlib import metadata
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
 from rmqsim.conformance.cli.common import (
     EXIT_DIVERGENCE,
     EXIT_OK,
+    EXIT_USAGE,
     SEED_LIMIT,
     SEEDS,
     SPARK_EXTRA_INSTALL,
@@ -74,6 +75,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "fuzz": "rmqsim.conformance.cli.fuzz:fuzz_command",
     "mutants": "rmqsim.conformance.cli.mutants:mutants_command",
     "protocol-check": "rmqsim.conformance.cli.protocol:protocol_check_command",
+    "store": "rmqsim.conformance.cli.store:store_group",
 }
 ENTRY_POINT_GROUP = "rmqsim.commands"
 #: Other ways to run the gate's seeds (``rmqsim gate --spark``), each a function like
@@ -210,17 +212,17 @@ def run_command(
     """Run a profile over seeds in lockstep against the model; report divergences.
 
     A failing run is shrunk (within --shrink-ops-budget) to ``<trace>.shrunk.jsonl``."""
-    from rmqsim.conformance.gate import save_failure
+    from rmqsim.conformance.gate import save_failure_or_note
     from rmqsim.conformance.report import render_failure
     from rmqsim.conformance.run import run_seed
     from rmqsim.conformance.shrink import shrink_and_save
-    from rmqsim.conformance.trace import write_lines
 
     seed_range, impl = _checked_run_options(profile_name, seeds, seed, impl, trace_file, out)
     expected = _deviation_profile(expect)
     failures = 0
     seen: Counter[str] = Counter()
     total_steps = 0
+    unwritten: list[str] = []
     with progress(len(seed_range), f"run {profile_name}") as bar:
         shrink_bar = ShrinkBar(bar, shrink) if shrink is not None else None
         for s in seed_range:
@@ -235,29 +237,53 @@ def run_command(
             )
             total_steps += result.steps
             if trace_file is not None:
-                write_lines(trace_file, result.trace_lines)
+                _write_trace(trace_file, result.trace_lines, unwritten)
             deviation = None if result.ok or expected is None else expected.match(result)
             if deviation is not None:
                 seen[deviation.name] += 1
                 click.echo(_deviation_line(result, deviation), err=True)
             elif not result.ok:
                 failures += 1
-                save_failure(result, out)
-                if shrink_bar is not None:
+                saved = save_failure_or_note(result, out) is not None
+                if shrink_bar is not None and saved:
                     budget = shrink_bar.budget
                     shrink_and_save(result, impl=impl, budget=budget, on_run=shrink_bar.on_run)
                     shrink_bar.done()
+                unwritten += [f"seed {s}: {note}" for note in result.notes
+                              if note.startswith("could not write")]
                 click.echo(render_failure(result), err=True)
                 save_regressions([result], save_regression)
             bar.advance(bar.task_ids[0])
     click.echo(
         f"rmqsim run: profile {profile_name}, {len(seed_range)} seed(s), "
-        f"{total_steps} operations, {failures} divergence(s)"
-        + (f", {sum(seen.values())} listed deviation(s) ("
-           + (", ".join(f"{n}: {c}" for n, c in sorted(seen.items())) or "none") + ")"
-           if expected is not None else "")
-    )  # fmt: skip
-    sys.exit(EXIT_DIVERGENCE if failures else EXIT_OK)
+        f"{total_steps} operations, {failures} divergence(s)" + _seen_note(seen, expected)
+    )
+    for line in unwritten:
+        click.echo(f"rmqsim run: {line}", err=True)
+    # The verdict stands; when everything conformed, a missing output is the failure.
+    sys.exit(EXIT_DIVERGENCE if failures else EXIT_USAGE if unwritten else EXIT_OK)
+
+
+def _seen_note(seen: Counter[str], expected: Any) -> str:
+    """``, N listed deviation(s) (name: count, ...)`` under ``--expect``, else nothing."""
+    if expected is None:
+        return ""
+    named = ", ".join(f"{name}: {count}" for name, count in sorted(seen.items()))
+    return f", {sum(seen.values())} listed deviation(s) ({named or 'none'})"
+
+
+def _write_trace(path: Path, lines: list[str], unwritten: list[str]) -> None:
+    """``--trace``: write ``lines`` to ``path``, or note in ``unwritten`` that the machine
+    refused it (a full disk); any other error propagates."""
+    from rmqsim.conformance.trace import output_problem, write_lines
+
+    try:
+        write_lines(path, lines)
+    except OSError as exc:
+        problem = output_problem(exc)
+        if problem is None:
+            raise
+        unwritten.append(f"could not write the trace {path} ({problem})")
 
 
 def _deviation_profile(expect: str | None) -> Any:
@@ -493,9 +519,30 @@ def gate_command(
             _gate_power(gate, plan, swept, power_steps, pool)
         run_corpus(gate, corpus or DEFAULT_CORPUS, impl=impl)
     save_regressions(gate.results, save_regression)
-    junit, summary = write_outputs(gate, out)
+    try:
+        junit, summary = write_outputs(gate, out)
+    except OSError as exc:
+        _gate_verdict_unwritten(gate, out, exc)
     _print_gate_tables(gate, summary)
     _gate_verdict(gate, junit, summary)
+
+
+def _gate_verdict_unwritten(gate: Any, out: Path, exc: OSError) -> NoReturn:
+    """The gate's verdict when its JUnit XML and summary could not be written (a full
+    disk): said, and kept (exit 1 for failures, else 2: the outputs are missing); an
+    error that is not the machine's state propagates."""
+    from rmqsim.conformance.report import render_failure
+    from rmqsim.conformance.trace import output_problem
+
+    problem = output_problem(exc)
+    if problem is None:
+        raise exc
+    for failure in (gate.failures + gate.sweep_failures)[:5]:
+        click.echo(render_failure(failure), err=True)
+    click.echo(f"rmqsim gate: {'PASS' if gate.ok else 'FAIL'} ({len(gate.failures)} failing "
+               f"runs, {len(gate.sweep_failures)} failing crash cases); could not write "
+               f"junit.xml and summary.json under {out} ({problem})")
+    sys.exit(EXIT_DIVERGENCE if not gate.ok else EXIT_USAGE)
 
 
 @contextmanager

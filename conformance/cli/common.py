@@ -145,7 +145,9 @@ def signals_raise(*signums: int) -> Iterator[None]:
 
 
 def friendly_errors(func: F) -> F:
-    """Turn known bad-input errors into one line and exit 2; anything else into exit 3.
+    """Turn known bad-input errors into one line and exit 2, and so an output the machine
+    could not store (a full or read-only disk: ``trace.output_problem``); anything else
+    into exit 3.
 
     ``RMQSIM_WORKDIR`` is checked first (every command creates its temporary directories
     there). SIGINT and SIGTERM unwind the command (``signals_raise``) and exit with
@@ -156,7 +158,7 @@ def friendly_errors(func: F) -> F:
         from rmqsim.conformance.adapter import BadImplError
         from rmqsim.conformance.lockstep import InjectedCrash
         from rmqsim.conformance.scratch import ScratchDirError, scratch_root
-        from rmqsim.conformance.trace import TraceFormatError
+        from rmqsim.conformance.trace import TraceFormatError, output_problem
         from rmqsim.scenarios.profiles import ProfileError
 
         bad_input = (UsageError, BadImplError, TraceFormatError, ProfileError, ScratchDirError)
@@ -176,6 +178,11 @@ def friendly_errors(func: F) -> F:
             fail(f"interrupted by {interrupt_signal(exc).name}", interrupt_exit_code(exc))
         except (click.exceptions.Exit, click.ClickException):
             raise  # click's own exits and usage errors (exit 2, with the usage line)
+        except OSError as exc:
+            unstored = output_problem(exc)  # the machine's state (a full disk): not rmqsim's bug
+            if unstored is not None:
+                fail(f"could not write {unstored}")
+            fail(f"internal error ({type(exc).__name__}: {exc}); please report it", EXIT_INTERNAL)
         except (Exception, InjectedCrash) as exc:
             fail(f"internal error ({type(exc).__name__}: {exc}); please report it", EXIT_INTERNAL)
 

@@ -25,6 +25,7 @@ from rmqsim.conformance.adapter import (
     is_consumer_factory,
     load_factory,
 )
+from rmqsim.conformance.apply import exception_text
 from rmqsim.conformance.layer import OperationCrashes, RunSpec
 from rmqsim.conformance.lockstep import Divergence, Stats, StepRecord
 from rmqsim.conformance.statediff import state_digest
@@ -120,7 +121,7 @@ def _outcome(apply: Callable[[], Outcome]) -> Outcome:
     try:
         return apply()
     except Exception as exc:
-        return Outcome(error=f"unexpected:{type(exc).__name__}: {str(exc)[:200]}")
+        return Outcome(error=f"unexpected:{type(exc).__name__}: {exception_text(exc)[:200]}")
 
 
 class StreamLockstep(OperationCrashes):
@@ -170,7 +171,8 @@ class StreamLockstep(OperationCrashes):
         except OperationHang as hang:
             self.open_failure = f"opening a fresh directory: {hang.detail}"
         except Exception as exc:
-            self.open_failure = f"opening a fresh directory raised {type(exc).__name__}: {exc}"
+            self.open_failure = (f"opening a fresh directory raised {type(exc).__name__}: "
+                                 f"{exception_text(exc)}")
 
     def execute(self, step: Step[Any]) -> Outcome:
         """Run ``step`` on both sides; the model's outcome, or ``Divergence``."""

@@ -68,6 +68,8 @@ class ConsumeQueue:
             first = int(name)
             if first % self.entries_per_file:
                 raise CorruptDatabaseError(f"{path}: does not start at a file boundary")
+            if self.fs.is_dir(path):
+                raise CorruptDatabaseError(f"{path}: a directory, not a consume-queue file")
             handle = self.fs.open(path, create=False)
             size = self.fs.size(handle)
             if size != self.file_size_bytes:

@@ -37,6 +37,7 @@ __all__ = [
 _NAME_DIGITS = 20
 _ZERO_CHUNK_BYTES = 1 << 20
 _OFFSET_OF = operator.itemgetter(0)  # of a consume-queue entry
+_PLACE_OF = operator.itemgetter(0, 1)  # of a consume-queue entry: a record's offset, size
 #: ``encode(position, start, end)``: the bytes (as parts to join) of messages ``start`` to
 #: ``end - 1`` of an operation (their records, or one run record), from physical offset
 #: ``position`` on.
@@ -113,6 +114,8 @@ class CommitLog:
             path = f"{self.directory}/{name}"
             if len(name) != _NAME_DIGITS or not name.isdigit():
                 raise CorruptDatabaseError(f"{path}: not a commit-log segment name")
+            if self.fs.is_dir(path):
+                raise CorruptDatabaseError(f"{path}: a directory, not a commit-log segment")
             handle = self.fs.open(path, create=False)
             segment = Segment(int(name), self.fs.size(handle), handle, path)
             self.segments.append(segment)
@@ -244,6 +247,52 @@ class CommitLog:
                 result += self._check(segment, data, offset - low, asked)
             start = end
         return result
+
+    def misplaced(self, entries: Sequence[tuple[int, int, int]], incarnation: int) -> int | None:
+        """The position in ``entries`` (consume-queue entries ``(offset, size, msg_id)`` of
+        ``incarnation``) of the first one that points at another record than the one
+        holding its message, by the records' headers (``records.record_ids``: bytes that
+        hold no record header are left to the reads, which refuse them); None when there
+        is none. Entries sharing a place (a run's) are grouped in C and checked by their
+        first and last ids: one header parse per record, each segment read whole once
+        (when the entries go in log order, as they do unless damaged)."""
+        starts = [segment.start for segment in self.segments]
+        read_index, data = -1, b""
+        position = 0
+        for (offset, size_bytes), group in itertools.groupby(entries, key=_PLACE_OF):
+            members = list(group)
+            index = bisect.bisect_right(starts, offset) - 1
+            if index < 0 or offset + size_bytes > self.segments[index].end:
+                return position
+            segment = self.segments[index]
+            if index != read_index:
+                read_index, data = index, self.fs.read(segment.handle, 0, segment.size_bytes)
+            ids = records.record_ids(data, offset - segment.start, offset, size_bytes,
+                                     incarnation)
+            first, last = members[0][2], members[-1][2]
+            if ids is not None and not (first in ids and last in ids
+                                        and last - first == len(members) - 1):
+                wrong = next((step for step, member in enumerate(members)
+                              if member[2] not in ids), None)
+                if wrong is None:  # every id is in the record, but not once each
+                    wrong = len(members) - 1
+                if self._whole_record_at(segment, offset):
+                    return position + wrong
+            position += len(members)
+        return None
+
+    def _whole_record_at(self, segment: Segment, offset: int) -> bool:
+        """Whether a whole, valid record (CRC included) lies at ``offset``: a header that
+        names another record than an entry's is then that record, not damaged bytes."""
+        head = self.fs.read(segment.handle, offset - segment.start, 4)
+        size = int.from_bytes(head, "big") if len(head) == 4 else 0
+        data = self.fs.read(segment.handle, offset - segment.start,
+                            min(size, segment.end - offset))
+        try:
+            parsed = records.parse_records(data, 0, offset)
+        except RecordError:
+            return False
+        return not isinstance(parsed, int)
 
     @staticmethod
     def _check(segment: Segment, data: bytes, position: int,

@@ -195,10 +195,17 @@ class CommitLogMQ:
                 return
             self._state = CLOSED
             self._fault("close.before_flush")
-            self._sync_all()
             store = self._store
-            store.fs.remove(f"{store.root}/abort")
-            store.fs.sync_dir(store.root)
+            try:
+                self._sync_all()
+                store.fs.remove(f"{store.root}/abort")
+                store.fs.sync_dir(store.root)
+            except OSError as exc:
+                store.release()
+                raise StorageError(
+                    f"close of {self.path} failed ({exc}); the store is recovered when it is "
+                    "reopened"
+                ) from exc
             self._fault("close.after_flush")
             store.release()
 
@@ -214,7 +221,10 @@ class CommitLogMQ:
         """Sync the log and the consume queues now."""
         with self._lock:
             self._check_serving()
-            self._sync_all()
+            try:
+                self._sync_all()
+            except OSError as exc:
+                self._io_failed("flush", exc)
 
     def _sync_all(self) -> None:
         self._store.log.flush()
@@ -240,9 +250,12 @@ class CommitLogMQ:
             cached = self._topic(topic)
             self._commit("destroy_topic", [], {"op": "destroy_topic", "inc": cached.incarnation})
             queue = self._store.cqs.pop(cached.incarnation, None)
-            if queue is not None:
-                queue.destroy()
-            self._reclaim()
+            try:
+                if queue is not None:
+                    queue.destroy()
+                self._reclaim()
+            except OSError as exc:
+                self._io_failed("destroy_topic", exc)
 
     # ----------------------------------------------------------------------- groups
 
@@ -333,8 +346,11 @@ class CommitLogMQ:
         applied = apply_message_run(self._store.meta, inc, first_id, lengths, closing, now)
         assert applied is cached, (applied, cached)
         spans = [(offset, size, first_id + start, end - start) for offset, size, start, end in runs]
-        self._store.cq(inc).put_spans(cached.cq_index(first_id), spans)
-        self._after_write(rolled)
+        try:  # the batch is in the log: a failure from here on stops the queue (_io_failed)
+            self._store.cq(inc).put_spans(cached.cq_index(first_id), spans)
+            self._after_write(rolled)
+        except OSError as exc:
+            self._io_failed("produce", exc)
 
     def consume(self, topic: str, group: str, n: int) -> list[ConsumerMessage]:
         self._check_serving()
@@ -406,7 +422,10 @@ class CommitLogMQ:
             if not trims:
                 return
             self._commit("retention", [], {"op": "retention", "trims": trims})
-            self._reclaim()
+            try:
+                self._reclaim()
+            except OSError as exc:
+                self._io_failed("retention", exc)
 
     # ----------------------------------------------------------------------- state
 
@@ -506,8 +525,11 @@ class CommitLogMQ:
                                   last.properties, last.body)
         log = self._store.log
         placed, rolled = self._written(operation, lambda: log.append(batch))
-        self._apply(batch, placed)
-        self._after_write(rolled)
+        try:  # the batch is in the log: a failure from here on stops the queue (_io_failed)
+            self._apply(batch, placed)
+            self._after_write(rolled)
+        except OSError as exc:
+            self._io_failed(operation, exc)
 
     def _written(self, operation: str, append: Callable[[], _T]) -> tuple[_T, bool]:
         """``append`` one operation's batch to the log between its fault points, synced
@@ -605,18 +627,26 @@ class CommitLogMQ:
         store.log.flush()
 
     def _read(self, cached: TopicMeta, first_id: int, last_id: int) -> list[ConsumerMessage]:
-        """Messages ``first_id..last_id`` through the consume queue, each record checked."""
+        """Messages ``first_id..last_id`` through the consume queue, each record checked. A
+        read the OS refuses (``EIO``) is a ``StorageError``; the queue goes on serving
+        (nothing was written)."""
         if first_id > last_id:
             return []
         queue = self._store.cq(cached.incarnation)
-        entries = queue.get(cached.cq_index(first_id), last_id - first_id + 1)
+        try:
+            entries = queue.get(cached.cq_index(first_id), last_id - first_id + 1)
+        except OSError as exc:
+            raise StorageError(f"reading {queue.directory} failed ({exc})") from exc
         places: list[Entry] = []
         for msg_id, entry in enumerate(entries, start=first_id):
             if entry is None or entry.msg_id != msg_id:
                 raise CorruptDatabaseError(f"{queue.directory}: no entry for id {msg_id}")
             places.append(entry)
         result: list[ConsumerMessage] = []
-        found = self._store.log.read_messages(places)
+        try:
+            found = self._store.log.read_messages(places)
+        except OSError as exc:
+            raise StorageError(f"reading {self._store.log.directory} failed ({exc})") from exc
         for msg_id, entry, record in zip(itertools.count(first_id), entries, found, strict=False):
             assert entry is not None
             if (record.is_control or record.incarnation != cached.incarnation

@@ -99,6 +99,7 @@ __all__ = [
     "encode_run",
     "parse_record",
     "parse_records",
+    "record_ids",
     "record_size",
 ]
 
@@ -350,6 +351,27 @@ def _parse_run(data: bytes | memoryview, position: int, offset: int,
     return list(map(Record, repeat(offset), repeat(size), marks, range(first_id + low,
                                                                        first_id + high),
                     repeat(store_time), repeat(inc), repeat(topic), repeat(b""), bodies))
+
+
+def record_ids(data: bytes | memoryview, position: int, offset: int, size_bytes: int,
+               incarnation: int) -> range | None:
+    """The message ids that a consume queue's entry ``(offset, size_bytes)`` of
+    ``incarnation`` may point at in the record at ``data[position:]``, by its header alone
+    (recovery checks entries so, without reading bodies): the record's ids; an empty range
+    when the record there is another one (another size, incarnation or kind); None when
+    no record header is there at all (damaged bytes: every read checks the CRC and refuses
+    them, as for any record damaged before the checkpoint). A header is not checked by
+    its CRC here: an empty range may be a damaged header (``CommitLog.misplaced`` tells)."""
+    if len(data) - position < RUN_HEADER_SIZE_BYTES:  # shorter than any record's header
+        return None
+    size, magic, _crc, flags, first_id, physical, _time, inc = _HEAD.unpack_from(data, position)
+    if magic not in (MAGIC_MESSAGE, MAGIC_RUN) or physical != offset:
+        return None
+    if size != size_bytes or inc != incarnation or flags & FLAG_CONTROL:
+        return range(0)
+    if magic == MAGIC_RUN:
+        return range(first_id, first_id + _U32.unpack_from(data, position + _HEAD.size)[0])
+    return range(first_id, first_id + 1)
 
 
 def parse_record(data: bytes | memoryview, position: int, offset: int) -> Record | int:

@@ -51,6 +51,7 @@ from rmqsim.impl.errors import (
     DatabaseLockedError,
     FormatVersionError,
     NotADatabaseError,
+    StorageError,
 )
 from rmqsim.impl.faults import write_points
 
@@ -64,6 +65,7 @@ __all__ = [
     "RecoveryHooks",
     "TruncationHook",
     "open_store",
+    "os_problem",
     "truncate_after_last_operation",
     "write_checkpoint",
 ]
@@ -192,9 +194,31 @@ def open_store(
     hooks: RecoveryHooks | None = None,
 ) -> OpenStore:
     """Open (creating or recovering) the store at ``root``; see the module docstring.
-    ``hooks``: recovery's extension points (default: the correct ones)."""
-    if fs.exists(root) and not fs.is_dir(root):
-        raise NotADatabaseError(f"{root} is a file, not a commit-log store directory")
+    ``hooks``: recovery's extension points (default: the correct ones). Every failure is
+    an ``impl.errors`` type: what the OS refuses (a read-only or full disk, a directory
+    where a file belongs) is a ``StorageError`` naming the path."""
+    try:
+        return _open_store(fs, root, geometry, faults, hooks)
+    except OSError as exc:
+        raise StorageError(
+            f"cannot open the commit-log store at {root}: {os_problem(exc)}"
+        ) from exc
+
+
+def os_problem(exc: OSError) -> str:
+    """What an ``OSError`` says, with the path it names: ``<path>: <strerror>``."""
+    text = exc.strerror or str(exc)
+    return f"{exc.filename}: {text}" if exc.filename else text
+
+
+def _open_store(
+    fs: FileSystem, root: str, geometry: Geometry, faults: Callable[[str], None] | None,
+    hooks: RecoveryHooks | None,
+) -> OpenStore:
+    if fs.exists(root):
+        if not fs.is_dir(root):
+            raise NotADatabaseError(f"{root} is a file, not a commit-log store directory")
+        _refuse_foreign(fs, root)  # before the lock file is created: a refusal writes nothing
     fs.make_dir(root)
     try:
         lock_handle = fs.lock(f"{root}/lock")
@@ -224,11 +248,7 @@ def _format(
     """The stored geometry; a new store is initialised (between the ``open`` points)."""
     path = f"{root}/{FORMAT_FILE}"
     if not fs.exists(path):
-        others = [name for name in fs.list(root) if name not in _IGNORED_WHEN_EMPTY]
-        if others:
-            raise NotADatabaseError(
-                f"{root} is not empty and holds no {FORMAT_FILE} file: not a commit-log store"
-            )
+        _refuse_foreign(fs, root)  # again, under the lock
         before, after = write_points("open")
         if faults is not None:
             faults(before)
@@ -258,6 +278,18 @@ def _format(
     for directory in ("commitlog", "consumequeue"):
         fs.make_dir(f"{root}/{directory}")
     return stored
+
+
+def _refuse_foreign(fs: FileSystem, root: str) -> None:
+    """``NotADatabaseError`` for a directory that holds other files and no format file
+    (another program's files, a RocksMQ database)."""
+    if fs.exists(f"{root}/{FORMAT_FILE}"):
+        return
+    others = [name for name in fs.list(root) if name not in _IGNORED_WHEN_EMPTY]
+    if others:
+        raise NotADatabaseError(
+            f"{root} is not empty and holds no {FORMAT_FILE} file: not a commit-log store"
+        )
 
 
 def _format_text(geometry: Geometry) -> bytes:
@@ -308,6 +340,8 @@ def _load_checkpoint(store: OpenStore) -> int:
             )
         store.report.append(f"{path} is missing: metadata rebuilt from the whole log")
         return 0
+    if store.fs.is_dir(path):
+        raise CorruptDatabaseError(f"{path}: a directory, not the checkpoint file")
     try:
         store.meta, start = decode_checkpoint(_read_file(store.fs, path))
     except CheckpointError as exc:
@@ -326,6 +360,8 @@ def _load_cqs(store: OpenStore, abnormal: bool) -> None:
     for name in store.fs.list(directory):
         if len(name) != 20 or not name.isdigit():
             raise CorruptDatabaseError(f"{directory}/{name}: not a consume-queue directory name")
+        if not store.fs.is_dir(f"{directory}/{name}"):
+            raise CorruptDatabaseError(f"{directory}/{name}: a file, not a consume-queue directory")
         store.cq(int(name)).load(store.report)
     if abnormal:  # entries past the checkpoint may index unflushed bytes: rebuild them
         for topic in store.meta.topics.values():
@@ -372,6 +408,10 @@ def _cq_problem(store: OpenStore, incarnation: int) -> str | None:
     if first_in_log != 0:
         return (f"{queue.directory}: the entry of id {topic.trim_id + 1} points below the "
                 f"log's first offset {log.min_offset}")
+    wrong = log.misplaced([entry for entry in entries if entry is not None], incarnation)
+    if wrong is not None:
+        return (f"{queue.directory}: the entry of id {topic.trim_id + 1 + wrong} does not "
+                "point at the record that holds it")
     return None
 
 
