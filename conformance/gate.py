@@ -25,7 +25,7 @@ from rmqsim.conformance.crash_sweep import (
 )
 from rmqsim.conformance.deviations import Deviation, DeviationProfile
 from rmqsim.conformance.gate_power import power_suite, power_summary
-from rmqsim.conformance.layer import registered_layers
+from rmqsim.conformance.layer import layer_for_profile, registered_layers
 from rmqsim.conformance.layers import CONSUMER_LAYER, QUEUE_LAYER, STREAM_LAYER
 from rmqsim.conformance.pool import WorkerPool
 from rmqsim.conformance.power_loss import PowerSweepResult
@@ -224,15 +224,20 @@ class GatePlan:
     until_failure: bool = False
     #: ``--expect``: runs that end at a listed deviation are not failures (not shrunk).
     expected: DeviationProfile | None = None
+    #: ``process``: every run's implementation in a child process, through the wire
+    #: protocol (``conformance.process_sut``), crashed by SIGKILL.
+    crash_mode: str = "inprocess"
 
 
 def _run_one(profile: str, seed: int, plan: GatePlan) -> RunResult:
     """One profile run with its coverage map (``conformance.coverage``: the points it
     passes are logged for it), its trace dropped if it passed (memory stays flat) and
     rendered if not (it may go to another process)."""
+    layer = layer_for_profile(profile)
+    crash_mode = plan.crash_mode if plan.crash_mode in layer.crash_modes else "inprocess"
     result = run_seed(
         profile, seed, impl=plan.impl, steps=plan.steps, crash_rate=plan.crash_rate,
-        log_faults=True,
+        log_faults=True, crash_mode=crash_mode,
     )  # fmt: skip
     result = with_coverage(result)
     if result.ok:

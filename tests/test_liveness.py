@@ -190,7 +190,7 @@ def test_the_process_mode_proxy_kills_a_child_that_does_not_answer(tmp_path: Pat
         with pytest.raises(OperationHang, match=r"create_topic did not return within 0\.5 s"):
             mq.create_topic("t")
     assert time.monotonic() - started < 10
-    assert mq.process.exitcode == -signal.SIGKILL
+    assert mq.process.returncode == -signal.SIGKILL
 
 
 def test_a_call_that_does_not_give_way_ends_the_process_with_a_message(tmp_path: Path) -> None:

@@ -453,6 +453,7 @@ def _replay_power(trace_file: Path, lines: list[str], impl: str | None) -> None:
     "this process may use). The results, traces and files are those of --jobs 1.",
 )
 @expect_option
+@crash_mode_option
 @op_timeout_option
 @friendly_errors
 def gate_command(
@@ -474,6 +475,7 @@ def gate_command(
     master: str | None,
     jobs: int | None,
     expect: str | None,
+    crash_mode: str,
 ) -> None:
     """The CI gate: every standard profile over the seeds, then a crash sweep of the first
     seed of each; JUnit XML and a JSON summary."""
@@ -493,15 +495,14 @@ def gate_command(
     impl = impl or DEFAULT_IMPL
     load_factory(impl)
     names = parse_profiles(profiles, all_gate_profiles())
-    if corpus is not None and not corpus.is_dir():
-        raise UsageError(f"--corpus {corpus}: not a directory")
-    if master is not None and not spark:
-        raise UsageError("--master needs --spark")
+    _check_gate_options(corpus, master, spark)
     runner = functools.partial(gate_runner("spark"), master=master) if spark else None
     plan = GatePlan(names, seeds or DEFAULT_GATE_SEEDS, impl, writable_dir(out), steps, shrink,
-                    crash_rate, expected=_deviation_profile(expect))  # fmt: skip
-    # what has finished, as it finishes
-    gate = GateResult(impl=impl, seeds=plan.seeds, expected=plan.expected)
+                    crash_rate, expected=_deviation_profile(expect),
+                    crash_mode=crash_mode)  # fmt: skip
+    if crash_mode == "process":  # everything through the wire protocol, sweeps included
+        sweep_crash_mode = crash_mode
+    gate = GateResult(impl=impl, seeds=plan.seeds, expected=plan.expected)  # as runs finish
     with (
         _outputs_when_interrupted(gate, out),
         _worker_ended(),
@@ -525,6 +526,13 @@ def gate_command(
         _gate_verdict_unwritten(gate, out, exc)
     _print_gate_tables(gate, summary)
     _gate_verdict(gate, junit, summary)
+
+
+def _check_gate_options(corpus: Path | None, master: str | None, spark: bool) -> None:
+    if corpus is not None and not corpus.is_dir():
+        raise UsageError(f"--corpus {corpus}: not a directory")
+    if master is not None and not spark:
+        raise UsageError("--master needs --spark")
 
 
 def _gate_verdict_unwritten(gate: Any, out: Path, exc: OSError) -> NoReturn:

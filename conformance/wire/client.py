@@ -190,7 +190,7 @@ class _Session:
             raw = self.child.read_line(bound_s)
             if raw is None:
                 self.dead = f"did not answer {op} within {bound_s:g} s and was killed"
-                raise OperationHang(op, bound_s)
+                raise OperationHang(op, op_timeout_s() or bound_s)
             if not raw:
                 partial = self.child.partial
                 if partial:
