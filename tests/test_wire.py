@@ -6,6 +6,7 @@ one-line exit 2, with no child process or scratch directory left behind; and
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import sys
@@ -163,3 +164,25 @@ def test_protocol_check_passes_our_queues_and_names_what_a_bug_breaks() -> None:
     assert "PASS topics" in bad.output  # the other checks still ran
     broken = runner.invoke(cli, ["protocol-check", "--impl", misbehaving("junk", 5)])
     assert broken.exit_code == 1 and "protocol-error" in broken.output, broken.output
+
+
+def test_the_gate_runs_through_the_protocol_and_kills_seeded_bugs(tmp_path: Path) -> None:
+    """``gate --crash-mode process``: every run and crash case through the reference
+    server; ``mutants --crash-mode process``: seeded bugs caught through it."""
+    runner = CliRunner()
+    (tmp_path / "corpus").mkdir()
+    gate = runner.invoke(cli, [
+        "gate", "--crash-mode", "process", "--profiles", "smoke,crashy", "--seeds", "0:2",
+        "--sweep-steps", "6", "--jobs", "1", "--corpus", str(tmp_path / "corpus"),
+        "--out", str(tmp_path / "gate"),
+    ])  # fmt: skip
+    assert gate.exit_code == 0, gate.output
+    summary = json.loads((tmp_path / "gate" / "summary.json").read_text())
+    assert summary["crash_sweep"]["crashy"]["cases"] > 0
+    killed = runner.invoke(cli, [
+        "mutants", "--crash-mode", "process", "--only", "two-step-produce,ack-off-by-one",
+        "--seeds", "0:4", "--no-shrink", "--out", str(tmp_path / "mutants"),
+    ])  # fmt: skip
+    assert killed.exit_code == 0, killed.output
+    matrix = json.loads((tmp_path / "mutants" / "kill-matrix.json").read_text())
+    assert {m["status"] for m in matrix["mutants"]} == {"killed"}, matrix["mutants"]

@@ -19,6 +19,7 @@ from rmqsim.conformance.cli.common import (
     EXIT_OK,
     SEEDS,
     UsageError,
+    crash_mode_choice,
     friendly_errors,
     op_timeout_option,
     out_option,
@@ -56,6 +57,11 @@ LEFT_COLUMNS = ("mutant", "class", "status", "check", "anomaly", "profile/seed",
 )
 @steps_option
 @shrink_options
+@crash_mode_choice(
+    "--crash-mode",
+    "process: every queue mutant runs in a child process through the wire protocol "
+    "(docs/PROTOCOL.md), crashed by SIGKILL: the seeded bugs caught through it.",
+)
 @op_timeout_option
 @friendly_errors
 def mutants_command(
@@ -65,8 +71,11 @@ def mutants_command(
     steps: int | None,
     shrink: ShrinkBudget | None,
     with_fuzz: bool,
+    crash_mode: str,
 ) -> None:
     """Run the gate against every seeded bug and print the kill matrix."""
+    import dataclasses
+
     from rich.console import Console
 
     from rmqsim.conformance.corpus import DEFAULT_CORPUS
@@ -79,6 +88,8 @@ def mutants_command(
     except UnknownMutantError as exc:
         raise UsageError(str(exc)) from None
     seed_range = seeds or DEFAULT_GATE_SEEDS
+    mutants = tuple(dataclasses.replace(m, crash_mode=crash_mode) if m.layer == "queue" else m
+                    for m in mutants)  # fmt: skip
     writable_dir(out)
     with progress(len(mutants), "mutants") as bar:
         matrix = run_matrix(

@@ -27,6 +27,9 @@ class Mutant:
     #: ``"storage"`` (a file-system backend's durability: only a power cut shows it) or
     #: ``"stream"`` (the message streams of docs/STREAM.md).
     layer: str = "queue"
+    #: ``process``: the gate runs it in a child process through the wire protocol
+    #: (``rmqsim mutants --crash-mode process``), crashed by SIGKILL.
+    crash_mode: str = "inprocess"
 
     def __post_init__(self) -> None:
         assert self.name and self.name == self.name.lower() and " " not in self.name, self.name

@@ -244,7 +244,8 @@ def kill_mutant(
     if mutant.layer == "storage":
         return _kill_by_power_loss(mutant, seeds.start, tuple(profiles), out_dir, shrink)
     gate = run_profiles(
-        GatePlan(tuple(profiles), seeds, mutant.impl, out_dir, steps, until_failure=True)
+        GatePlan(tuple(profiles), seeds, mutant.impl, out_dir, steps, until_failure=True,
+                 crash_mode=mutant.crash_mode)
     )
     kill = Kill(
         mutant,
