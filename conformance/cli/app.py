@@ -257,7 +257,7 @@ def _checked_run_options(
     """``run``'s options checked (a ``UsageError`` or bad input otherwise): the seeds to
     run and the implementation (noting on stderr when a push consumer factory is given
     for a queue profile)."""
-    from rmqsim.conformance.adapter import DEFAULT_IMPL, is_consumer_factory, load_factory
+    from rmqsim.conformance.adapter import DEFAULT_IMPL, load_impl
     from rmqsim.conformance.layer import layer_for_profile
     from rmqsim.conformance.run import spec_for_seed  # noqa: F401 (registers the layers)
     from rmqsim.scenarios.catalog import get_profile
@@ -270,7 +270,7 @@ def _checked_run_options(
     get_profile(profile_name)
     impl = impl or DEFAULT_IMPL
     layer_for_profile(profile_name).resolve_impl(impl, for_replay=False)  # BadImplError
-    if profile_name in PROFILES and is_consumer_factory(load_factory(impl)):
+    if profile_name in PROFILES and load_impl(impl).layer == "consumer":
         click.echo(
             f"rmqsim: note: --impl {impl} is a push consumer factory: queue profile "
             f"{profile_name} checks rmqsim's own queue (consumer profiles check yours)",

@@ -15,9 +15,9 @@ from typing import Any
 from rmqsim.conformance.adapter import (
     DEFAULT_IMPL,
     Factory,
-    is_consumer_factory,
+    load_factory,
+    load_impl,
     queue_factory,
-    resolve_impl,
 )
 from rmqsim.conformance.anomalies import ANOMALIES
 from rmqsim.conformance.crash_rate import with_crash_rate
@@ -217,15 +217,14 @@ class QueueLayer:
 
     def resolve_impl(self, impl: str | Factory, *, for_replay: bool) -> tuple[str, Any]:
         """A replay needs a queue factory; a run given a push consumer factory checks our
-        queue (``--impl`` names either layer). The SUT is ``(spec, factory)``: ``spec``
-        is what a child process loads in ``--crash-mode process``."""
-        if for_replay:
-            name, factory = queue_factory(impl, "replaying a queue trace")
+        queue (``--impl`` names either layer); a stream factory is refused. The SUT is
+        ``(spec, factory)``: ``spec`` is what a child process loads in ``--crash-mode
+        process``."""
+        if for_replay or load_impl(impl).layer != "consumer":
+            needed_by = "replaying a queue trace" if for_replay else "a queue profile"
+            name, factory = queue_factory(impl, needed_by)
             return name, (impl, factory)
-        name, factory = resolve_impl(impl)
-        if is_consumer_factory(factory):
-            return name, (DEFAULT_IMPL, resolve_impl(DEFAULT_IMPL)[1])
-        return name, (impl, factory)
+        return load_impl(impl).name, (DEFAULT_IMPL, load_factory(DEFAULT_IMPL))
 
     def simulate(self, spec: RunSpec, lockstep: LayerLockstep) -> None:
         assert isinstance(lockstep, QueueLockstep), lockstep
