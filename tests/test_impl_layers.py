@@ -4,6 +4,7 @@ own folder, by a dotted attribute too; the reproduction lines a run prints work 
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 from pathlib import Path
@@ -20,6 +21,15 @@ from rmqsim.conformance.adapter import (
     load_impl,
 )
 from rmqsim.conformance.cli import cli
+from rmqsim.conformance.gate import (
+    GATE_CONSUMER_PROFILES,
+    GATE_STREAM_PROFILES,
+    all_gate_profiles,
+    gate_profiles_for,
+)
+
+STREAM_GATE_PROFILES = GATE_STREAM_PROFILES
+CONSUMER_IMPL = "rmqsim.conformance.consumer_run:impl_consumer_factory"
 
 #: A user's module, written to their folder (the current directory of each test).
 USER_MODULE = '''
@@ -249,3 +259,53 @@ def test_a_flush_promise_on_a_factory_that_is_no_storage_backend_is_refused() ->
     factory.rmqsim_flush = "async"  # type: ignore[attr-defined]
     with pytest.raises(BadImplError, match="a storage backend's promise, but it is a queue"):
         classify_factory("f", factory)
+
+
+# ---------------------------------------------------------------- by the impl's layer
+
+#: The repository's regression corpus: queue and stream traces.
+REPO_CORPUS = Path(__file__).resolve().parent.parent / "regressions"
+
+
+def _summary(out: Path) -> dict[str, Any]:
+    summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
+    return summary
+
+
+def test_gate_runs_the_stream_profiles_of_a_stream_factory_and_its_corpus_files(
+    user_folder: Path,
+) -> None:
+    done = invoke("gate", "--impl", f"{MODULE}:open_streams", "--seeds", "0:1", "--jobs", "1",
+                  "--corpus", str(REPO_CORPUS), "--out", "out")  # fmt: skip
+    assert done.exit_code == 0, done.output
+    summary = _summary(user_folder / "out")
+    assert sorted(summary["profiles"]) == sorted((*STREAM_GATE_PROFILES, "regressions"))
+    stream_files = [p for p in REPO_CORPUS.glob("*.jsonl") if '"layer":"stream"' in
+                    p.read_text().partition("\n")[0].replace(" ", "")]  # fmt: skip
+    assert stream_files and summary["regressions"]["files"] == len(stream_files)
+    # The user's streams are what runs: a wrong one fails every stream profile.
+    wrong = invoke("gate", "--impl", f"{MODULE}:open_buggy_streams", "--seeds", "0:1",
+                   "--jobs", "1", "--no-shrink", "--out", "wrong")  # fmt: skip
+    assert wrong.exit_code == 1, wrong.output
+    assert {name: s["failed"] for name, s in _summary(user_folder / "wrong")["profiles"].items()} \
+        == dict.fromkeys(STREAM_GATE_PROFILES, 1)  # fmt: skip
+
+
+def test_gate_runs_the_consumer_profiles_of_a_consumer_factory(user_folder: Path) -> None:
+    done = invoke("gate", "--impl", CONSUMER_IMPL, "--seeds", "0:1", "--jobs", "1",
+                  "--corpus", str(REPO_CORPUS), "--out", "out")  # fmt: skip
+    assert done.exit_code == 0, done.output
+    assert sorted(_summary(user_folder / "out")["profiles"]) == sorted(GATE_CONSUMER_PROFILES)
+
+
+def test_gate_profiles_by_layer() -> None:
+    assert gate_profiles_for("queue") == gate_profiles_for("storage") == all_gate_profiles()
+    assert gate_profiles_for("consumer") == GATE_CONSUMER_PROFILES
+    assert gate_profiles_for("stream") == STREAM_GATE_PROFILES
+
+
+def test_fuzz_drives_the_layer_of_its_impl_by_default(user_folder: Path) -> None:
+    done = invoke("fuzz", "--impl", f"{MODULE}:open_streams", "--examples", "1",
+                  "--out", "out")  # fmt: skip
+    assert done.exit_code == 0, done.output
+    assert f"rmqsim fuzz: {MODULE}:open_streams, stream layer" in done.output

@@ -414,24 +414,23 @@ def gate_command(
     master: str | None,
     jobs: int | None,
 ) -> None:
-    """The CI gate: every standard profile over the seeds, then a crash sweep of the first
-    seed of each; JUnit XML and a JSON summary."""
-    from rmqsim.conformance.adapter import DEFAULT_IMPL, load_factory
+    """The CI gate: the gate profiles of --impl's layer over the seeds, then a crash sweep
+    of the first seed of each (and a power-loss sweep of a storage backend); JUnit XML and
+    a JSON summary."""
     from rmqsim.conformance.corpus import DEFAULT_CORPUS
     from rmqsim.conformance.gate import (
         DEFAULT_GATE_SEEDS,
         GatePlan,
         GateResult,
-        all_gate_profiles,
+        gate_profiles_for,
         run_corpus,
         write_outputs,
     )
     from rmqsim.conformance.layer import layer_for_profile
     from rmqsim.conformance.pool import default_jobs, worker_pool
 
-    impl = impl or DEFAULT_IMPL
-    load_factory(impl)
-    names = parse_profiles(profiles, all_gate_profiles())
+    impl, layer, promise = _gate_impl(impl)
+    names = parse_profiles(profiles, gate_profiles_for(layer))
     if corpus is not None and not corpus.is_dir():
         raise UsageError(f"--corpus {corpus}: not a directory")
     if master is not None and not spark:
@@ -453,8 +452,8 @@ def gate_command(
             _gate_sweeps(gate, plan, swept, sweep_steps, sweep_crash_mode, pool)
             _gate_steer(gate, plan, pool)
             _gate_shrink_cases(gate, plan, pool)
-        if power_loss and swept:
-            _gate_power(gate, plan, swept, power_steps, pool)
+        if power_loss and swept and promise is not None:
+            _gate_power(gate, plan, swept, promise, power_steps, pool)
         run_corpus(gate, corpus or DEFAULT_CORPUS, impl=impl)
     save_regressions(gate.results, save_regression)
     junit, summary = write_outputs(gate, out)
@@ -547,15 +546,23 @@ def _gate_shrink_cases(gate: Any, plan: Any, pool: Any) -> None:
                            on_shrunk=on_shrunk)  # fmt: skip
 
 
-def _gate_power(gate: Any, plan: Any, swept: list[str], steps: int | None, pool: Any) -> None:
-    """The power-loss sweep of the first seed of each of ``swept``, added to ``gate``,
-    when ``plan.impl`` is a file-system backend (``conformance.gate_power``)."""
-    from rmqsim.conformance.gate_power import GATE_POWER_STEPS, PowerPlan, run_power_sweeps
-    from rmqsim.conformance.power_loss import PowerSweepResult, gate_promise
+def _gate_impl(impl: str | None) -> tuple[str, str, str | None]:
+    """The gate's ``--impl`` (default ours), loaded and checked: its name, its layer and
+    the promise its power-loss sweep holds it to (None: it is no storage backend)."""
+    from rmqsim.conformance.adapter import DEFAULT_IMPL, load_impl
 
-    promise = gate_promise(plan.impl) if isinstance(plan.impl, str) else None
-    if promise is None:
-        return
+    loaded = load_impl(impl or DEFAULT_IMPL)
+    return loaded.name, loaded.layer, loaded.flush
+
+
+def _gate_power(
+    gate: Any, plan: Any, swept: list[str], promise: str, steps: int | None, pool: Any
+) -> None:
+    """The power-loss sweep of the first seed of each of ``swept``, added to ``gate``,
+    holding the storage backend ``plan.impl`` to ``promise`` (``conformance.gate_power``)."""
+    from rmqsim.conformance.gate_power import GATE_POWER_STEPS, PowerPlan, run_power_sweeps
+    from rmqsim.conformance.power_loss import PowerSweepResult
+
     power = PowerPlan(plan.impl, promise, plan.out, steps or GATE_POWER_STEPS, plan.shrink)
     with progress(len(swept), f"power-loss sweep ({promise})") as bar:
 
