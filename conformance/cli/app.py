@@ -32,6 +32,7 @@ from rmqsim.conformance.cli.common import (
     crash_mode_option,
     crash_rate_option,
     fail,
+    flush_option,
     friendly_errors,
     impl_option,
     interrupt_signal,
@@ -370,6 +371,10 @@ def _replay_power(trace_file: Path, lines: list[str], impl: str | None) -> None:
     help="When --impl is a file-system backend (its factory takes fs=), also cut the power "
     "at every file-system call of the first seed of each profile (crash-sweep --storage).",
 )
+@flush_option(
+    "The durability promise (sync or async) the power-loss sweep holds --impl to; "
+    "default: the one its factory declares (rmqsim_flush), else sync."
+)
 @click.option(
     "--power-steps",
     type=click.IntRange(min=1),
@@ -406,6 +411,7 @@ def gate_command(
     sweep_steps: int | None,
     sweep_crash_mode: str,
     power_loss: bool,
+    flush: str | None,
     power_steps: int | None,
     crash_rate: float,
     corpus: Path | None,
@@ -429,7 +435,7 @@ def gate_command(
     from rmqsim.conformance.layer import layer_for_profile
     from rmqsim.conformance.pool import default_jobs, worker_pool
 
-    impl, layer, promise = _gate_impl(impl)
+    impl, layer, promise = _gate_impl(impl, flush)
     names = parse_profiles(profiles, gate_profiles_for(layer))
     if corpus is not None and not corpus.is_dir():
         raise UsageError(f"--corpus {corpus}: not a directory")
@@ -546,13 +552,18 @@ def _gate_shrink_cases(gate: Any, plan: Any, pool: Any) -> None:
                            on_shrunk=on_shrunk)  # fmt: skip
 
 
-def _gate_impl(impl: str | None) -> tuple[str, str, str | None]:
+def _gate_impl(impl: str | None, flush: str | None) -> tuple[str, str, str | None]:
     """The gate's ``--impl`` (default ours), loaded and checked: its name, its layer and
     the promise its power-loss sweep holds it to (None: it is no storage backend)."""
-    from rmqsim.conformance.adapter import DEFAULT_IMPL, load_impl
+    from rmqsim.conformance.adapter import DEFAULT_IMPL, LAYER_FORMS, load_impl
 
     loaded = load_impl(impl or DEFAULT_IMPL)
-    return loaded.name, loaded.layer, loaded.flush
+    if loaded.layer != "storage":
+        if flush is not None:
+            raise UsageError(f"--flush: --impl {loaded.name} is a {LAYER_FORMS[loaded.layer]} "
+                             "factory, not a storage backend (a factory taking fs=)")
+        return loaded.name, loaded.layer, None
+    return loaded.name, loaded.layer, flush or loaded.flush
 
 
 def _gate_power(
