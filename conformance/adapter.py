@@ -57,6 +57,7 @@ __all__ = [
     "FaultHook",
     "KeepsStateOutsidePath",
     "LoadedImpl",
+    "NoFormError",
     "accepted_forms",
     "checked_queue",
     "classify_factory",
@@ -118,6 +119,15 @@ class Factory(Protocol):
 
 class BadImplError(Exception):
     """``--impl`` does not name a usable factory; the message says why."""
+
+
+class NoFormError(BadImplError):
+    """``--impl`` names a callable, ``factory``, that is of none of the forms of
+    ``LAYER_KEYWORDS`` (or declares one wrongly); the message says why."""
+
+    def __init__(self, message: str, factory: Any) -> None:
+        super().__init__(message)
+        self.factory = factory
 
 
 #: What a queue must have: every method of the contract's protocol, and ``crash()``.
@@ -245,9 +255,15 @@ model_factory = make_model_factory()
 
 
 def resolve_impl(impl: str | Factory) -> tuple[str, Factory]:
-    """``(name, factory)`` for ``--impl`` or a factory object, of any layer (checked by
-    ``load_impl``)."""
-    loaded = load_impl(impl)
+    """``(name, factory)`` for ``--impl`` or a factory object, loaded as ``load_impl``
+    loads it but not sorted into a form: a layer defined elsewhere (``conformance.layer``)
+    may take factories of its own; the built-in layers go through ``load_impl``."""
+    if not isinstance(impl, str):
+        return impl_name(impl), impl
+    try:
+        loaded = load_impl(impl)
+    except NoFormError as exc:  # loaded, but of no built-in form
+        return impl, exc.factory
     return loaded.name, loaded.factory
 
 
@@ -285,6 +301,8 @@ def load_impl(impl: str | Callable[..., Any]) -> LoadedImpl:
     ``BadImplError`` (one line naming every accepted form) when it is none of them."""
     if not isinstance(impl, str):
         return classify_factory(impl_name(impl), impl)
+    # The one place an --impl string becomes a factory: another kind of --impl (a prefix
+    # such as ``exec:``) is dispatched here, before MODULE:ATTRIBUTE.
     return classify_factory(impl, _load_attribute(impl, BUILTIN_IMPLS.get(impl, impl)))
 
 
@@ -357,11 +375,14 @@ def classify_factory(name: str, factory: Any) -> LoadedImpl:
         signature = inspect.signature(factory)
     except (TypeError, ValueError):
         signature = None
-    if declared is not None:
-        layer = _declared_layer(name, declared, signature)
-    else:
-        layer = _layer_by_signature(name, signature)
-    return LoadedImpl(name, factory, layer, _flush_of(name, factory, layer))
+    try:
+        if declared is not None:
+            layer = _declared_layer(name, declared, signature)
+        else:
+            layer = _layer_by_signature(name, signature)
+        return LoadedImpl(name, factory, layer, _flush_of(name, factory, layer))
+    except BadImplError as exc:
+        raise NoFormError(str(exc), factory) from None
 
 
 def _declared_layer(name: str, declared: object, signature: inspect.Signature | None) -> str:

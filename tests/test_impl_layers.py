@@ -17,8 +17,10 @@ from rmqsim.conformance.adapter import (
     LAYER_FORMS,
     LAYER_KEYWORDS,
     BadImplError,
+    NoFormError,
     classify_factory,
     load_impl,
+    resolve_impl,
 )
 from rmqsim.conformance.cli import cli
 from rmqsim.conformance.gate import (
@@ -180,6 +182,7 @@ def _every_form() -> list[str]:
         ("fuzz", "--examples", "1", "--out", "out"),
         ("replay", "TRACE"),
         ("shrink", "TRACE"),
+        ("sweep", "--seeds", "0:1", "--out", "out"),
     ],
     ids=lambda command: "-".join(command[:2]),
 )
@@ -195,6 +198,19 @@ def test_every_command_refuses_a_factory_of_no_form_naming_every_form_and_what_i
     done = invoke(*command, "--impl", f"{MODULE}:open_half")
     _refused(done, f"--impl {MODULE}:open_half", "factory(*, path, config) is no form",
              "as a queue factory it lacks clock=, faults=", *_every_form())  # fmt: skip
+
+
+def test_a_layer_defined_elsewhere_may_load_a_factory_of_its_own_form(user_folder: Path) -> None:
+    """``resolve_impl`` (what a layer of a plugin or a test may use) loads the factory as
+    ``load_impl`` does, without sorting it into a built-in form."""
+    impl = f"{MODULE}:open_half"
+    with pytest.raises(NoFormError) as refused:
+        load_impl(impl)
+    name, factory = resolve_impl(impl)
+    assert name == impl and factory is refused.value.factory
+    assert factory.__name__ == "open_half"
+    with pytest.raises(BadImplError, match="has no attribute"):
+        resolve_impl(f"{MODULE}:no_such")
 
 
 def _fs_backend(*, path: Any, config: Any, clock: Any, faults: Any, fs: Any = None) -> Any:
