@@ -322,7 +322,8 @@ def _load_attribute(name: str, spec: str) -> Any:
     """The object ``spec`` (``module:attribute``, the attribute maybe dotted) names."""
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
-        raise BadImplError(f"--impl must look like module:factory, got {name!r}")
+        raise BadImplError(f"--impl must be MODULE:FACTORY or one of {', '.join(BUILTIN_IMPLS)}, "
+                           f"got {name!r}")
     try:
         module = _import_module(module_name)
     except Exception as exc:  # any import failure is the user's input, reported plainly

@@ -325,3 +325,9 @@ def test_fuzz_drives_the_layer_of_its_impl_by_default(user_folder: Path) -> None
                   "--out", "out")  # fmt: skip
     assert done.exit_code == 0, done.output
     assert f"rmqsim fuzz: {MODULE}:open_streams, stream layer" in done.output
+
+
+def test_an_impl_that_names_nothing_says_what_an_impl_looks_like() -> None:
+    with pytest.raises(BadImplError, match="--impl must be MODULE:FACTORY or one of rocksmq, "
+                       "commitlog, commitlog-async, stream, stream-threaded, got 'strem'"):
+        load_impl("strem")
