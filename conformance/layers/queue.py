@@ -220,11 +220,12 @@ class QueueLayer:
         queue (``--impl`` names either layer); a stream factory is refused. The SUT is
         ``(spec, factory)``: ``spec`` is what a child process loads in ``--crash-mode
         process``."""
-        if for_replay or load_impl(impl).layer != "consumer":
-            needed_by = "replaying a queue trace" if for_replay else "a queue profile"
-            name, factory = queue_factory(impl, needed_by)
-            return name, (impl, factory)
-        return load_impl(impl).name, (DEFAULT_IMPL, load_factory(DEFAULT_IMPL))
+        loaded = load_impl(impl)
+        if loaded.layer == "consumer" and not for_replay:
+            return loaded.name, (DEFAULT_IMPL, load_factory(DEFAULT_IMPL))
+        needed_by = "replaying a queue trace" if for_replay else "a queue profile"
+        name, factory = queue_factory(impl, needed_by)
+        return name, (impl, factory)
 
     def simulate(self, spec: RunSpec, lockstep: LayerLockstep) -> None:
         assert isinstance(lockstep, QueueLockstep), lockstep
