@@ -4,7 +4,12 @@ An implementation is a *factory*: ``factory(path=..., config=..., clock=..., fau
 returns a ``model.api.MessageQueue`` that also has ``crash()``. Reopening after a crash or
 a close calls the factory again on the same path. ``--impl module:attribute`` names a
 user's own factory; ``DEFAULT_IMPL`` is ours (``impl.RocksMQ``); ``BUILTIN_IMPLS`` names
-the built-in ones (``--impl commitlog``, ``--impl commitlog-async``).
+the built-in ones (``--impl commitlog``, ``--impl commitlog-async``, ``--impl stream``).
+
+Every layer comes in the same way: ``load_impl`` loads an ``--impl`` (or takes a factory
+object) and sorts it into its layer (``LAYER_KEYWORDS``: queue, storage backend, push
+consumer, stream) by ``classify_factory``'s rule; every command goes through it, and it is
+the one place where another kind of ``--impl`` string would be dispatched.
 
 Crashes in open: the factory itself may call ``faults(point)`` (an implementation that
 writes while opening, e.g. to initialise or recover). When that call raises (an injected
@@ -24,6 +29,7 @@ import os
 import shlex
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeGuard, runtime_checkable
 
@@ -35,23 +41,36 @@ if TYPE_CHECKING:
     from rmqsim.model import ReferenceMQ
 
 __all__ = [
+    "BASE_LAYERS",
     "BUILTIN_IMPLS",
     "CONSUMER_FACTORY_KEYWORDS",
     "DEFAULT_IMPL",
     "EXTERNAL_DRIVERS",
+    "FLUSH_ATTRIBUTE",
+    "FLUSH_PROMISES",
+    "LAYER_ATTRIBUTE",
+    "LAYER_FORMS",
+    "LAYER_KEYWORDS",
     "LEGACY_PACKAGES",
     "MODEL_IMPL",
     "QUEUE_FACTORY_KEYWORDS",
+    "QUEUE_LAYERS",
     "QUEUE_METHODS",
     "BadImplError",
     "Factory",
     "FaultHook",
     "KeepsStateOutsidePath",
+    "LoadedImpl",
+    "NoFormError",
+    "accepted_forms",
     "checked_queue",
+    "classify_factory",
     "external_driver",
     "forget_run_state",
+    "impl_name",
     "is_consumer_factory",
     "load_factory",
+    "load_impl",
     "make_model_factory",
     "model_factory",
     "queue_factory",
@@ -67,6 +86,32 @@ FaultHook = Callable[[str], None]
 #: which returns a ``model.api.PushConsumerCore`` over ``queue`` with offsets under ``path``.
 QUEUE_FACTORY_KEYWORDS = ("path", "config", "clock", "faults")
 CONSUMER_FACTORY_KEYWORDS = ("queue", "group", "topic", "config", "clock", "path", "send_hook")
+#: What each layer's factory is called with (``load_impl``): a storage backend is a queue
+#: factory that also takes ``fs=`` (the power-loss sweep's disk); a stream factory takes
+#: the queue its streams run over and returns a ``model.stream.api.StreamFactory``.
+LAYER_KEYWORDS: dict[str, tuple[str, ...]] = {
+    "queue": QUEUE_FACTORY_KEYWORDS,
+    "storage": (*QUEUE_FACTORY_KEYWORDS, "fs"),
+    "consumer": CONSUMER_FACTORY_KEYWORDS,
+    "stream": ("queue",),
+}
+#: Each layer's form as messages name it.
+LAYER_FORMS: dict[str, str] = {
+    "queue": "queue",
+    "storage": "storage backend",
+    "consumer": "push consumer",
+    "stream": "stream",
+}
+#: The layers a signature is matched against (a storage backend is a queue that takes fs=).
+BASE_LAYERS = ("queue", "consumer", "stream")
+#: The layers that are queues (what a queue profile, a fuzz or a crash sweep runs).
+QUEUE_LAYERS = ("queue", "storage")
+#: The attribute a factory may declare its layer with (``factory.rmqsim_layer = "stream"``).
+LAYER_ATTRIBUTE = "rmqsim_layer"
+#: The attribute a storage backend declares its durability promise with.
+FLUSH_ATTRIBUTE = "rmqsim_flush"
+#: The durability promises a storage backend may make (docs/STORAGE.md).
+FLUSH_PROMISES = ("sync", "async")
 
 
 class Factory(Protocol):
@@ -75,6 +120,15 @@ class Factory(Protocol):
     def __call__(
         self, *, path: Path, config: MQConfig, clock: Clock, faults: FaultHook | None
     ) -> MessageQueue: ...
+
+
+class NoFormError(BadImplError):
+    """``--impl`` names a callable, ``factory``, that is of none of the forms of
+    ``LAYER_KEYWORDS`` (or declares one wrongly); the message says why."""
+
+    def __init__(self, message: str, factory: Any) -> None:
+        super().__init__(message)
+        self.factory = factory
 
 
 #: What a queue must have: every method of the contract's protocol, and ``crash()``.
@@ -113,7 +167,7 @@ def checked_queue(queue: object, factory: Factory) -> MessageQueue:
     if _has_queue_methods(queue):
         return queue
     missing = _missing_methods(queue)
-    name = resolve_impl(factory)[0]
+    name = impl_name(factory)
     if queue is None:
         raise BadImplError(f"the factory {name} returned None instead of a queue")
     raise BadImplError(
@@ -202,11 +256,16 @@ model_factory = make_model_factory()
 
 
 def resolve_impl(impl: str | Factory) -> tuple[str, Factory]:
-    """``(name, factory)`` for ``--impl MOD:FACTORY`` or a factory object."""
-    if isinstance(impl, str):
-        return impl, load_factory(impl)
-    name = f"{getattr(impl, '__module__', '?')}:{getattr(impl, '__qualname__', repr(impl))}"
-    return name, impl
+    """``(name, factory)`` for ``--impl`` or a factory object, loaded as ``load_impl``
+    loads it but not sorted into a form: a layer defined elsewhere (``conformance.layer``)
+    may take factories of its own; the built-in layers go through ``load_impl``."""
+    if not isinstance(impl, str):
+        return impl_name(impl), impl
+    try:
+        loaded = load_impl(impl)
+    except NoFormError as exc:  # loaded, but of no built-in form
+        return impl, exc.factory
+    return loaded.name, loaded.factory
 
 
 #: rmqsim's packages as they were named before they lived under ``rmqsim``: an ``--impl``
@@ -214,11 +273,14 @@ def resolve_impl(impl: str | Factory) -> tuple[str, Factory]:
 #: still means ``rmqsim.conformance.adapter:rocksmq_factory``, when that module exists.
 LEGACY_PACKAGES = frozenset({"model", "impl", "scenarios", "conformance", "reports"})
 
-#: Named built-in queues: ``--impl commitlog`` is the commit-log backend (sync flush).
+#: Named built-in implementations: ``--impl commitlog`` is the commit-log backend (sync
+#: flush), ``--impl stream`` our deterministic streams.
 BUILTIN_IMPLS: dict[str, str] = {
     "rocksmq": DEFAULT_IMPL,
     "commitlog": "rmqsim.impl.commitlog:open_queue",
     "commitlog-async": "rmqsim.impl.commitlog:open_queue_async",
+    "stream": "rmqsim.impl.stream:stream_factory",
+    "stream-threaded": "rmqsim.impl.stream:threaded_stream_factory",
 }
 
 
@@ -244,46 +306,199 @@ def external_driver(name: str) -> str:
     return "exec:" + shlex.quote(str(path))
 
 
+@dataclass(frozen=True, slots=True)
+class LoadedImpl:
+    """An implementation, loaded and checked: ``name`` (what ``--impl`` said, or
+    ``module:qualname`` of an object), its ``factory``, its ``layer`` (a key of
+    ``LAYER_KEYWORDS``) and, for a storage backend, its durability promise ``flush``."""
+
+    name: str
+    factory: Any
+    layer: str
+    flush: str | None = None
+
+
+def load_impl(impl: str | Callable[..., Any]) -> LoadedImpl:
+    """The one way in: ``--impl`` (``MODULE:ATTR[.ATTR...]``, a ``BUILTIN_IMPLS`` or
+    ``EXTERNAL_DRIVERS`` name, or ``exec:COMMAND``) or a factory object, loaded and sorted
+    into its layer by ``classify_factory``; ``BadImplError`` (one line naming every accepted
+    form) when it is none of them."""
+    if not isinstance(impl, str):
+        return classify_factory(impl_name(impl), impl)
+    # The one place an --impl string becomes a factory: a named driver of a real system or
+    # ``exec:COMMAND`` is a protocol server in another process (docs/PROTOCOL.md), whose
+    # factory is a queue factory; anything else is MODULE:ATTRIBUTE.
+    spec = external_driver(impl) if impl in EXTERNAL_DRIVERS else BUILTIN_IMPLS.get(impl, impl)
+    if is_exec_impl(spec):
+        return classify_factory(impl, exec_factory(spec))
+    return classify_factory(impl, _load_attribute(impl, spec))
+
+
+def impl_name(factory: object) -> str:
+    """The name of a factory object: ``module:qualname``."""
+    qualname = getattr(factory, "__qualname__", repr(factory))
+    return f"{getattr(factory, '__module__', '?')}:{qualname}"
+
+
 def load_factory(spec: str) -> Factory:
-    """Resolve ``module:attribute`` (or a name of ``BUILTIN_IMPLS`` or
-    ``EXTERNAL_DRIVERS``, or ``exec:COMMAND``) to a factory, with an error that says what
-    is wrong."""
-    if spec in EXTERNAL_DRIVERS:
-        spec = external_driver(spec)
-    spec = BUILTIN_IMPLS.get(spec, spec)
-    if is_exec_impl(spec):  # a protocol server in another process (docs/PROTOCOL.md)
-        return exec_factory(spec)
+    """The factory ``spec`` names, of any layer (``load_impl``)."""
+    factory: Factory = load_impl(spec).factory
+    return factory
+
+
+def _load_attribute(name: str, spec: str) -> Any:
+    """The object ``spec`` (``module:attribute``, the attribute maybe dotted) names."""
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
-        raise BadImplError(f"--impl must look like module:factory, got {spec!r}")
+        raise BadImplError(f"--impl must be MODULE:FACTORY or one of {', '.join(BUILTIN_IMPLS)}, "
+                           f"got {name!r}")
     try:
         module = _import_module(module_name)
     except Exception as exc:  # any import failure is the user's input, reported plainly
-        raise BadImplError(f"--impl {spec}: cannot import {module_name!r}: {exc}") from None
+        raise BadImplError(f"--impl {name}: cannot import {module_name!r}: {exc}") from None
     target: Any = module
     for part in attribute.split("."):
         try:
             target = getattr(target, part)
         except AttributeError:
             raise BadImplError(
-                f"--impl {spec}: {module_name} has no attribute {attribute!r}"
+                f"--impl {name}: {module_name} has no attribute {attribute!r}"
             ) from None
     if not callable(target):
-        raise BadImplError(f"--impl {spec}: {attribute!r} is not callable")
-    try:
-        signature = inspect.signature(target)
-    except ValueError:  # builtins without a signature: trust them
-        return target
-    for keywords in (QUEUE_FACTORY_KEYWORDS, CONSUMER_FACTORY_KEYWORDS):
-        try:
-            signature.bind(**dict.fromkeys(keywords))
-        except TypeError:
-            continue
-        return target
-    raise BadImplError(
-        f"--impl {spec}: must accept factory({'=, '.join(QUEUE_FACTORY_KEYWORDS)}=) (a queue) "
-        f"or factory({'=, '.join(CONSUMER_FACTORY_KEYWORDS)}=) (a push consumer core)"
+        raise BadImplError(f"--impl {name}: {attribute!r} is not callable")
+    return target
+
+
+def accepted_forms() -> str:
+    """Every form ``--impl`` may take, as the refusal names them."""
+    forms = [f"a {LAYER_FORMS[layer]} factory({_keywords(layer)})" for layer in LAYER_FORMS]
+    return ", ".join(forms[:-1]) + " or " + forms[-1]
+
+
+def _keywords(layer: str) -> str:
+    return ", ".join(f"{keyword}=" for keyword in LAYER_KEYWORDS[layer])
+
+
+def _refuse(name: str, problem: str) -> BadImplError:
+    return BadImplError(
+        f"--impl {name}: {problem}; --impl takes {accepted_forms()}, which may declare "
+        f"its form as factory.{LAYER_ATTRIBUTE} (docs/ADAPTER.md)"
     )
+
+
+def classify_factory(name: str, factory: Any) -> LoadedImpl:
+    """``factory``'s layer, by this rule (docs/ADAPTER.md "Which layer"):
+
+    1. a declared ``factory.rmqsim_layer`` (a key of ``LAYER_KEYWORDS``) decides, when the
+       signature accepts that layer's keywords;
+    2. else the signature must name its keywords (no ``**kwargs``) and accept those of
+       exactly one form: queue (a storage backend when it also takes ``fs=``), push
+       consumer or stream. Accepting two forms is ambiguous and refused, as is a
+       signature that cannot be read.
+
+    A storage backend's ``flush`` is its declared ``rmqsim_flush``, else ``sync``."""
+    if not callable(factory):
+        raise _refuse(name, f"{type(factory).__name__} is not callable")
+    declared = getattr(factory, LAYER_ATTRIBUTE, None)
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        signature = None
+    try:
+        if declared is not None:
+            layer = _declared_layer(name, declared, signature)
+        else:
+            layer = _layer_by_signature(name, signature)
+        return LoadedImpl(name, factory, layer, _flush_of(name, factory, layer))
+    except BadImplError as exc:
+        raise NoFormError(str(exc), factory) from None
+
+
+def _declared_layer(name: str, declared: object, signature: inspect.Signature | None) -> str:
+    if declared not in LAYER_KEYWORDS:
+        raise _refuse(name, f"{LAYER_ATTRIBUTE} = {declared!r} is not one of "
+                            f"{', '.join(map(repr, LAYER_KEYWORDS))}")  # fmt: skip
+    layer = str(declared)
+    if signature is not None and not _binds(signature, LAYER_KEYWORDS[layer]):
+        raise _refuse(name, f"it declares {LAYER_ATTRIBUTE} = {layer!r} but "
+                            f"{_lacks(signature, LAYER_KEYWORDS[layer])}")  # fmt: skip
+    return layer
+
+
+def _layer_by_signature(name: str, signature: inspect.Signature | None) -> str:
+    if signature is None:
+        raise _refuse(name, "its signature cannot be read: declare which form it is")
+    params = signature.parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        raise _refuse(name, f"factory{signature} hides what it takes (**): name its "
+                            f"keywords, or declare its form ({LAYER_ATTRIBUTE} = ...)")
+    matches = [layer for layer in BASE_LAYERS if _binds(signature, LAYER_KEYWORDS[layer])]
+    if len(matches) > 1:
+        both = " and ".join(f"a {LAYER_FORMS[layer]} factory" for layer in matches)
+        chosen = " or ".join(repr(layer) for layer in matches)
+        raise _refuse(name, f"it accepts the keywords of both {both}: declare which it is "
+                            f"({LAYER_ATTRIBUTE} = {chosen})")
+    if not matches:
+        closest = min(BASE_LAYERS, key=lambda layer: _distance(signature, layer))
+        raise _refuse(name, f"factory{signature} is no form: as a {LAYER_FORMS[closest]} "
+                            f"factory it {_lacks(signature, LAYER_KEYWORDS[closest])}")
+    if matches == ["queue"] and _binds(signature, LAYER_KEYWORDS["storage"]):
+        return "storage"
+    return matches[0]
+
+
+def _flush_of(name: str, factory: Any, layer: str) -> str | None:
+    declared = getattr(factory, FLUSH_ATTRIBUTE, None)
+    if layer != "storage":
+        if declared is not None:
+            raise _refuse(name, f"it declares {FLUSH_ATTRIBUTE}, a storage backend's promise, "
+                                f"but it is a {LAYER_FORMS[layer]} factory (no fs=)")
+        return None
+    if declared is None:
+        return "sync"
+    if declared not in FLUSH_PROMISES:
+        raise _refuse(name, f"{FLUSH_ATTRIBUTE} = {declared!r} is not one of "
+                            f"{', '.join(map(repr, FLUSH_PROMISES))}")  # fmt: skip
+    return str(declared)
+
+
+def _binds(signature: inspect.Signature, keywords: tuple[str, ...]) -> bool:
+    try:
+        signature.bind(**dict.fromkeys(keywords))
+    except TypeError:
+        return False
+    return True
+
+
+def _missing_and_extra(
+    signature: inspect.Signature, keywords: tuple[str, ...]
+) -> tuple[list[str], list[str]]:
+    """The ``keywords`` the signature does not take, and what it requires beyond them."""
+    params = signature.parameters
+    keyword_kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    missing = [k for k in keywords if k not in params or params[k].kind not in keyword_kinds]
+    extra = [
+        p.name for p in params.values()
+        if p.name not in keywords and p.default is inspect.Parameter.empty
+        and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    ]  # fmt: skip
+    return missing, extra
+
+
+def _distance(signature: inspect.Signature, layer: str) -> int:
+    missing, extra = _missing_and_extra(signature, LAYER_KEYWORDS[layer])
+    return len(missing) + len(extra)
+
+
+def _lacks(signature: inspect.Signature, keywords: tuple[str, ...]) -> str:
+    """What keeps ``signature`` from accepting ``keywords``, in words."""
+    missing, extra = _missing_and_extra(signature, keywords)
+    parts = []
+    if missing:
+        parts.append(f"lacks {', '.join(k + '=' for k in missing)}")
+    if extra:
+        parts.append(f"also requires {', '.join(extra)}")
+    return " and ".join(parts) or "cannot be called with them"
 
 
 def _import_module(module_name: str) -> Any:
@@ -319,30 +534,21 @@ def _module_exists(module_name: str) -> bool:
 
 def queue_factory(impl: str | Factory, needed_by: str) -> tuple[str, Factory]:
     """``resolve_impl`` for what only a queue can run (``needed_by``: replaying a queue
-    trace, fuzzing, a crash sweep): a push consumer factory is refused with a clear
+    trace, fuzzing, a crash sweep): a factory of another layer is refused with a clear
     ``BadImplError`` instead of failing at its first call."""
-    name, factory = resolve_impl(impl)
-    if is_consumer_factory(factory):
+    loaded = load_impl(impl)
+    if loaded.layer not in QUEUE_LAYERS:
         raise BadImplError(
-            f"--impl {name} is a push consumer factory; {needed_by} needs a queue factory "
-            f"factory({'=, '.join(QUEUE_FACTORY_KEYWORDS)}=)"
+            f"--impl {loaded.name} is a {LAYER_FORMS[loaded.layer]} factory; {needed_by} "
+            f"needs a queue factory factory({_keywords('queue')})"
         )
-    return name, factory
+    return loaded.name, loaded.factory
 
 
 def is_consumer_factory(factory: object) -> bool:
-    """True for a push consumer factory (``CONSUMER_FACTORY_KEYWORDS``), False for a queue
-    factory: ``--impl`` may name either layer, and ours stands in for the other one. A
-    factory that accepts both (``**kwargs``) is a queue factory."""
-    if not callable(factory):
-        return False
+    """True for a push consumer factory (``load_impl``'s layer ``consumer``), False for
+    anything else (a factory of another layer, or no factory at all)."""
     try:
-        signature = inspect.signature(factory)
-        signature.bind(**dict.fromkeys(CONSUMER_FACTORY_KEYWORDS))
-    except (TypeError, ValueError):
+        return load_impl(factory).layer == "consumer"  # type: ignore[arg-type]
+    except BadImplError:
         return False
-    try:
-        signature.bind(**dict.fromkeys(QUEUE_FACTORY_KEYWORDS))
-    except TypeError:
-        return True
-    return False

@@ -26,11 +26,13 @@ from typing import Any
 
 from rmqsim.conformance.adapter import (
     DEFAULT_IMPL,
+    LAYER_FORMS,
+    QUEUE_LAYERS,
     BadImplError,
     Factory,
     checked_queue,
-    is_consumer_factory,
-    resolve_impl,
+    load_factory,
+    load_impl,
 )
 from rmqsim.conformance.apply import error_outcome, exception_text
 from rmqsim.conformance.consumer_check import ConsumerViolation, GroupHistory
@@ -308,10 +310,15 @@ def resolve_consumer_impl(impl: str | Factory) -> tuple[str, Factory, Callable[.
     """(name, queue factory, consumer factory): ``impl`` is one of them, ours the other."""
     if impl == DEFAULT_IMPL:
         impl = DEFAULT_CONSUMER_IMPL
-    name, factory = resolve_impl(impl)
-    if is_consumer_factory(factory):
-        return name, resolve_impl(DEFAULT_IMPL)[1], factory
-    return name, factory, impl_consumer_factory
+    loaded = load_impl(impl)
+    if loaded.layer == "consumer":
+        return loaded.name, load_factory(DEFAULT_IMPL), loaded.factory
+    if loaded.layer not in QUEUE_LAYERS:
+        raise BadImplError(
+            f"--impl {loaded.name} is a {LAYER_FORMS[loaded.layer]} factory; a consumer "
+            "profile needs a push consumer factory or a queue factory"
+        )
+    return loaded.name, loaded.factory, impl_consumer_factory
 
 
 class ConsumerLockstep(OperationCrashes):

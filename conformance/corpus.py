@@ -18,11 +18,11 @@ import json
 import shlex
 from pathlib import Path
 
-from rmqsim.conformance.adapter import DEFAULT_IMPL, Factory
+from rmqsim.conformance.adapter import DEFAULT_IMPL, BadImplError, Factory
 from rmqsim.conformance.layer import layer_for_header
 from rmqsim.conformance.run import RunResult, read_run_trace, replay
 from rmqsim.conformance.run_result import failed_at_final_check
-from rmqsim.conformance.trace import dumps, write_lines
+from rmqsim.conformance.trace import Trace, dumps, write_lines
 
 __all__ = [
     "DEFAULT_CORPUS",
@@ -96,7 +96,11 @@ def corpus_files(directory: Path) -> list[Path]:
 def replay_regression(path: Path, impl: str | Factory = DEFAULT_IMPL) -> RunResult:
     """Replay one corpus file (of any layer) on ``impl``; the result names the file and
     how to repeat it."""
-    result = replay(read_run_trace(path), impl=impl)
+    return _replayed(path, read_run_trace(path), impl)
+
+
+def _replayed(path: Path, trace: Trace, impl: str | Factory) -> RunResult:
+    result = replay(trace, impl=impl)
     result.trace_path = path
     result.replay_only = True  # the repro below is the one command: no bare replay line
     command = ["rmqsim", "replay", str(path)]
@@ -107,5 +111,15 @@ def replay_regression(path: Path, impl: str | Factory = DEFAULT_IMPL) -> RunResu
 
 
 def replay_corpus(directory: Path, impl: str | Factory = DEFAULT_IMPL) -> list[RunResult]:
-    """Replay every file of the corpus on ``impl``, in name order."""
-    return [replay_regression(path, impl) for path in corpus_files(directory)]
+    """Replay every file of the corpus that ``impl`` can replay, in name order: every
+    file for a queue (ours runs the layers above it), the files of its own layer for a
+    push consumer or a stream factory."""
+    results = []
+    for path in corpus_files(directory):
+        trace = read_run_trace(path)
+        try:
+            layer_for_header(trace.header).resolve_impl(impl, for_replay=True)
+        except BadImplError:  # a file of another layer than impl's
+            continue
+        results.append(_replayed(path, trace, impl))
+    return results

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from rmqsim.conformance.adapter import Factory, resolve_impl
+from rmqsim.conformance.adapter import QUEUE_LAYERS, Factory, resolve_impl
 from rmqsim.conformance.corpus import replay_corpus
 from rmqsim.conformance.coverage import coverage_summary, with_coverage
 from rmqsim.conformance.crash_sweep import (
@@ -25,7 +25,7 @@ from rmqsim.conformance.crash_sweep import (
 )
 from rmqsim.conformance.deviations import Deviation, DeviationProfile
 from rmqsim.conformance.gate_power import power_suite, power_summary
-from rmqsim.conformance.layer import layer_for_profile, registered_layers
+from rmqsim.conformance.layer import layer_for_profile, layer_named, registered_layers
 from rmqsim.conformance.layers import CONSUMER_LAYER, QUEUE_LAYER, STREAM_LAYER
 from rmqsim.conformance.pool import WorkerPool
 from rmqsim.conformance.power_loss import PowerSweepResult
@@ -49,6 +49,7 @@ __all__ = [
     "all_gate_profiles",
     "collect_sweeps",
     "crash_case_failures",
+    "gate_profiles_for",
     "junit_xml",
     "run_corpus",
     "run_profiles",
@@ -77,6 +78,17 @@ def all_gate_profiles() -> tuple[str, ...]:
     layer's gate profiles, in the order the layers were registered (queue, consumer,
     stream, then any a user registered)."""
     return tuple(name for layer in registered_layers() for name in layer.gate_profiles)
+
+
+def gate_profiles_for(impl_layer: str) -> tuple[str, ...]:
+    """The profiles ``rmqsim gate --impl X`` runs by default, by X's layer
+    (``adapter.load_impl``): for a queue or a storage backend every layer's
+    (``all_gate_profiles``: ours run above it), for a push consumer or a stream factory
+    its own layer's gate profiles."""
+    if impl_layer in QUEUE_LAYERS:
+        return all_gate_profiles()
+    return tuple(layer_named(impl_layer).gate_profiles)
+
 #: The gate's summary row and JUnit suite of the regression corpus replays.
 CORPUS_SUITE = "regressions"
 #: Default seeds per profile: sized so that the whole gate takes a few minutes here.

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import inspect
 import logging
 import random
 import time
@@ -43,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from rmqsim.conformance.adapter import BadImplError, FaultHook, load_factory
+from rmqsim.conformance.adapter import BadImplError, FaultHook, load_impl
 from rmqsim.conformance.apply import RUNNER_KINDS, apply_op, exception_text
 from rmqsim.conformance.lockstep import SimClock
 from rmqsim.conformance.simdisk import FAULT_MODES, PointRecord, PowerCut, SimDisk
@@ -157,27 +156,21 @@ class PowerSweepResult:
 
 
 def gate_promise(impl: str) -> str | None:
-    """The promise a gate's power-loss sweep holds ``impl`` to: None when its factory
-    takes no ``fs=`` (not a file-system backend), ``async`` for the async built-in
-    (``commitlog-async``), else ``sync`` (the full SPEC)."""
-    try:
-        factory = storage_factory(impl)
-    except BadImplError:
-        return None
-    return "async" if factory is load_factory(DEFAULT_STORAGE_IMPLS["async"]) else "sync"
+    """The promise a gate's power-loss sweep holds ``impl`` to: None when it is not a
+    storage backend (its factory takes no ``fs=``), else the one it declares
+    (``rmqsim_flush``; ``sync``, the full SPEC, when it declares none)."""
+    loaded = load_impl(impl)
+    return loaded.flush if loaded.layer == "storage" else None
 
 
 def storage_factory(impl: str) -> StorageFactory:
-    """The factory ``impl`` names; it must accept ``fs=`` (BadImplError otherwise)."""
-    factory = load_factory(impl)
-    try:
-        accepts = "fs" in inspect.signature(factory).parameters
-    except ValueError:
-        accepts = False
-    if not accepts:
+    """The factory ``impl`` names; it must be a storage backend, accepting ``fs=``
+    (BadImplError otherwise)."""
+    loaded = load_impl(impl)
+    if loaded.layer != "storage":
         raise BadImplError(f"--impl {impl}: a storage sweep needs a factory that accepts fs= "
                            "(a FileSystem, as impl.commitlog:open_queue does)")
-    return cast(StorageFactory, factory)
+    return cast(StorageFactory, loaded.factory)
 
 
 def record_scenario(profile_name: str, seed: int, steps: int) -> tuple[MQConfig, list[Step]]:

@@ -76,10 +76,30 @@ def _marker_kwargs(definition: Any) -> dict[str, Any]:
     return dict(marker.kwargs) if marker is not None else {}
 
 
+def _impl(config: pytest.Config, kwargs: dict[str, Any]) -> Any:
+    """The implementation: ``--rmqsim-impl``, else the marker's, else ours."""
+    from rmqsim.conformance.adapter import DEFAULT_IMPL
+
+    return config.getoption("--rmqsim-impl") or kwargs.get("impl") or DEFAULT_IMPL
+
+
+def _layer_profiles(impl: Any) -> list[str]:
+    """The gate profiles of ``impl``'s layer: the queue's for a queue or a storage backend,
+    the consumer's or the streams' for a push consumer or a stream factory."""
+    from rmqsim.conformance.adapter import QUEUE_LAYERS, BadImplError, load_impl
+    from rmqsim.conformance.gate import GATE_PROFILES, gate_profiles_for
+
+    try:
+        layer = load_impl(impl).layer
+    except BadImplError as exc:
+        raise pytest.UsageError(f"--rmqsim-impl: {exc}") from None
+    return list(GATE_PROFILES if layer in QUEUE_LAYERS else gate_profiles_for(layer))
+
+
 def _profiles(config: pytest.Config, kwargs: dict[str, Any]) -> list[str]:
     """Profiles from ``--rmqsim-profile`` (each may be a comma list), else the marker's,
-    else the gate's; each checked now so that a typo is a usage error, not a failure."""
-    from rmqsim.conformance.gate import GATE_PROFILES
+    else the gate profiles of the implementation's layer; each checked now so that a typo
+    is a usage error, not a failure."""
     from rmqsim.scenarios.catalog import get_profile
     from rmqsim.scenarios.profiles import ProfileError
 
@@ -88,7 +108,8 @@ def _profiles(config: pytest.Config, kwargs: dict[str, Any]) -> list[str]:
         names = [name.strip() for item in given for name in item.split(",") if name.strip()]
     else:
         marked = kwargs.get("profiles")
-        names = [marked] if isinstance(marked, str) else list(marked or GATE_PROFILES)
+        names = [marked] if isinstance(marked, str) else list(marked or [])
+        names = names or _layer_profiles(_impl(config, kwargs))
     for name in names:
         try:
             get_profile(name)
@@ -157,14 +178,13 @@ class GateCheck:
 @pytest.fixture
 def rmqsim_gate(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The gate for this item's profile; call ``.check()`` (or ``.run()`` to inspect)."""
-    from rmqsim.conformance.adapter import DEFAULT_IMPL
     from rmqsim.conformance.cli.common import SEEDS
     from rmqsim.conformance.corpus import DEFAULT_CORPUS
     from rmqsim.conformance.gate import DEFAULT_GATE_SEEDS
 
     config = request.config
     kwargs = _marker_kwargs(request.node)
-    impl = config.getoption("--rmqsim-impl") or kwargs.get("impl") or DEFAULT_IMPL
+    impl = _impl(config, kwargs)
     seeds_text = config.getoption("--rmqsim-seeds") or kwargs.get("seeds")
     try:
         seeds = SEEDS.convert(seeds_text, None, None) if seeds_text else DEFAULT_GATE_SEEDS

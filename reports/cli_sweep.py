@@ -90,15 +90,15 @@ def sweep_command(
     Exit 0 when every run conforms, 1 on divergences or a determinism mismatch, 2 on bad
     usage, 3 when rmqsim itself failed on some run.
     """
-    from rmqsim.conformance.adapter import DEFAULT_IMPL, load_factory
-    from rmqsim.conformance.gate import all_gate_profiles
+    from rmqsim.conformance.adapter import DEFAULT_IMPL, load_impl
+    from rmqsim.conformance.gate import gate_profiles_for
     from rmqsim.reports.spark import Shipping, check_master, spark_session
     from rmqsim.reports.sweep import SweepSpec, check_appendable, run_sweep
 
-    # The gate's profiles, as `rmqsim gate` runs them: every layer's, in layer order.
-    names = parse_profiles(profiles, all_gate_profiles())
+    # The gate's profiles, as `rmqsim gate` runs them: those of the implementation's layer
+    # (every layer's, in layer order, for a queue).
     impl = impl or DEFAULT_IMPL
-    load_factory(impl)
+    names = parse_profiles(profiles, gate_profiles_for(load_impl(impl).layer))
     check_master(master)
     writable_dir(out)
     if append:

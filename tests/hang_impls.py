@@ -23,6 +23,9 @@ def open_never_returns(*, path: Path, **_kwargs: Any) -> MessageQueue:
     raise AssertionError("unreachable")
 
 
+open_never_returns.rmqsim_layer = "queue"  # type: ignore[attr-defined]  # it takes **_kwargs
+
+
 class _SwallowsInterrupts(RocksMQ):
     """``create_topic`` sleeps forever and swallows whatever interrupts it, even a
     ``BaseException``: the watchdog's signal cannot end the call."""

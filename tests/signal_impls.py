@@ -25,3 +25,6 @@ def lost_write_then_signal(**kwargs: Any) -> Any:
     if _opened == int(at):
         os.kill(os.getpid(), signal.Signals[name])
     return lost_write(**kwargs)
+
+
+lost_write_then_signal.rmqsim_layer = "queue"  # type: ignore[attr-defined]

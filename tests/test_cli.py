@@ -25,6 +25,9 @@ def lost_write_factory(**kwargs):
     return make_model_factory(LostWrite)(**kwargs)
 
 
+lost_write_factory.rmqsim_layer = "queue"  # it takes **kwargs: it says which form it is
+
+
 def invoke(*args: str):
     return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 

@@ -72,7 +72,7 @@ def test_a_missing_module_is_still_reported_plainly(
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (("fuzz", "--examples", "2"), "fuzzing needs a queue factory"),
+        (("fuzz", "--layer", "queue", "--examples", "2"), "fuzzing needs a queue factory"),
         (("crash-sweep", "--profile", "smoke", "--steps", "10"), "a crash sweep needs a queue"),
     ],
 )

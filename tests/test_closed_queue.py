@@ -70,6 +70,7 @@ def _factory(cls: type) -> Any:
         return cls(model_factory(**kwargs))
 
     factory.__qualname__ = cls.__name__
+    factory.rmqsim_layer = "queue"  # type: ignore[attr-defined]
     return factory
 
 

@@ -34,6 +34,9 @@ def remembering_factory(**kwargs: Any) -> Any:
     return _Remembering(**kwargs)
 
 
+remembering_factory.rmqsim_layer = "queue"  # type: ignore[attr-defined]
+
+
 def test_a_queue_with_the_seam_hears_once_that_its_run_is_over() -> None:
     FORGOTTEN.clear()
     result = run_seed("crashy", 2, steps=60, impl=remembering_factory)

@@ -177,6 +177,8 @@ def test_a_run_releases_its_sut_with_crash_at_the_end(tmp_path) -> None:
         calls.append("open")
         return Recording(rocksmq_factory(**kwargs))
 
+    factory.rmqsim_layer = "queue"
+
     result = run_seed("smoke", 0, impl=factory, workdir=tmp_path)
     assert result.ok, result.divergence
     assert calls[-1] == "crash"

@@ -133,6 +133,8 @@ def test_a_child_dying_on_its_own_is_reported_not_hung(
                 queue = rocksmq_factory(**kwargs)
                 queue.create_topic = lambda topic: os._exit(7)
                 return queue
+
+            open_queue.rmqsim_layer = "queue"
             """
         )
     )

@@ -6,6 +6,7 @@ conftest), as a user's CI would: the plugin is found through its ``pytest11`` en
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -130,3 +131,20 @@ def test_a_bad_profile_is_a_usage_error(tmp_path: Path) -> None:
     done = run_pytest(project, "--rmqsim-profile", "no-such-profile")
     assert done.returncode != 0 and "no-such-profile" in done.stdout + done.stderr
     assert "passed" not in done.stdout
+
+
+def test_the_default_profiles_are_those_of_the_impls_layer(tmp_path: Path) -> None:
+    """A stream factory gets the stream gate profiles, a push consumer the consumer ones,
+    a queue the queue's (as ``rmqsim gate --impl``)."""
+    from rmqsim.conformance.gate import GATE_CONSUMER_PROFILES, GATE_PROFILES, GATE_STREAM_PROFILES
+
+    project = make_project(tmp_path, "def test_gate(rmqsim_gate):\n    rmqsim_gate.check()\n")
+    for impl, profiles in (
+        ("stream", GATE_STREAM_PROFILES),
+        ("rmqsim.conformance.consumer_run:impl_consumer_factory", GATE_CONSUMER_PROFILES),
+        ("mymq:open_queue", GATE_PROFILES),
+    ):
+        done = run_pytest(project, "--collect-only", "--rmqsim-impl", impl)
+        assert done.returncode == 0, done.stdout + done.stderr
+        items = re.findall(r"<Function test_gate\[([^\]]+)\]>", done.stdout)
+        assert items == list(profiles), (impl, done.stdout)

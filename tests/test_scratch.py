@@ -38,6 +38,7 @@ def test_a_run_uses_the_scratch_root_and_cleans_up(
         seen.append(Path(str(kwargs["path"])))
         return rocksmq_factory(**kwargs)  # type: ignore[arg-type]
 
+    factory.rmqsim_layer = "queue"  # type: ignore[attr-defined]  # it takes **kwargs
     result = run_seed("smoke", 0, impl=factory, steps=20)
     assert result.ok
     assert seen and all(tmp_path in p.parents for p in seen)
@@ -52,6 +53,7 @@ def _recording_factory(seen: list[Path]) -> Callable[..., Any]:
         seen.append(Path(str(kwargs["path"])))
         return rocksmq_factory(**kwargs)
 
+    factory.rmqsim_layer = "queue"  # type: ignore[attr-defined]  # it takes **kwargs
     return factory
 
 

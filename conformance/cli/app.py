@@ -35,6 +35,7 @@ from rmqsim.conformance.cli.common import (
     crash_rate_option,
     expect_option,
     fail,
+    flush_option,
     friendly_errors,
     impl_option,
     interrupt_signal,
@@ -316,7 +317,7 @@ def _checked_run_options(
     """``run``'s options checked (a ``UsageError`` or bad input otherwise): the seeds to
     run and the implementation (noting on stderr when a push consumer factory is given
     for a queue profile)."""
-    from rmqsim.conformance.adapter import DEFAULT_IMPL, is_consumer_factory, load_factory
+    from rmqsim.conformance.adapter import DEFAULT_IMPL, load_impl
     from rmqsim.conformance.layer import layer_for_profile
     from rmqsim.conformance.run import spec_for_seed  # noqa: F401 (registers the layers)
     from rmqsim.scenarios.catalog import get_profile
@@ -329,7 +330,7 @@ def _checked_run_options(
     get_profile(profile_name)
     impl = impl or DEFAULT_IMPL
     layer_for_profile(profile_name).resolve_impl(impl, for_replay=False)  # BadImplError
-    if profile_name in PROFILES and is_consumer_factory(load_factory(impl)):
+    if profile_name in PROFILES and load_impl(impl).layer == "consumer":
         click.echo(
             f"rmqsim: note: --impl {impl} is a push consumer factory: queue profile "
             f"{profile_name} checks rmqsim's own queue (consumer profiles check yours)",
@@ -429,6 +430,10 @@ def _replay_power(trace_file: Path, lines: list[str], impl: str | None) -> None:
     help="When --impl is a file-system backend (its factory takes fs=), also cut the power "
     "at every file-system call of the first seed of each profile (crash-sweep --storage).",
 )
+@flush_option(
+    "The durability promise (sync or async) the power-loss sweep holds --impl to; "
+    "default: the one its factory declares (rmqsim_flush), else sync."
+)
 @click.option(
     "--power-steps",
     type=click.IntRange(min=1),
@@ -467,6 +472,7 @@ def gate_command(
     sweep_steps: int | None,
     sweep_crash_mode: str,
     power_loss: bool,
+    flush: str | None,
     power_steps: int | None,
     crash_rate: float,
     corpus: Path | None,
@@ -477,24 +483,23 @@ def gate_command(
     expect: str | None,
     crash_mode: str,
 ) -> None:
-    """The CI gate: every standard profile over the seeds, then a crash sweep of the first
-    seed of each; JUnit XML and a JSON summary."""
-    from rmqsim.conformance.adapter import DEFAULT_IMPL, load_factory
+    """The CI gate: the gate profiles of --impl's layer over the seeds, then a crash sweep
+    of the first seed of each (and a power-loss sweep of a storage backend); JUnit XML and
+    a JSON summary."""
     from rmqsim.conformance.corpus import DEFAULT_CORPUS
     from rmqsim.conformance.gate import (
         DEFAULT_GATE_SEEDS,
         GatePlan,
         GateResult,
-        all_gate_profiles,
+        gate_profiles_for,
         run_corpus,
         write_outputs,
     )
     from rmqsim.conformance.layer import layer_for_profile
     from rmqsim.conformance.pool import default_jobs, worker_pool
 
-    impl = impl or DEFAULT_IMPL
-    load_factory(impl)
-    names = parse_profiles(profiles, all_gate_profiles())
+    impl, layer, promise = _gate_impl(impl, flush)
+    names = parse_profiles(profiles, gate_profiles_for(layer))
     _check_gate_options(corpus, master, spark)
     runner = functools.partial(gate_runner("spark"), master=master) if spark else None
     plan = GatePlan(names, seeds or DEFAULT_GATE_SEEDS, impl, writable_dir(out), steps, shrink,
@@ -516,8 +521,8 @@ def gate_command(
             _gate_sweeps(gate, plan, swept, sweep_steps, sweep_crash_mode, pool)
             _gate_steer(gate, plan, pool)
             _gate_shrink_cases(gate, plan, pool)
-        if power_loss and swept:
-            _gate_power(gate, plan, swept, power_steps, pool)
+        if power_loss and swept and promise is not None:
+            _gate_power(gate, plan, swept, promise, power_steps, pool)
         run_corpus(gate, corpus or DEFAULT_CORPUS, impl=impl)
     save_regressions(gate.results, save_regression)
     try:
@@ -638,15 +643,28 @@ def _gate_shrink_cases(gate: Any, plan: Any, pool: Any) -> None:
                            on_shrunk=on_shrunk)  # fmt: skip
 
 
-def _gate_power(gate: Any, plan: Any, swept: list[str], steps: int | None, pool: Any) -> None:
-    """The power-loss sweep of the first seed of each of ``swept``, added to ``gate``,
-    when ``plan.impl`` is a file-system backend (``conformance.gate_power``)."""
-    from rmqsim.conformance.gate_power import GATE_POWER_STEPS, PowerPlan, run_power_sweeps
-    from rmqsim.conformance.power_loss import PowerSweepResult, gate_promise
+def _gate_impl(impl: str | None, flush: str | None) -> tuple[str, str, str | None]:
+    """The gate's ``--impl`` (default ours), loaded and checked: its name, its layer and
+    the promise its power-loss sweep holds it to (None: it is no storage backend)."""
+    from rmqsim.conformance.adapter import DEFAULT_IMPL, LAYER_FORMS, load_impl
 
-    promise = gate_promise(plan.impl) if isinstance(plan.impl, str) else None
-    if promise is None:
-        return
+    loaded = load_impl(impl or DEFAULT_IMPL)
+    if loaded.layer != "storage":
+        if flush is not None:
+            raise UsageError(f"--flush: --impl {loaded.name} is a {LAYER_FORMS[loaded.layer]} "
+                             "factory, not a storage backend (a factory taking fs=)")
+        return loaded.name, loaded.layer, None
+    return loaded.name, loaded.layer, flush or loaded.flush
+
+
+def _gate_power(
+    gate: Any, plan: Any, swept: list[str], promise: str, steps: int | None, pool: Any
+) -> None:
+    """The power-loss sweep of the first seed of each of ``swept``, added to ``gate``,
+    holding the storage backend ``plan.impl`` to ``promise`` (``conformance.gate_power``)."""
+    from rmqsim.conformance.gate_power import GATE_POWER_STEPS, PowerPlan, run_power_sweeps
+    from rmqsim.conformance.power_loss import PowerSweepResult
+
     power = PowerPlan(plan.impl, promise, plan.out, steps or GATE_POWER_STEPS, plan.shrink)
     with progress(len(swept), f"power-loss sweep ({promise})") as bar:
 

@@ -28,6 +28,7 @@ __all__ = [
     "EXIT_INTERNAL",
     "EXIT_OK",
     "EXIT_USAGE",
+    "FLUSH_CHOICES",
     "SEEDS",
     "SEED_LIMIT",
     "SPARK_EXTRA_INSTALL",
@@ -43,6 +44,7 @@ __all__ = [
     "crash_rate_option",
     "expect_option",
     "fail",
+    "flush_option",
     "friendly_errors",
     "impl_option",
     "interrupt_exit_code",
@@ -304,9 +306,20 @@ impl_option = click.option(
     "--impl",
     default=None,
     metavar="MOD:FACTORY",
-    help="The implementation under test: a factory(path=, config=, clock=, faults=). "
-    "Default: ours (impl.RocksMQ).",
+    help="The implementation under test: a queue factory(path=, config=, clock=, faults=), "
+    "a storage backend (the same and fs=), a push consumer or a stream factory "
+    "(docs/ADAPTER.md). Default: ours (impl.RocksMQ).",
 )
+
+#: The durability promises (``adapter.FLUSH_PROMISES``), restated so that ``--help`` does
+#: not import the adapter; a test keeps the two equal.
+FLUSH_CHOICES = ("sync", "async")
+
+
+def flush_option(help_text: str) -> Callable[[F], F]:
+    """``--flush sync|async``: the durability promise a storage backend is held to."""
+    return click.option("--flush", type=click.Choice(FLUSH_CHOICES), default=None,
+                        help=help_text)
 
 
 expect_option = click.option(

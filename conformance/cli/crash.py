@@ -10,9 +10,11 @@ import click
 from rmqsim.conformance.cli.common import (
     EXIT_DIVERGENCE,
     EXIT_OK,
+    FLUSH_CHOICES,
     SEED_LIMIT,
     UsageError,
     crash_mode_option,
+    flush_option,
     friendly_errors,
     impl_option,
     op_timeout_option,
@@ -25,6 +27,7 @@ from rmqsim.conformance.cli.common import (
 from rmqsim.conformance.shrink_budget import ShrinkBudget
 
 __all__ = [
+    "DECLARED",
     "MAX_REPORTED_CASES",
     "crash_sweep_command",
     "shrink_command",
@@ -70,6 +73,9 @@ def shrink_command(
 
 #: Failing cases of a sweep printed in full (the rest are listed one line each).
 MAX_REPORTED_CASES = 3
+#: ``--storage``'s value (and what a bare ``--storage`` means): the promise the
+#: implementation declares.
+DECLARED = "declared"
 
 
 @click.command("crash-sweep")
@@ -87,19 +93,23 @@ MAX_REPORTED_CASES = 3
 @crash_mode_option
 @click.option(
     "--storage",
-    type=click.Choice(["sync", "async"]),
+    type=click.Choice([*FLUSH_CHOICES, DECLARED]),
+    is_flag=False,
+    flag_value=DECLARED,
     default=None,
     help="Cut the power instead (a simulated disk) at every write and sync point, under "
-    "each fault mode, and check recovery against this durability promise; --impl must "
+    "each fault mode, and check recovery against this durability promise (bare: the one "
+    "--flush gives, else the one --impl declares, rmqsim_flush, else sync); --impl must "
     "accept fs= (default: impl.commitlog's factory of that flush mode).",
 )
+@flush_option("With --storage: the durability promise to hold --impl to.")
 @click.option("--case", "case_spec", default=None, metavar="POINT:MODE",
               help="With --storage: run only this case (as a failure's repro line gives).")
 @op_timeout_option
 @friendly_errors
 def crash_sweep_command(
     profile_name: str, seed: int, impl: str | None, steps: int | None, out: Path,
-    crash_mode: str, storage: str | None, case_spec: str | None,
+    crash_mode: str, storage: str | None, flush: str | None, case_spec: str | None,
 ) -> None:  # fmt: skip
     """Crash once at every crash point a scenario passes; check each recovery.
 
@@ -109,13 +119,14 @@ def crash_sweep_command(
     change nothing, and the rest of the scenario must still conform. With --storage, the
     power is cut on a simulated disk instead (conformance/power_loss.py).
     """
-    if storage is None and case_spec is not None:
-        raise UsageError("--case needs --storage")
+    if storage is None and (case_spec, flush) != (None, None):
+        raise UsageError(f"{'--case' if case_spec is not None else '--flush'} needs --storage")
     if storage is not None:
         if crash_mode != "inprocess":
             raise UsageError("--storage cuts the power of a simulated disk; "
                              "it does not take --crash-mode process")
-        _storage_sweep(profile_name, seed, impl, steps, out, storage, case_spec)
+        promise = _storage_promise(impl, storage, flush)
+        _storage_sweep(profile_name, seed, impl, steps, out, promise, case_spec)
     from rmqsim.conformance.adapter import DEFAULT_IMPL, load_factory
     from rmqsim.conformance.crash_sweep import DEFAULT_SWEEP_STEPS, crash_sweep
     from rmqsim.conformance.gate import save_failure
@@ -159,6 +170,27 @@ def crash_sweep_command(
         + f", {result.wall_s:.1f}s"
     )
     sys.exit(EXIT_OK if result.ok else EXIT_DIVERGENCE)
+
+
+def _storage_promise(impl: str | None, storage: str, flush: str | None) -> str:
+    """The promise ``crash-sweep --storage`` holds ``impl`` to: ``--storage``'s, else
+    ``--flush``'s, else the one ``impl`` declares (``adapter.load_impl``; sync without
+    ``--impl``)."""
+    from rmqsim.conformance.power_loss import storage_factory
+
+    if impl is not None:
+        storage_factory(impl)  # BadImplError unless a storage backend
+    if storage != DECLARED:
+        if flush not in (None, storage):
+            raise UsageError(f"--storage {storage} and --flush {flush} disagree")
+        return storage
+    if flush is not None or impl is None:
+        return flush or "sync"
+    from rmqsim.conformance.adapter import load_impl
+
+    promise = load_impl(impl).flush
+    assert promise is not None, "a storage backend has a promise"
+    return promise
 
 
 def _storage_sweep(

@@ -92,11 +92,10 @@ class _SettingsProfile(click.Choice):
 @click.option(
     "--layer",
     type=click.Choice(LAYER_NAMES),
-    default="queue",
-    show_default=True,
+    default=None,
     help="The layer to fuzz: the queue (a state machine of its operations), or the push "
     "consumer or the streams (hypothesis draws every choice of the layer's simulation, "
-    "over its gate profiles).",
+    "over its gate profiles). Default: --impl's layer (the queue for a storage backend).",
 )
 @click.option(
     "--profile",
@@ -158,7 +157,7 @@ class _SettingsProfile(click.Choice):
 @friendly_errors
 def fuzz_command(
     impl: str | None,
-    layer: str,
+    layer: str | None,
     profile: str,
     examples: int | None,
     steps: int | None,
@@ -172,15 +171,15 @@ def fuzz_command(
 ) -> None:
     """Fuzz the implementation with a hypothesis state machine in lockstep with the model;
     a failure is shrunk to a short program and written as a replayable trace."""
-    from rmqsim.conformance.adapter import DEFAULT_IMPL, load_factory
+    from rmqsim.conformance.adapter import DEFAULT_IMPL, QUEUE_LAYERS, load_impl
     from rmqsim.conformance.corpus import DEFAULT_CORPUS
     from rmqsim.conformance.gate import save_failure
     from rmqsim.conformance.report import render_failure
     from rmqsim.conformance.stateful import fuzz, render_program
 
     impl = impl or DEFAULT_IMPL
-    if layer == "queue":
-        load_factory(impl)
+    impl_layer = load_impl(impl).layer
+    layer = layer or ("queue" if impl_layer in QUEUE_LAYERS else impl_layer)
     writable_dir(out)
     if database is not None:
         writable_dir(database, "--db")

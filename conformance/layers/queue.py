@@ -15,9 +15,9 @@ from typing import Any
 from rmqsim.conformance.adapter import (
     DEFAULT_IMPL,
     Factory,
-    is_consumer_factory,
+    load_factory,
+    load_impl,
     queue_factory,
-    resolve_impl,
 )
 from rmqsim.conformance.anomalies import ANOMALIES
 from rmqsim.conformance.crash_rate import with_crash_rate
@@ -217,14 +217,14 @@ class QueueLayer:
 
     def resolve_impl(self, impl: str | Factory, *, for_replay: bool) -> tuple[str, Any]:
         """A replay needs a queue factory; a run given a push consumer factory checks our
-        queue (``--impl`` names either layer). The SUT is ``(spec, factory)``: ``spec``
-        is what a child process loads in ``--crash-mode process``."""
-        if for_replay:
-            name, factory = queue_factory(impl, "replaying a queue trace")
-            return name, (impl, factory)
-        name, factory = resolve_impl(impl)
-        if is_consumer_factory(factory):
-            return name, (DEFAULT_IMPL, resolve_impl(DEFAULT_IMPL)[1])
+        queue (``--impl`` names either layer); a stream factory is refused. The SUT is
+        ``(spec, factory)``: ``spec`` is what a child process loads in ``--crash-mode
+        process``."""
+        loaded = load_impl(impl)
+        if loaded.layer == "consumer" and not for_replay:
+            return loaded.name, (DEFAULT_IMPL, load_factory(DEFAULT_IMPL))
+        needed_by = "replaying a queue trace" if for_replay else "a queue profile"
+        name, factory = queue_factory(impl, needed_by)
         return name, (impl, factory)
 
     def simulate(self, spec: RunSpec, lockstep: LayerLockstep) -> None:

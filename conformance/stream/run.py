@@ -5,25 +5,27 @@
 ``check.StreamChecker``. At the end both queues must hold the same records.
 
 ``--impl`` names either a stream factory (``factory(queue=...) -> StreamFactory``, run over
-our RocksMQ), one of ``STREAM_IMPLS``, or a queue factory (our streams over that queue).
+our RocksMQ), one of ``STREAM_IMPLS``, or a queue factory (our streams over that queue);
+``adapter.load_impl`` tells which.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
-import inspect
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from rmqsim.conformance.adapter import (
+    BUILTIN_IMPLS,
     DEFAULT_IMPL,
+    LAYER_FORMS,
+    QUEUE_LAYERS,
     BadImplError,
     Factory,
     checked_queue,
-    is_consumer_factory,
     load_factory,
+    load_impl,
 )
 from rmqsim.conformance.apply import exception_text
 from rmqsim.conformance.layer import OperationCrashes, RunSpec
@@ -56,54 +58,28 @@ __all__ = [
     "stream_profile_of",
 ]
 
-DEFAULT_STREAM_IMPL = "rmqsim.impl.stream:stream_factory"
-#: Named built-in stream implementations for ``--impl``.
-STREAM_IMPLS: dict[str, str] = {
-    "stream": DEFAULT_STREAM_IMPL,
-    "stream-threaded": "rmqsim.impl.stream:threaded_stream_factory",
-}
+DEFAULT_STREAM_IMPL = BUILTIN_IMPLS["stream"]
+#: Named built-in stream implementations for ``--impl`` (``adapter.BUILTIN_IMPLS``').
+STREAM_IMPLS: dict[str, str] = {name: BUILTIN_IMPLS[name] for name in ("stream", "stream-threaded")}
 StreamFactoryFn = Callable[..., StreamFactory]
 #: What a stream run opens: the queue factory and the stream factory over its queues.
 StreamSut = tuple[Factory, StreamFactoryFn]
 
 
-def _takes_queue_only(target: object) -> bool:
-    try:
-        inspect.signature(target).bind(queue=None)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
 def resolve_stream_impl(impl: Any) -> tuple[str, StreamSut]:
-    """``(name, (queue factory, stream factory))`` for ``--impl`` (see the module doc)."""
-    queue_factory: Factory = load_factory(DEFAULT_IMPL)
-    if not isinstance(impl, str):
-        name = f"{getattr(impl, '__module__', '?')}:{getattr(impl, '__qualname__', repr(impl))}"
-        return name, (queue_factory, impl)
+    """``(name, (queue factory, stream factory))`` for ``--impl`` (see the module doc),
+    loaded by ``adapter.load_impl`` like every layer's."""
     if impl == DEFAULT_IMPL:  # our streams over our queue
         impl = "stream"
-    spec = STREAM_IMPLS.get(impl, impl)
-    module_name, _, attribute = spec.partition(":")
-    target: Any = None
-    if module_name and attribute:
-        with contextlib.suppress(ImportError, AttributeError):
-            target = getattr(importlib.import_module(module_name), attribute)
-    if callable(target) and _takes_queue_only(target):
-        return impl, (queue_factory, target)
-    queue_factory = load_factory(impl)  # a queue factory (BadImplError if it is none)
-    if is_consumer_factory(queue_factory):
+    loaded = load_impl(impl)
+    if loaded.layer == "stream":
+        return loaded.name, (load_factory(DEFAULT_IMPL), loaded.factory)
+    if loaded.layer not in QUEUE_LAYERS:
         raise BadImplError(
-            f"--impl {impl} is a push consumer factory; a stream profile needs a stream "
-            "factory(queue=) or a queue factory"
+            f"--impl {loaded.name} is a {LAYER_FORMS[loaded.layer]} factory; a stream "
+            "profile needs a stream factory(queue=) or a queue factory"
         )
-    return impl, (queue_factory, _load(DEFAULT_STREAM_IMPL))
-
-
-def _load(spec: str) -> StreamFactoryFn:
-    module_name, _, attribute = spec.partition(":")
-    target: StreamFactoryFn = getattr(importlib.import_module(module_name), attribute)
-    return target
+    return loaded.name, (loaded.factory, load_impl(DEFAULT_STREAM_IMPL).factory)
 
 
 class _Clock:

@@ -71,3 +71,9 @@ def open_queue_async(
     """Adapter factory: the commit-log queue, ``async`` flush (RocketMQ's defaults)."""
     return CommitLogMQ.open(path, config=config, clock=clock, faults=faults,
                             policy=FlushPolicy(mode="async"), fs=fs, geometry=HARNESS_GEOMETRY)
+
+
+# The durability promise each factory makes, as a storage backend declares it for the
+# power-loss sweep (docs/ADAPTER.md).
+open_queue.rmqsim_flush = "sync"  # type: ignore[attr-defined]
+open_queue_async.rmqsim_flush = "async"  # type: ignore[attr-defined]

@@ -14,7 +14,6 @@ tests run this suite against each seeded bug that way.
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import os
 from collections.abc import Callable, Iterator
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from rmqsim.conformance.adapter import LAYER_FORMS, BadImplError, load_impl
 from rmqsim.impl import RocksMQ
 from rmqsim.impl.stream import stream_factory as impl_stream_factory
 from rmqsim.impl.stream import threaded_stream_factory
@@ -73,12 +73,21 @@ def _rocks_maker(stream_factory_fn: Callable[..., StreamFactory]) -> Callable[[P
 
 
 def _sides_from_env(spec: str) -> dict[str, Callable[[Path], Maker]]:
-    """``name=MOD:FACTORY;...`` as sides over RocksMQ."""
+    """``name=MOD:FACTORY;...`` as sides over RocksMQ; each ``--impl`` loaded as the
+    commands load it (``adapter.load_impl``), and a stream factory."""
     sides: dict[str, Callable[[Path], Maker]] = {}
     for item in filter(None, spec.split(";")):
         name, _, impl = item.partition("=")
-        module_name, _, attr = impl.partition(":")
-        sides[name] = _rocks_maker(getattr(importlib.import_module(module_name), attr))
+        try:
+            if not name or not impl:
+                raise BadImplError(f"{item!r} is not name=MOD:FACTORY")
+            loaded = load_impl(impl)
+            if loaded.layer != "stream":
+                raise BadImplError(f"--impl {impl} is a {LAYER_FORMS[loaded.layer]} factory, "
+                                   "not a stream factory(queue=)")
+        except BadImplError as exc:
+            raise pytest.UsageError(f"RMQSIM_STREAM_SIDES: {exc}") from None
+        sides[name] = _rocks_maker(loaded.factory)
     return sides
 
 
