@@ -3,17 +3,22 @@
 #   - with --java: Java (for Spark) when `java` is missing, from Debian's packages (apt-get,
 #     as root or through sudo: this changes the machine, and says so on stderr);
 #   - a virtual environment in .venv with rmqsim and all its dependencies (editable install
-#     of .[dev], which includes the spark extra: sweeps, reports and the whole test suite).
+#     of .[dev], which includes the spark extra: sweeps, reports and the whole test suite);
+#   - with --milvus: the driver of the real Milvus RocksMQ (scripts/build-milvus.sh: needs Go
+#     and a C compiler; it says what it fetches), for `rmqsim gate --impl milvus`.
 # Re-running is cheap: the install is skipped while pyproject.toml is unchanged.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 want_java=0
+want_milvus=0
 for arg in "$@"; do
     case "$arg" in
         --java) want_java=1 ;;
-        *) echo "bootstrap: unknown option $arg (the only one is --java)" >&2; exit 2 ;;
+        --milvus) want_milvus=1 ;;
+        *) echo "bootstrap: unknown option $arg (the options are --java and --milvus)" >&2
+           exit 2 ;;
     esac
 done
 
@@ -37,4 +42,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     .venv/bin/python -m pip install -q --upgrade pip >/dev/null
     .venv/bin/python -m pip install -q -e '.[dev]'
     echo "$want" > "$stamp"
+fi
+if [ "$want_milvus" = 1 ]; then
+    bash "$root/scripts/build-milvus.sh"
 fi

@@ -5,7 +5,8 @@
 # <out>/commitlog. Extra arguments go to both gates; with --impl, only that gate runs.
 # Exit status: the first gate's when it is not 0 or 1 (bad usage, an internal error: the
 # second is not run), else the first non-zero of the two. Java is installed (when
-# missing) only for `--spark`: the plain gate does not need it.
+# missing) only for `--spark`: the plain gate does not need it. `--impl milvus` builds the
+# driver of the real Milvus RocksMQ first (bootstrap.sh --milvus).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 setup=()
@@ -14,12 +15,15 @@ own_impl=0
 previous=""
 for arg in "$@"; do
     case "$arg" in
-        --spark) setup=(--java) ;;
+        --spark) setup+=(--java) ;;
         --impl | --impl=*) own_impl=1 ;;
         --out=*) out="${arg#--out=}" ;;
     esac
     if [ "$previous" = "--out" ]; then
         out="$arg"
+    fi
+    if [ "$arg" = "--impl=milvus" ] || { [ "$previous" = "--impl" ] && [ "$arg" = "milvus" ]; }; then
+        setup+=(--milvus)
     fi
     previous="$arg"
 done

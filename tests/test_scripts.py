@@ -42,10 +42,12 @@ def repo(tmp_path: Path) -> Path:
     shutil.copy(ROOT / "pyproject.toml", repo / "pyproject.toml")
     for name in ("python", "ruff", "mypy", "rmqsim"):
         _stand_in(repo / ".venv" / "bin" / name)
+    # The Milvus driver's build (Go, cgo, RocksDB) stands in too: it logs that it ran.
+    _stand_in(repo / "scripts" / "build-milvus.sh")
     digest = hashlib.sha256((repo / "pyproject.toml").read_bytes()).hexdigest()
     (repo / ".venv" / ".bootstrap-stamp").write_text(digest + "\n")
     bin_dir = tmp_path / "bin"
-    for name in ("apt-get", "sudo"):
+    for name in ("apt-get", "sudo", "go"):
         _stand_in(bin_dir / name)
     # sudo runs its command after writing itself down, as the real one does.
     (bin_dir / "sudo").write_text(STAND_IN + 'exec "$@"\n')
@@ -200,11 +202,24 @@ def test_ci_runs_exactly_the_readme_test_command(repo: Path) -> None:
     done, log = run(repo, ["./.ci/run"])
     assert done.returncode == 0, done.stderr
     assert installs(log) == ["openjdk-17-jre-headless", "chromium", "chromium-driver"]
+    assert "build-milvus.sh  [require=1]" in log  # the Milvus driver is built, and required
     assert log[-1] == "python -m pytest -n 2 --dist worksteal [require=1]"
+
+
+def test_the_tests_require_the_milvus_driver_only_in_ci(repo: Path) -> None:
+    """Without Go the test command skips the Milvus tests (saying so); CI stops instead."""
+    (repo.parent / "bin" / "go").unlink()
+    done, _ = run(repo, ["./scripts/test.sh"])
+    assert done.returncode == 0 and "the Milvus driver is not built" in done.stderr
+    done, _ = run(repo, ["./scripts/test.sh"], RMQSIM_REQUIRE_MILVUS="1")
+    assert done.returncode == 1
+    assert "the Milvus driver could not be built, and RMQSIM_REQUIRE_MILVUS=1" in done.stderr
 
 
 def test_bootstrap_refuses_an_unknown_option(repo: Path) -> None:
     done, _ = run(repo, ["./scripts/bootstrap.sh", "--jvm"])
     assert done.returncode == 2
-    assert done.stderr.strip() == "bootstrap: unknown option --jvm (the only one is --java)"
+    assert done.stderr.strip() == (
+        "bootstrap: unknown option --jvm (the options are --java and --milvus)"
+    )
     assert os.access(repo / "scripts" / "bootstrap.sh", os.X_OK)
