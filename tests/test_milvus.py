@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from rmqsim.conformance.adapter import EXTERNAL_DRIVERS, BadImplError, load_factory
+from rmqsim.conformance.adapter import DEFAULT_IMPL, EXTERNAL_DRIVERS, BadImplError, load_factory
 from rmqsim.conformance.deviations import load_profile
+from rmqsim.conformance.run import replay_trace
+from rmqsim.conformance.trace import read_trace
 from rmqsim.conformance.wire.check import run_program
 from rmqsim.model.api import MQConfig
 from rmqsim.scenarios.ops import (
@@ -77,3 +79,55 @@ def test_a_backward_seek_panic_is_found_and_listed(milvus: object, tmp_path: Pat
 
 def test_a_group_without_its_topic_is_found_and_listed(milvus: object, tmp_path: Path) -> None:
     assert _deviation(milvus, [CreateGroup("absent", "g")], tmp_path) == "group-without-topic"
+
+
+#: Each finding's trace in regressions/milvus/ (docs/FINDINGS.md) and the listed deviation
+#: it shows.
+FINDINGS = {
+    "ack-off-by-one": "ack-off-by-one",
+    "acked-ts-overwritten": "acked-ts-overwritten",
+    "backward-seek-panics": "backward-seek-panics",
+    "consume-negative-n-check-order": "check-order",
+    "consume-negative-n-panics": "consume-negative-n-panics",
+    "destroy-group-keeps-acks": "destroy-group-keeps-acks",
+    "destroy-topic-keeps-groups": "destroy-keeps-groups",
+    "destroy-topic-keeps-messages": "destroy-keeps-messages",
+    "destroy-topic-prefix-pages": "destroy-prefix-pages",
+    "destroy-topic-torn": "destroy-topic-torn",
+    "empty-payload-nil": "empty-payload-nil",
+    "group-without-topic": "group-without-topic",
+    "ids-restart-after-retention": "ids-restart",
+    "key-byte-order-latest": "key-byte-order",
+    "latest-of-unknown-topic": "latest-of-unknown-topic",
+    "latest-prefix-contains": "latest-prefix-contains",
+    "name-dot-unconsumable": "dot-name-unconsumable",
+    "name-empty-accepted": "names-unchecked",
+    "name-nul-accepted": "names-unchecked",
+    "name-too-long-accepted": "names-unchecked",
+    "positions-in-memory": "positions-in-memory",
+    "produce-in-two-databases": "produce-in-two-databases",
+    "properties-dropped": "properties-dropped",
+    "retention-torn": "retention-torn",
+    "seek-to-latest-absent-topic": "check-order",
+}
+MILVUS_CORPUS = Path(__file__).resolve().parent.parent / "regressions" / "milvus"
+
+
+def test_every_finding_is_in_the_corpus_and_the_deviation_list() -> None:
+    assert sorted(p.stem for p in MILVUS_CORPUS.glob("*.jsonl")) == sorted(FINDINGS)
+    listed = {d.name for d in load_profile("milvus").deviations}
+    assert set(FINDINGS.values()) <= listed
+    findings = (MILVUS_CORPUS.parent.parent / "docs" / "FINDINGS.md").read_text()
+    assert all(f"`{stem}`" in findings or stem in findings for stem in FINDINGS)
+
+
+@pytest.mark.parametrize("stem", sorted(FINDINGS))
+def test_each_finding_reproduces_on_milvus_and_not_on_ours(milvus: object, stem: str) -> None:
+    """Replayed on the real Milvus, each trace diverges as recorded and shows its listed
+    deviation; replayed on our queue, it conforms (the recorded outcomes are SPEC's)."""
+    trace = read_trace(MILVUS_CORPUS / f"{stem}.jsonl")
+    on_milvus = replay_trace(trace, impl="milvus")
+    assert not on_milvus.ok
+    deviation = load_profile("milvus").match(on_milvus)
+    assert deviation is not None and deviation.name == FINDINGS[stem], on_milvus.divergence
+    assert replay_trace(trace, impl=DEFAULT_IMPL).ok

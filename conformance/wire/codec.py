@@ -354,7 +354,8 @@ def decode_error(value: object, where: str) -> Exception:
         return ERROR_KINDS[kind](message)
     if kind == UNEXPECTED:
         type_name = value.get("type")
-        name = type_name if type(type_name) is str and type_name.isidentifier() else "Unexpected"
+        printable = type(type_name) is str and type_name.isprintable() and " " not in type_name
+        name = type_name[:80] if printable and type_name else "Unexpected"
         return _unexpected_class(name)(message)
     raise WireProtocolError(
         f"{where}.kind: {kind!r} is none of {', '.join([*ERROR_KINDS, UNEXPECTED])}"

@@ -20,5 +20,5 @@ func setNow(s int64) { simNow.Store(s) }
 func fakeNow() time.Time { return time.Unix(simNow.Load(), 0) }
 
 func installClock() {
-	gomonkey.ApplyFunc(time.Now, fakeNow)
+	patches = append(patches, gomonkey.ApplyFunc(time.Now, fakeNow))
 }

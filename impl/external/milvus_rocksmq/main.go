@@ -66,7 +66,7 @@ type request struct {
 	Topic        string           `json:"topic"`
 	Group        string           `json:"group"`
 	N            *int             `json:"n"`
-	MsgID        *int64           `json:"msg_id"`
+	MsgID        *json.Number     `json:"msg_id"` // any JSON integer: SPEC's ids are unbounded
 	Messages     []wireMessage    `json:"messages"`
 	Topics       *[]string        `json:"topics"`
 	MessagesFrom map[string]int64 `json:"messages_from"`

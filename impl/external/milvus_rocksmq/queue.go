@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"os"
 	"path/filepath"
 	"sort"
@@ -118,11 +119,9 @@ func open(req *request) error {
 	}
 
 	if byteLimit {
-		limit := cfg.RetentionSizeBytes
-		// Milvus: return ackedSize-deletedAckedSize > size*MB (rocksmq_retention.go).
-		gomonkey.ApplyFunc(server.RmqsimMsgSizeExpiredCheck, func(deletedAckedSize, ackedSize int64) bool {
-			return ackedSize-deletedAckedSize > limit
-		})
+		retentionSizeBytes = cfg.RetentionSizeBytes
+		// The patch jumps to the double's function value: keep it reachable (see patches).
+		patches = append(patches, gomonkey.ApplyFunc(server.RmqsimMsgSizeExpiredCheck, msgSizeExpiredCheckBytes))
 	}
 
 	if err := os.MkdirAll(req.Path, 0o755); err != nil {
@@ -156,6 +155,24 @@ func open(req *request) error {
 	d.ids = ids
 	drv = d
 	return nil
+}
+
+// patches keeps every gomonkey patch reachable for the life of the process. A patched
+// function's code jumps through a pointer to its double's function value, which gomonkey
+// keeps only in the returned *Patches: dropping that lets the garbage collector free a
+// heap-allocated double (a closure) while the patch still jumps through it. That happened:
+// the double was a closure capturing the limit, and run_retention then crashed at random
+// (SIGSEGV "unexpected fault address 0x0" in server.msgSizeExpiredCheck, or a recovered
+// nil-pointer panic), at a different step in each run of the same trace.
+var patches []*gomonkey.Patches
+
+// retentionSizeBytes is the byte limit msgSizeExpiredCheckBytes compares with.
+var retentionSizeBytes int64
+
+// msgSizeExpiredCheckBytes is Milvus's msgSizeExpiredCheck (rocksmq_retention.go:369-376,
+// "ackedSize-deletedAckedSize > size*MB") with the limit in bytes.
+func msgSizeExpiredCheckBytes(deletedAckedSize, ackedSize int64) bool {
+	return ackedSize-deletedAckedSize > retentionSizeBytes
 }
 
 // minutesFor is the shortest decimal for a float number of minutes m such that Milvus's
@@ -202,7 +219,9 @@ func (d *driver) op(req *request) (any, error) {
 	case "produce":
 		msgs := make([]server.ProducerMessage, len(req.Messages))
 		for i, m := range req.Messages {
-			// Milvus's ProducerMessage has a payload only: properties are dropped here.
+			// Milvus's ProducerMessage has a payload only (v2.6.6 server/rocksmq.go:15-17):
+			// the server API has nowhere to put properties. (Milvus's own client smuggles
+			// them inside the payload, client/producer_impl.go:54-66; that is client code.)
 			msgs[i] = server.ProducerMessage{Payload: m.Payload}
 		}
 		var ids []server.UniqueID
@@ -242,14 +261,30 @@ func (d *driver) op(req *request) (any, error) {
 		out := make([]wireMessage, len(got))
 		for i, m := range got {
 			id := d.ids.toSpec(t, m.MsgID)
-			out[i] = wireMessage{ID: &id, Payload: nonNil(m.Payload), Properties: map[string]string{}}
+			// The payload exactly as Milvus returns it: nil for an empty one
+			// (server/rocksmq_impl.go:905-907), which travels as JSON null. Milvus's
+			// ConsumerMessage has no properties (server/rocksmq.go:27-30): none came back,
+			// shown as {} (what Milvus's own client gives a message without a header,
+			// client/client_impl.go:221).
+			out[i] = wireMessage{ID: &id, Payload: m.Payload, Properties: map[string]string{}}
 		}
 		return out, nil
 	case "seek":
 		if req.MsgID == nil {
 			return nil, fail("InvalidArgument", "seek needs msg_id")
 		}
-		mid := d.ids.toMilvus(t, *req.MsgID)
+		var mid int64
+		if sid, err := req.MsgID.Int64(); err == nil {
+			mid = d.ids.toMilvus(t, sid)
+		} else if _, ok := new(big.Int).SetString(req.MsgID.String(), 10); ok {
+			// An integer beyond int64 names no message Milvus can hold (UniqueID is int64).
+			// Milvus's Seek does the same for every id it has no key for (a Get that finds
+			// nothing, rocksmq_impl.go:957-970), so any id without a key stands for it:
+			// math.MinInt64, never issued (Milvus's ids are positive).
+			mid = math.MinInt64
+		} else {
+			return nil, fail("InvalidArgument", "seek: msg_id %q is not an integer", req.MsgID.String())
+		}
 		return nil, withPoints(req, func() error { return r.Seek(t, g, mid) })
 	case "seek_to_latest":
 		return nil, withPoints(req, func() error { return r.SeekToLatest(t, g) })
@@ -287,9 +322,11 @@ func (d *driver) op(req *request) (any, error) {
 	return nil, fail("InvalidArgument", "unknown op %q", req.Op)
 }
 
-func nonNil(b []byte) []byte {
-	if b == nil {
-		return []byte{}
+// asConsumed is a stored value as Milvus's Consume returns it: nil when empty
+// (server/rocksmq_impl.go:905-910).
+func asConsumed(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
 	}
 	return b
 }

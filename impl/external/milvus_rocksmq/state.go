@@ -293,7 +293,7 @@ func (d *driver) topicState(name string, from *int64) (*topicState, error) {
 	sort.Slice(msgs, func(i, j int) bool { return msgs[i].id < msgs[j].id })
 	for _, m := range msgs {
 		id := m.id
-		ts.Messages = append(ts.Messages, wireMessage{ID: &id, Payload: nonNil(m.payload), Properties: map[string]string{}})
+		ts.Messages = append(ts.Messages, wireMessage{ID: &id, Payload: asConsumed(m.payload), Properties: map[string]string{}})
 	}
 
 	sizes, err := d.metaInts("page_message_size/", name)
