@@ -8,12 +8,15 @@ difference where Milvus conforms."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL, EXTERNAL_DRIVERS, BadImplError, load_factory
+from rmqsim.conformance.cli import cli
 from rmqsim.conformance.deviations import load_profile
 from rmqsim.conformance.run import replay_trace
 from rmqsim.conformance.trace import read_trace
@@ -131,3 +134,20 @@ def test_each_finding_reproduces_on_milvus_and_not_on_ours(milvus: object, stem:
     deviation = load_profile("milvus").match(on_milvus)
     assert deviation is not None and deviation.name == FINDINGS[stem], on_milvus.divergence
     assert replay_trace(trace, impl=DEFAULT_IMPL).ok
+
+
+def test_the_milvus_gate_passes_but_for_its_listed_deviations(
+    milvus: object, tmp_path: Path
+) -> None:
+    """``rmqsim gate --impl milvus --expect milvus`` is green, its summary counting the
+    deviations by name; without ``--expect`` the same gate fails."""
+    (tmp_path / "corpus").mkdir()
+    args = ["gate", "--impl", "milvus", "--profiles", "smoke,crashy", "--seeds", "0:3",
+            "--sweep-steps", "8", "--no-shrink", "--jobs", "1",
+            "--corpus", str(tmp_path / "corpus")]  # fmt: skip
+    expected = CliRunner().invoke(cli, [*args, "--expect", "milvus", "--out", str(tmp_path / "a")])
+    assert expected.exit_code == 0, expected.output
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert summary["status"] == "ok" and sum(summary["deviations"]["seen"].values()) > 0
+    plain = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "b")])
+    assert plain.exit_code == 1, plain.output
