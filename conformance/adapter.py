@@ -350,7 +350,8 @@ def _load_attribute(name: str, spec: str) -> Any:
     """The object ``spec`` (``module:attribute``, the attribute maybe dotted) names."""
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
-        raise BadImplError(f"--impl must be MODULE:FACTORY or one of {', '.join(BUILTIN_IMPLS)}, "
+        raise BadImplError(f"--impl must be module:factory, exec:COMMAND or one of "
+                           f"{', '.join([*BUILTIN_IMPLS, *EXTERNAL_DRIVERS])}, "
                            f"got {name!r}")
     try:
         module = _import_module(module_name)

@@ -253,3 +253,20 @@ def clock() -> FakeClock:
 def mq(mq_factory: QueueFactory, clock: FakeClock) -> MessageQueue:
     """A fresh queue with the default config and the test's FakeClock."""
     return mq_factory(MQConfig(), clock)
+
+
+@pytest.fixture
+def wire_queues(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every ``conformance.wire.client.WireQueue`` opened during the test (a queue served
+    by a protocol server in a child process), to check that none is left running."""
+    from rmqsim.conformance.wire.client import WireQueue
+
+    opened: list[Any] = []
+    original = WireQueue.__init__
+
+    def recording(self: WireQueue, *args: Any, **kwargs: Any) -> None:
+        opened.append(self)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(WireQueue, "__init__", recording)
+    return opened

@@ -105,6 +105,9 @@ def unprintable_open_factory(**_: Any) -> Any:
     raise Unprintable("x")
 
 
+unprintable_open_factory.rmqsim_layer = "queue"  # type: ignore[attr-defined]  # its form
+
+
 @pytest.mark.parametrize("profile", ["smoke", "consumer"])
 def test_an_open_raising_an_unprintable_exception_is_unrecoverable(profile: str) -> None:
     result = run_seed(profile, 0, impl=unprintable_open_factory)

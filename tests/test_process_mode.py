@@ -9,7 +9,6 @@ import os
 import signal
 import textwrap
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -29,17 +28,9 @@ MUTANT_IMPL = {m.name: m.impl for m in MUTANTS}
 
 
 @pytest.fixture
-def proxies(monkeypatch: pytest.MonkeyPatch) -> list[WireQueue]:
+def proxies(wire_queues: list[WireQueue]) -> list[WireQueue]:
     """Every ``WireQueue`` opened during the test (to check that none survives)."""
-    opened: list[WireQueue] = []
-    original = WireQueue.__init__
-
-    def recording(self: WireQueue, *args: Any, **kwargs: Any) -> None:
-        opened.append(self)
-        original(self, *args, **kwargs)
-
-    monkeypatch.setattr(WireQueue, "__init__", recording)
-    return opened
+    return wire_queues
 
 
 def _no_child_left(opened: list[WireQueue]) -> None:

@@ -33,18 +33,11 @@ def misbehaving(mode: str, at: int = 3) -> str:
 
 
 @pytest.fixture
-def opened(monkeypatch: pytest.MonkeyPatch) -> list[WireQueue]:
-    """Every ``WireQueue`` opened during the test, to check that none is left running."""
-    queues: list[WireQueue] = []
-    original = WireQueue.__init__
-
-    def recording(self: WireQueue, *args: object, **kwargs: object) -> None:
-        queues.append(self)
-        original(self, *args, **kwargs)  # type: ignore[arg-type]  # passed through
-
-    monkeypatch.setattr(WireQueue, "__init__", recording)
+def opened(wire_queues: list[WireQueue], monkeypatch: pytest.MonkeyPatch) -> list[WireQueue]:
+    """Every ``WireQueue`` opened during the test; the servers import what this process
+    imports."""
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(sys.path))
-    return queues
+    return wire_queues
 
 
 def _nothing_left(queues: list[WireQueue], workdir: Path) -> None:
