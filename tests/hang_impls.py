@@ -47,3 +47,15 @@ class _HoldsTheGil(RocksMQ):
 
 swallows_interrupts = factory_of(_SwallowsInterrupts)
 holds_the_gil = factory_of(_HoldsTheGil)
+
+
+class _WholeSnapshotOnly(RocksMQ):
+    """Our queue, but ``snapshot()`` takes no arguments (an implementation without the
+    optional partial snapshots): the reference server must still answer a partial one."""
+
+    def snapshot(self) -> Any:  # type: ignore[override]  # narrower on purpose
+        return super().snapshot()
+
+
+def whole_snapshot_only(*, path: Path, config: Any, clock: Any, faults: Any) -> MessageQueue:
+    return _WholeSnapshotOnly.open(str(path), config=config, clock=clock, faults=faults)

@@ -179,3 +179,12 @@ def test_the_gate_runs_through_the_protocol_and_kills_seeded_bugs(tmp_path: Path
     assert killed.exit_code == 0, killed.output
     matrix = json.loads((tmp_path / "mutants" / "kill-matrix.json").read_text())
     assert {m["status"] for m in matrix["mutants"]} == {"killed"}, matrix["mutants"]
+
+
+def test_the_reference_server_answers_partial_snapshots_for_any_queue(tmp_path: Path) -> None:
+    """Its ``hello`` promises both optional snapshot arguments; for a queue whose own
+    ``snapshot`` takes none, the server narrows the whole state itself (else the lockstep's
+    one-topic checks would see every message as extra)."""
+    result = run_seed("smoke", 1, impl="tests.hang_impls:whole_snapshot_only", steps=120,
+                      crash_mode="process", workdir=tmp_path)  # fmt: skip
+    assert result.ok, result.divergence

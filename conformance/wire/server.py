@@ -13,6 +13,7 @@ copy of file descriptor 1, taken before the implementation is imported.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
 import sys
@@ -31,7 +32,7 @@ from rmqsim.conformance.wire.codec import (
     encode_state,
     messages_from_wire,
 )
-from rmqsim.model.api import MQConfig
+from rmqsim.model.api import MQConfig, State
 
 __all__ = ["Server", "main", "private_stdout", "serve_forked"]
 
@@ -132,13 +133,43 @@ class Server:
         )
 
     def snapshot(self, queue: Any, topics: object, messages_from: object) -> Any:
+        """The state as asked. ``hello`` promised both optional arguments: what the queue's
+        own ``snapshot`` does not take, the server does on its whole state."""
+        if topics is not None and not (
+            type(topics) is list and all(type(t) is str for t in topics)
+        ):
+            raise WireProtocolError(f"snapshot: topics must be null or a list of names: {topics!r}")
+        if messages_from is not None and not (
+            type(messages_from) is dict and all(type(i) is int for i in messages_from.values())
+        ):
+            raise WireProtocolError("snapshot: messages_from must be null or {topic: id}")
         kwargs: dict[str, Any] = {}
         parameters = inspect.signature(queue.snapshot).parameters
         if topics is not None and "topics" in parameters:
             kwargs["topics"] = topics
             if messages_from is not None and "messages_from" in parameters:
                 kwargs["messages_from"] = messages_from
-        return encode_state(queue.snapshot(**kwargs))
+        state = queue.snapshot(**kwargs)
+        if topics is not None and "topics" not in kwargs:
+            state = _only(state, set(topics), {})
+        if messages_from is not None and "messages_from" not in kwargs:
+            state = _only(state, set(state.topics), messages_from)
+        return encode_state(state)
+
+
+def _only(state: State, topics: set[str], messages_from: dict[str, int]) -> State:
+    """``state`` with only ``topics`` (and their groups), and a topic's messages only from
+    its ``messages_from`` id on."""
+    kept = {
+        name: dataclasses.replace(
+            topic,
+            messages=tuple(m for m in topic.messages if m.msg_id >= messages_from.get(name, 0)),
+        )
+        for name, topic in state.topics.items()
+        if name in topics
+    }
+    groups = {key: position for key, position in state.groups.items() if key[0] in topics}
+    return State.build(kept, groups)
 
 
 _CALLS: dict[str, Callable[..., Any]] = {
