@@ -265,12 +265,12 @@ def run_command(
     sys.exit(EXIT_DIVERGENCE if failures else EXIT_USAGE if unwritten else EXIT_OK)
 
 
-def _seen_note(seen: Counter[str], expected: Any) -> str:
-    """``, N listed deviation(s) (name: count, ...)`` under ``--expect``, else nothing."""
+def _seen_note(seen: Counter[str], expected: Any, what: str = "listed deviation(s)") -> str:
+    """``, N <what> (name: count, ...)`` under ``--expect``, else nothing."""
     if expected is None:
         return ""
     named = ", ".join(f"{name}: {count}" for name, count in sorted(seen.items()))
-    return f", {sum(seen.values())} listed deviation(s) ({named or 'none'})"
+    return f", {sum(seen.values())} {what} ({named or 'none'})"
 
 
 def _write_trace(path: Path, lines: list[str], unwritten: list[str]) -> None:
@@ -702,11 +702,8 @@ def _gate_verdict(gate: Any, junit: Path, summary: Path) -> None:
 
 def _expected_note(gate: Any) -> str:
     """``, N ended at listed deviations (name: count, ...)`` under ``--expect``."""
-    if gate.expected is None:
-        return ""
     seen = Counter(d.name for _, d in gate.deviations())
-    named = ", ".join(f"{name}: {count}" for name, count in sorted(seen.items()))
-    return f", {sum(seen.values())} ended at listed deviations ({named or 'none'})"
+    return _seen_note(seen, gate.expected, "ended at listed deviations")
 
 
 def _print_gate_tables(gate: Any, summary: Path) -> None:

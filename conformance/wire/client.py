@@ -324,14 +324,10 @@ class WireQueue:
         return decode_state(raw, "the reply to snapshot: ok")
 
     def _topics_snapshot(self, topics: list[str] | None = None) -> State:
-        if topics is not None:
-            topics = [t for t in topics if _has_utf8(t)]
-        raw = self._call("snapshot", topics=topics, messages_from=None)
-        return decode_state(raw, "the reply to snapshot: ok")
+        return WireQueue.snapshot(self, topics)
 
     def _full_snapshot(self) -> State:
-        raw = self._call("snapshot", topics=None, messages_from=None)
-        return decode_state(raw, "the reply to snapshot: ok")
+        return WireQueue.snapshot(self)
 
     def create_topic(self, topic: str) -> None:
         _none(self._named("create_topic", topic=topic), "create_topic")
@@ -361,8 +357,6 @@ class WireQueue:
         return decode_produced(reply, "the reply to produce: ok")
 
     def consume(self, topic: str, group: str, n: int) -> list[ConsumerMessage]:
-        if self._closed:
-            raise NotServingError("the queue is closed")
         reply = self._named("consume", topic=topic, group=group, n=n)
         return decode_consumed(reply, "the reply to consume: ok")
 
