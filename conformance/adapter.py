@@ -88,12 +88,15 @@ QUEUE_FACTORY_KEYWORDS = ("path", "config", "clock", "faults")
 CONSUMER_FACTORY_KEYWORDS = ("queue", "group", "topic", "config", "clock", "path", "send_hook")
 #: What each layer's factory is called with (``load_impl``): a storage backend is a queue
 #: factory that also takes ``fs=`` (the power-loss sweep's disk); a stream factory takes
-#: the queue its streams run over and returns a ``model.stream.api.StreamFactory``.
+#: the queue its streams run over and returns a ``model.stream.api.StreamFactory``; a
+#: message store factory (the storage layer, docs/STORAGE.md) returns a
+#: ``model.store.api.MessageStore`` (it may also take ``fs=``, for in-process power loss).
 LAYER_KEYWORDS: dict[str, tuple[str, ...]] = {
     "queue": QUEUE_FACTORY_KEYWORDS,
     "storage": (*QUEUE_FACTORY_KEYWORDS, "fs"),
     "consumer": CONSUMER_FACTORY_KEYWORDS,
     "stream": ("queue",),
+    "store": ("path", "store_config", "clock", "faults"),
 }
 #: Each layer's form as messages name it.
 LAYER_FORMS: dict[str, str] = {
@@ -101,9 +104,10 @@ LAYER_FORMS: dict[str, str] = {
     "storage": "storage backend",
     "consumer": "push consumer",
     "stream": "stream",
+    "store": "message store",
 }
 #: The layers a signature is matched against (a storage backend is a queue that takes fs=).
-BASE_LAYERS = ("queue", "consumer", "stream")
+BASE_LAYERS = ("queue", "consumer", "stream", "store")
 #: The layers that are queues (what a queue profile, a fuzz or a crash sweep runs).
 QUEUE_LAYERS = ("queue", "storage")
 #: The attribute a factory may declare its layer with (``factory.rmqsim_layer = "stream"``).
@@ -281,6 +285,7 @@ BUILTIN_IMPLS: dict[str, str] = {
     "commitlog-async": "rmqsim.impl.commitlog:open_queue_async",
     "stream": "rmqsim.impl.stream:stream_factory",
     "stream-threaded": "rmqsim.impl.stream:threaded_stream_factory",
+    "commitlog-store": "rmqsim.impl.store:open_store",
 }
 
 

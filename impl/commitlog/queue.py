@@ -453,6 +453,54 @@ class CommitLogMQ:
                     groups[(name, group)] = position
             return State.build(result, groups)
 
+    # ----------------------------------------------------------------------- store level
+
+    def bounds(self, topic: str) -> tuple[int, int] | None:
+        """``(trim_id, last_id)`` of ``topic`` (its retained ids are ``trim_id + 1 ..
+        last_id``), or None when it does not exist: the storage contract's offsets
+        (``impl.store.commitlog``)."""
+        self._check_serving()
+        validate_name("topic", topic)
+        with self._lock:
+            cached = self._store.meta.topics.get(topic)
+            return None if cached is None else (cached.trim_id, cached.last_id)
+
+    def read(self, topic: str, first_id: int, n: int) -> list[ConsumerMessage]:
+        """Up to ``n`` retained messages of ``topic`` from ``first_id`` on, read without a
+        group (nothing is written); ``[]`` when ``first_id`` is not retained."""
+        self._check_serving()
+        validate_name("topic", topic)
+        validate_count(n)
+        with self._lock:
+            cached = self._topic(topic)
+            if not cached.trim_id < first_id <= cached.last_id or n == 0:
+                return []
+            return self._read(cached, first_id, min(cached.last_id, first_id + n - 1))
+
+    def expire(self, cutoff_s: int) -> None:
+        """Retention by age, the storage contract's: in every topic, the messages stored
+        (the clock's seconds) before ``cutoff_s``, up to the first stored at or after it,
+        are deleted, as one retention record; then the segments only they held go."""
+        self._check_serving()
+        with self._lock:
+            self._check_serving()
+            trims: list[list[int]] = []
+            for cached in sorted(self._store.meta.topics.values(), key=lambda t: t.incarnation):
+                trim_id = cached.trim_id
+                for record in self._records(cached, cached.trim_id + 1, cached.last_id):
+                    if record.store_time >= cutoff_s:
+                        break
+                    trim_id = record.queue_offset
+                if trim_id > cached.trim_id:
+                    trims.append([cached.incarnation, trim_id])
+            if not trims:
+                return
+            self._commit("retention", [], {"op": "retention", "trims": trims})
+            try:
+                self._reclaim()
+            except OSError as exc:
+                self._io_failed("retention", exc)
+
     # ----------------------------------------------------------------------- internals
 
     def _check_serving(self) -> None:
@@ -630,6 +678,21 @@ class CommitLogMQ:
         """Messages ``first_id..last_id`` through the consume queue, each record checked. A
         read the OS refuses (``EIO``) is a ``StorageError``; the queue goes on serving
         (nothing was written)."""
+        result: list[ConsumerMessage] = []
+        directory = self._store.cq(cached.incarnation).directory
+        for record in self._records(cached, first_id, last_id):
+            try:
+                properties = records.decode_properties(record.properties)
+            except records.RecordError as exc:
+                raise CorruptDatabaseError(
+                    f"{directory}: id {record.queue_offset}: {exc}"
+                ) from None
+            result.append(ConsumerMessage(record.queue_offset, record.body, properties))
+        return result
+
+    def _records(self, cached: TopicMeta, first_id: int, last_id: int) -> list[records.Record]:
+        """The records of ids ``first_id..last_id`` through the consume queue, each checked
+        to be that id's message (``_read``)."""
         if first_id > last_id:
             return []
         queue = self._store.cq(cached.incarnation)
@@ -642,25 +705,18 @@ class CommitLogMQ:
             if entry is None or entry.msg_id != msg_id:
                 raise CorruptDatabaseError(f"{queue.directory}: no entry for id {msg_id}")
             places.append(entry)
-        result: list[ConsumerMessage] = []
         try:
             found = self._store.log.read_messages(places)
         except OSError as exc:
             raise StorageError(f"reading {self._store.log.directory} failed ({exc})") from exc
-        for msg_id, entry, record in zip(itertools.count(first_id), entries, found, strict=False):
-            assert entry is not None
+        for msg_id, entry, record in zip(itertools.count(first_id), places, found, strict=False):
             if (record.is_control or record.incarnation != cached.incarnation
                     or record.queue_offset != msg_id):
                 raise CorruptDatabaseError(
                     f"{queue.directory}: the entry of id {msg_id} points at another record "
                     f"(offset {entry.offset})"
                 )
-            try:
-                properties = records.decode_properties(record.properties)
-            except records.RecordError as exc:
-                raise CorruptDatabaseError(f"{queue.directory}: id {msg_id}: {exc}") from None
-            result.append(ConsumerMessage(msg_id, record.body, properties))
-        return result
+        return list(found)
 
     # ----------------------------------------------------------------------- flusher
 
