@@ -496,6 +496,8 @@ def coverage_lines(summary: Mapping[str, Any]) -> list[str]:
     """The printed summary's lines about the map: ``summary`` is ``coverage_summary``'s
     entry of ``summary.json``, which holds the map whole (so the two cannot disagree)."""
     runs, sweeps, cases = summary["runs"], summary["crash_sweeps"], summary["steered_cases"]
+    if not (runs or sweeps or cases):
+        return []  # no queue run: the map has nothing to say (a gate on another layer)
     operations, crashes = summary["operation_cells"], summary["crash_cells"]
     steering = f", {cases} steered crash cases" if cases else ""
     lines = [

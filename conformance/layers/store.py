@@ -12,6 +12,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from rmqsim.conformance.adapter import DEFAULT_IMPL
 from rmqsim.conformance.layer import (
     LayerLockstep,
     ResolvedProfile,
@@ -20,7 +21,7 @@ from rmqsim.conformance.layer import (
     StepCodec,
 )
 from rmqsim.conformance.store.check import STORE_ANOMALIES
-from rmqsim.conformance.store.run import StoreLockstep, resolve_store_impl
+from rmqsim.conformance.store.run import DEFAULT_STORE_IMPL, StoreLockstep, resolve_store_impl
 from rmqsim.conformance.trace import Trace, TraceFormatError
 from rmqsim.model.store.api import StoreConfig
 from rmqsim.scenarios.profiles import ProfileError
@@ -59,7 +60,7 @@ class StoreLayer:
     codec = StepCodec(
         store_op_to_json, store_op_from_json, store_outcome_to_json, store_outcome_from_json
     )
-    crash_modes = ("inprocess",)
+    crash_modes = ("inprocess", "process")
     supports_crash_rate = False
     final_check_needs_whole_run = False
     crash_sweep_refusal = (
@@ -81,7 +82,8 @@ class StoreLayer:
         store_profile_of(trace.header, trace.path)
 
     def resolve_impl(self, impl: Any, *, for_replay: bool) -> tuple[str, Any]:
-        return resolve_store_impl(impl)
+        name, factory = resolve_store_impl(impl)
+        return name, (impl, factory)
 
     def simulate(self, spec: RunSpec, lockstep: LayerLockstep) -> None:
         assert isinstance(lockstep, StoreLockstep), lockstep
@@ -91,7 +93,12 @@ class StoreLayer:
         self, spec: RunSpec, root: Path, *, sut: Any, recorded: bool, log_faults: bool
     ) -> LayerLockstep:
         profile = store_profile_of({"profile_config": spec.profile_config}, "<run>")
-        lockstep = StoreLockstep(spec, profile, sut, root)
+        impl, factory = sut
+        if spec.crash_mode == "process":  # a Python store behind the reference server
+            from rmqsim.conformance.process_sut import process_factory
+
+            factory = process_factory(DEFAULT_STORE_IMPL if impl == DEFAULT_IMPL else impl)
+        lockstep = StoreLockstep(spec, profile, factory, root)
         lockstep.open()
         return lockstep
 

@@ -1,4 +1,5 @@
-"""rmqsim's end of the wire protocol (docs/PROTOCOL.md): a queue in another process.
+"""rmqsim's end of the wire protocol (docs/PROTOCOL.md): a queue (``WireQueue``) or a
+message store (``WireStore``, the storage layer) in another process.
 
 ``--impl exec:'COMMAND ARGS'`` names a protocol server. ``exec_factory`` checks it once
 (``hello``), and returns a queue factory like any other: each call starts the command,
@@ -42,9 +43,12 @@ from rmqsim.conformance.wire.child import (
 from rmqsim.conformance.wire.codec import (
     PROTOCOL_VERSION,
     WireProtocolError,
+    bodies_from_wire,
+    bodies_to_wire,
     decode_consumed,
     decode_error,
     decode_line,
+    decode_offsets,
     decode_produced,
     decode_state,
     encode_line,
@@ -60,13 +64,16 @@ from rmqsim.model.api import (
     ProducerMessage,
     State,
 )
+from rmqsim.model.store.api import StoreConfig
 
 __all__ = [
     "EXEC_PREFIX",
     "HELLO_TIMEOUT_S",
     "ChildDiedError",
     "Hello",
+    "Session",
     "WireQueue",
+    "WireStore",
     "exec_argv",
     "exec_factory",
     "forked_factory",
@@ -133,9 +140,17 @@ class Hello:
         self.layer = layer
         self.implementation = name
         self.snapshot_arguments = tuple(snapshot)
+        modes, atomic = reply.get("flush_modes", ["sync"]), reply.get("batch_atomic", False)
+        if type(modes) is not list or not set(modes) <= {"sync", "async"} or not modes:
+            raise WireProtocolError(f"{where}.flush_modes: a non-empty list of 'sync', 'async'")
+        if type(atomic) is not bool:
+            raise WireProtocolError(f"{where}.batch_atomic: true or false")
+        #: The storage layer's: the flush modes it serves, whether a batch is all or nothing.
+        self.flush_modes = tuple(modes)
+        self.batch_atomic = atomic
 
 
-class _Session:
+class Session:
     """One child and the requests made of it, in order."""
 
     def __init__(self, start: Launcher, faults: FaultHook | None, clock: Clock) -> None:
@@ -257,7 +272,7 @@ class WireQueue:
         clock: Clock,
         faults: FaultHook | None,
     ) -> None:
-        self._session = _Session(start, faults, clock)
+        self._session = Session(start, faults, clock)
         self._closed = False
         try:
             hello = Hello(self._call("hello", protocol=PROTOCOL_VERSION, layer="queue"), "hello")
@@ -378,6 +393,77 @@ class WireQueue:
         _none(self._call("run_retention"), "run_retention")
 
 
+class WireStore:
+    """A ``model.store.api.MessageStore`` served by a protocol server whose ``hello`` said
+    ``"layer": "store"`` (docs/PROTOCOL.md "The storage layer")."""
+
+    def __init__(self, start: Launcher, *, path: Path, store_config: StoreConfig, clock: Clock,
+                 faults: FaultHook | None) -> None:
+        self._session = Session(start, faults, clock)
+        self._closed = False
+        config = {"flush": store_config.flush, "segment_bytes": store_config.segment_bytes,
+                  "max_body_bytes": store_config.max_body_bytes}
+        try:
+            self._call("hello", protocol=PROTOCOL_VERSION, layer="store")
+            self._call("open", path=str(path), config=config)
+        except BaseException:
+            self.crash()
+            raise
+
+    def _call(self, op: str, **arguments: Any) -> Any:
+        if self._closed:
+            raise NotServingError("the store is closed")
+        return self._session.request(op, arguments, bound_s=_bound_s())
+
+    @property
+    def process(self) -> ServerChild:
+        return self._session.child
+
+    def crash(self) -> None:
+        """SIGKILL the server's process group."""
+        if self._session.dead is None:
+            self._session.dead = "was crashed"
+        self._session.child.kill()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        try:
+            if self._session.dead is None:
+                _none(self._call("close"), "close")
+                self._session.dead = "closed its store"
+                self._session.child.finish()
+        finally:
+            self._closed = True
+            self._session.child.kill()
+
+    def put(self, topic: str, queue: int, bodies: Sequence[bytes]) -> int:
+        if not _has_utf8(topic):
+            raise InvalidArgumentError("topic name has no UTF-8 form")
+        reply = self._call("put", topic=topic, queue=queue, bodies=bodies_to_wire(bodies))
+        if type(reply) is not int:
+            raise WireProtocolError(f"the reply to put: ok: expected an integer, got {reply!r:.80}")
+        return reply
+
+    def get(self, topic: str, queue: int, offset: int, max_count: int) -> list[bytes]:
+        if not _has_utf8(topic):
+            raise InvalidArgumentError("topic name has no UTF-8 form")
+        reply = self._call("get", topic=topic, queue=queue, offset=offset, max_count=max_count)
+        return bodies_from_wire(reply, "the reply to get: ok")
+
+    def offsets(self, topic: str, queue: int) -> tuple[int, int]:
+        if not _has_utf8(topic):
+            raise InvalidArgumentError("topic name has no UTF-8 form")
+        return decode_offsets(self._call("offsets", topic=topic, queue=queue),
+                              "the reply to offsets: ok")
+
+    def flush(self) -> None:
+        _none(self._call("flush"), "flush")
+
+    def retain(self, cutoff_s: int) -> None:
+        _none(self._call("retain", cutoff=cutoff_s), "retain")
+
+
 def _none(reply: object, op: str) -> None:
     if reply is not None:
         raise WireProtocolError(f"the reply to {op}: ok: expected null, got {reply!r}")
@@ -403,7 +489,7 @@ def check_server(start: Launcher, impl: str) -> Hello:
     """Start the server once and ask ``hello``: a command that cannot start, or does not
     answer like a protocol server, is bad input (``BadImplError``, one line)."""
     try:
-        session = _Session(start, None, lambda: 0)
+        session = Session(start, None, lambda: 0)
     except ChildDiedError as exc:
         raise BadImplError(f"--impl {impl}: {exc}") from None
     try:
@@ -422,20 +508,21 @@ def check_server(start: Launcher, impl: str) -> Hello:
         session.child.kill()
 
 
-def _stderr_note(session: _Session) -> str:
+def _stderr_note(session: Session) -> str:
     tail = session.child.stderr_tail(3)
     return f" (its stderr: {tail.replace(chr(10), ' | ')[-300:]})" if tail else ""
 
 
-def exec_factory(impl: str) -> Callable[..., MessageQueue]:
-    """The queue factory of ``exec:COMMAND``, once the command answered ``hello``."""
+def exec_factory(impl: str) -> Callable[..., Any]:
+    """The factory of ``exec:COMMAND`` (a queue's, or a message store's), once the command
+    answered ``hello``."""
     start = functools.partial(ChildProcess, exec_argv(impl))
     return _wire_factory(start, impl)
 
 
 def forked_factory(
     serve: Callable[[Any, Any, str], None], impl: str, modules: Sequence[str] = ()
-) -> Callable[..., MessageQueue]:
+) -> Callable[..., Any]:
     """The queue factory of the Python implementation ``impl`` served by ``serve`` (the
     reference server's ``serve_forked``) in a forked child (``--crash-mode process``);
     ``modules``: what to import before forking (the implementation's)."""
@@ -443,12 +530,21 @@ def forked_factory(
     return _wire_factory(functools.partial(ForkedChild, serve, impl), impl)
 
 
-def _wire_factory(start: Launcher, impl: str) -> Callable[..., MessageQueue]:
+def _wire_factory(start: Launcher, impl: str) -> Callable[..., Any]:
+    """The factory of a checked server: a queue factory, or a message store factory when
+    its ``hello`` said ``"layer": "store"``."""
     hello = check_server(start, impl)
+    if hello.layer == "store":
+        def store_factory(*, path: Path, store_config: StoreConfig, clock: Clock,
+                          faults: FaultHook | None) -> WireStore:
+            return WireStore(start, path=path, store_config=store_config, clock=clock,
+                             faults=faults)
+
+        return _named_factory(store_factory, impl, hello)
     if hello.layer != "queue":
         raise BadImplError(
             f"--impl {impl}: the server serves the {hello.layer!r} layer; over the wire rmqsim "
-            "checks the queue layer (docs/PROTOCOL.md)"
+            "checks the queue and storage layers (docs/PROTOCOL.md)"
         )
 
     def factory(
@@ -456,6 +552,10 @@ def _wire_factory(start: Launcher, impl: str) -> Callable[..., MessageQueue]:
     ) -> MessageQueue:
         return WireQueue(start, path=path, config=config, clock=clock, faults=faults)
 
+    return _named_factory(factory, impl, hello)
+
+
+def _named_factory(factory: Callable[..., Any], impl: str, hello: Hello) -> Callable[..., Any]:
     factory.__qualname__ = impl
     factory.__module__ = "exec"
     factory.rmqsim_hello = hello  # type: ignore[attr-defined]  # what the server said

@@ -36,12 +36,16 @@ __all__ = [
     "ERROR_KINDS",
     "PROTOCOL_VERSION",
     "QUEUE_OPS",
+    "STORE_OPS",
     "UNEXPECTED",
     "UnexpectedError",
     "WireProtocolError",
+    "bodies_from_wire",
+    "bodies_to_wire",
     "decode_consumed",
     "decode_error",
     "decode_line",
+    "decode_offsets",
     "decode_produced",
     "decode_state",
     "encode_consumed",
@@ -72,6 +76,15 @@ QUEUE_OPS: dict[str, tuple[str, ...]] = {
     "close": (),
 }
 
+#: The storage layer's operations and their arguments, in order (docs/PROTOCOL.md).
+STORE_OPS: dict[str, tuple[str, ...]] = {
+    "put": ("topic", "queue", "bodies"),
+    "get": ("topic", "queue", "offset", "max_count"),
+    "offsets": ("topic", "queue"),
+    "flush": (),
+    "retain": ("cutoff",),
+    "close": (),
+}
 #: The error kinds of SPEC, each with its class.
 ERROR_KINDS: dict[str, type[MQError]] = {
     "NotServing": NotServingError,
@@ -189,6 +202,28 @@ def messages_from_wire(value: object, where: str) -> list[ProducerMessage]:
         for index, item in enumerate(_list(value, where))
         for fields in (_object(item, f"{where}[{index}]", ("payload", "properties")),)
     ]
+
+
+def bodies_to_wire(bodies: object) -> list[str]:
+    """A storage layer's bodies (``put``'s, ``get``'s answer) as base64 strings."""
+    encoded = []
+    for body in bodies:  # type: ignore[attr-defined]  # checked by the caller
+        assert type(body) is bytes, body
+        encoded.append(_b64(body))
+    return encoded
+
+
+def bodies_from_wire(value: object, where: str) -> list[bytes]:
+    """Base64 bodies read from a request or a reply (``null`` is not a body)."""
+    return [_bytes(item, f"{where}[{index}]") for index, item in enumerate(_list(value, where))]
+
+
+def decode_offsets(value: object, where: str) -> tuple[int, int]:
+    """``offsets``' answer: ``[min, max]``."""
+    pair = _list(value, where)
+    if len(pair) != 2:
+        raise WireProtocolError(f"{where}: expected [min, max], got {len(pair)} items")
+    return (_int(pair[0], f"{where}[0]"), _int(pair[1], f"{where}[1]"))
 
 
 def _consumer_message(value: object, where: str) -> ConsumerMessage:

@@ -1,4 +1,5 @@
-"""The reference protocol server: any Python queue factory, served over stdin/stdout.
+"""The reference protocol server: any Python queue (or message store) factory, served
+over stdin/stdout.
 
     python -m rmqsim.conformance.wire.server IMPL
 
@@ -24,7 +25,10 @@ from typing import IO, Any
 from rmqsim.conformance.wire.codec import (
     PROTOCOL_VERSION,
     QUEUE_OPS,
+    STORE_OPS,
     WireProtocolError,
+    bodies_from_wire,
+    bodies_to_wire,
     decode_line,
     encode_consumed,
     encode_error,
@@ -33,6 +37,7 @@ from rmqsim.conformance.wire.codec import (
     messages_from_wire,
 )
 from rmqsim.model.api import MQConfig, State
+from rmqsim.model.store.api import StoreConfig
 
 __all__ = ["Server", "main", "private_stdout", "serve_forked"]
 
@@ -52,6 +57,16 @@ class Server:
         self.request_id: object = None
         self.wait_at_points = False
         self.queue: Any = None
+        self._layer: str | None = None
+
+    @property
+    def layer(self) -> str:
+        """``queue``, or ``store`` for a message store factory (``adapter.load_impl``)."""
+        if self._layer is None:
+            from rmqsim.conformance.adapter import load_impl
+
+            self._layer = "store" if load_impl(self.impl).layer == "store" else "queue"
+        return self._layer
 
     # -- lines
 
@@ -106,20 +121,20 @@ class Server:
 
     def _dispatch(self, op: object, request: dict[str, Any]) -> Any:
         if op == "hello":
-            return {
-                "protocol": PROTOCOL_VERSION,
-                "layer": "queue",
-                "implementation": f"rmqsim reference server: {self.impl}",
-                "snapshot": ["topics", "messages_from"],
-            }
+            hello = {"protocol": PROTOCOL_VERSION, "layer": self.layer,
+                     "implementation": f"rmqsim reference server: {self.impl}"}
+            if self.layer == "store":
+                return {**hello, "flush_modes": ["sync", "async"], "batch_atomic": True}
+            return {**hello, "snapshot": ["topics", "messages_from"]}
         if op == "open":
             return self._open(request)
-        if op not in QUEUE_OPS:
+        ops, calls = (STORE_OPS, _STORE_CALLS) if self.layer == "store" else (QUEUE_OPS, _CALLS)
+        if op not in ops:
             raise WireProtocolError(f"unknown op {op!r}")
         if self.queue is None:
             raise WireProtocolError(f"{op} before open")
-        arguments = [request.get(name) for name in QUEUE_OPS[str(op)]]
-        return _CALLS[str(op)](self, self.queue, *arguments)
+        arguments = [request.get(name) for name in ops[str(op)]]
+        return calls[str(op)](self, self.queue, *arguments)
 
     def _open(self, request: dict[str, Any]) -> None:
         from rmqsim.conformance.adapter import load_factory
@@ -128,6 +143,10 @@ class Server:
         if type(path) is not str or type(config) is not dict:
             raise WireProtocolError("open needs path (a string) and config (an object)")
         factory = load_factory(self.impl)
+        if self.layer == "store":
+            self.queue = factory(path=Path(path), store_config=StoreConfig(**config),
+                                 clock=self.clock, faults=self.faults)
+            return
         self.queue = factory(
             path=Path(path), config=MQConfig(**config), clock=self.clock, faults=self.faults
         )
@@ -185,6 +204,16 @@ _CALLS: dict[str, Callable[..., Any]] = {
     "get_latest_msg": lambda s, q, t: q.get_latest_msg(t),
     "run_retention": lambda s, q: q.run_retention(),
     "snapshot": lambda s, q, topics, messages_from: s.snapshot(q, topics, messages_from),
+    "close": lambda s, q: q.close(),
+}
+
+
+_STORE_CALLS: dict[str, Callable[..., Any]] = {
+    "put": lambda s, q, t, n, b: q.put(t, n, bodies_from_wire(b, "bodies")),
+    "get": lambda s, q, t, n, offset, count: bodies_to_wire(q.get(t, n, offset, count)),
+    "offsets": lambda s, q, t, n: list(q.offsets(t, n)),
+    "flush": lambda s, q: q.flush(),
+    "retain": lambda s, q, cutoff: q.retain(cutoff),
     "close": lambda s, q: q.close(),
 }
 
