@@ -132,6 +132,11 @@ def check_recovered(model: ReferenceStore, views: dict[QueueKey, QueueView]) -> 
             raise StoreViolation("phantom-write", [bounds], f"{_where(key)} recovered "
                                  f"[{view.min_offset}, {view.max_offset}) of "
                                  f"[{log.min_offset}, {log.max_offset})")
+        allowed_min = max(log.min_offset, log.min_ceiling)
+        if view.min_offset > min(allowed_min, view.max_offset) and view.min_offset > 0:
+            raise StoreViolation("lost-write", [bounds], f"{_where(key)} recovered from "
+                                 f"{view.min_offset}; no retention deleted below "
+                                 f"{allowed_min}")
         _bodies_and_holes(model, key, view)
 
 

@@ -242,6 +242,7 @@ class StoreLockstep(OperationCrashes):
             self._mismatch("outcome-mismatch", Outcome(None), got)
         bounds = self._bounds()
         check_retained(self.model, op.cutoff_s, bounds)
+        self.model.allow_retention(op.cutoff_s)
         for key, (low, high) in bounds.items():
             self.model.adopt(key, low, high)
         return Outcome(tuple((key[0], key[1], low) for key, (low, _) in bounds.items()))

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import logging
+import posixpath
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -256,6 +257,9 @@ def _format(
         for directory in ("commitlog", "consumequeue"):
             fs.make_dir(f"{root}/{directory}")
         _write_atomically(fs, root, "checkpoint", encode_checkpoint(Meta(), 0))
+        # The store's own entry in its parent: without this sync a power cut may take the
+        # whole new store, synced puts and all (found by the storage layer's power sweep).
+        fs.sync_dir(posixpath.dirname(root.rstrip("/")) or "/")
         if faults is not None:
             faults(after)
         return geometry

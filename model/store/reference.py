@@ -40,6 +40,9 @@ class QueueLog:
     put_s: list[int] = field(default_factory=list)
     min_offset: int = 0
     durable: int = 0
+    #: The highest minimum any retention so far allowed: a recovered minimum above both
+    #: it and ``min_offset`` lost messages no retention deleted.
+    min_ceiling: int = 0
 
     @property
     def max_offset(self) -> int:
@@ -106,6 +109,7 @@ class ReferenceStore:
     def retain(self, cutoff_s: int) -> None:
         """The model's own retention goes as far as allowed (message by message)."""
         self._check_serving()
+        self.allow_retention(cutoff_s)
         for log in self.queues.values():
             log.min_offset = log.retention_ceiling(cutoff_s)
 
@@ -130,6 +134,12 @@ class ReferenceStore:
 
     def log(self, key: QueueKey) -> QueueLog:
         return self.queues.setdefault(key, QueueLog())
+
+    def allow_retention(self, cutoff_s: int) -> None:
+        """A retention at ``cutoff_s`` ran (or was in flight): raise each queue's
+        ``min_ceiling`` to what it allowed."""
+        for log in self.queues.values():
+            log.min_ceiling = max(log.min_ceiling, log.retention_ceiling(cutoff_s))
 
     def adopt(self, key: QueueKey, min_offset: int, max_offset: int) -> None:
         """Go on from a store that (allowed by the contract) kept ``[min, max)``."""

@@ -1,0 +1,279 @@
+"""The storage layer's power-loss sweep: cut the power at every write and sync point of a
+storage scenario, on a store that runs on rmqsim's simulated disk (a factory that takes
+``fs=``, as ``impl.store:open_store`` does), and judge what the reboot finds.
+
+The scenario is a storage profile's first ``steps`` operations for the seed, drawn with the
+model as the store (``record_store_scenario``; crashes and clean reopens left out: the cut
+is the crash). A base run on a fresh ``SimDisk`` numbers every changing file-system call
+(a *point*; the first open's are step 0's); then each point x fault mode of
+``simdisk.FAULT_MODES`` (``sync-error`` at sync points only) is a *case*: the steps run
+again in lockstep (``StoreLockstep``, every answer checked) on a disk armed there; at the
+cut, the disk the reboot finds (``SimDisk.cut``) is opened by a new store, every queue is
+read whole and judged by ``check.check_recovered`` against the model with the operation in
+flight applied, and the durable floor of before it: every put acknowledged under ``sync``
+flush (or covered by a ``flush`` under ``async``) is there, nothing never put, no body
+changed, no hole, no minimum above what retention allowed; a batch of a store that
+promises batches all or nothing (``batch_atomic``) is whole or absent. In mode
+``sync-error`` the failed sync's operation runs to its end and the power is cut after it
+(losing what is unsynced): if it returned normally it claimed durability. Then the
+recovered store is crashed and reopened: a second recovery must change nothing.
+
+A case is named ``POINT:MODE``; ``rmqsim crash-sweep --store PROFILE --seed S --case
+POINT:MODE`` runs it alone. Cost: case ``i`` replays the steps before its point.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rmqsim.conformance.layer import RunSpec
+from rmqsim.conformance.lockstep import Divergence, SimClock
+from rmqsim.conformance.power_loss import (
+    PowerCase,
+    PowerFailure,
+    PowerSweepResult,
+    quiet_recovery,
+)
+from rmqsim.conformance.simdisk import FAULT_MODES, PointRecord, PowerCut, SimDisk
+from rmqsim.conformance.store.check import StoreViolation, check_recovered, observe
+from rmqsim.conformance.store.run import StoreLockstep
+from rmqsim.model.store.api import QueueKey, StoreConfig
+from rmqsim.model.store.reference import ReferenceStore
+from rmqsim.scenarios.ops import Outcome, Step
+from rmqsim.scenarios.store.ops import CrashStore, Offsets, Put, ReopenStore, Retain, StoreOp
+from rmqsim.scenarios.store.profiles import STORE_PROFILES, StoreProfile
+from rmqsim.scenarios.store.sim import StoreSimulation
+
+__all__ = [
+    "DEFAULT_STORE_POWER_STEPS",
+    "record_store_scenario",
+    "run_store_case",
+    "store_power_sweep",
+]
+
+#: Steps of a storage power-loss sweep by default.
+DEFAULT_STORE_POWER_STEPS = 16
+#: The directory the store's own directory is created in (it exists, durably, as the
+#: parent of a store's path does when rmqsim opens a store the first time).
+_SIM_ROOT = Path("/sim")
+
+
+def record_store_scenario(profile: StoreProfile, seed: int, steps: int) -> list[Step[StoreOp]]:
+    """The first ``steps`` operations the profile's simulation draws for ``seed`` with the
+    model as the store, crashes and clean reopens left out."""
+    clock = SimClock()
+    model = ReferenceStore(StoreConfig(**profile.store_config()), clock)
+    recorded: list[Step[StoreOp]] = []
+
+    def execute(step: Step[StoreOp]) -> Outcome:
+        clock.now_s = step.time_s
+        op = step.op
+        if isinstance(op, CrashStore | ReopenStore):
+            return Outcome(tuple((k[0], k[1], *model.offsets(*k)) for k in model.queue_keys()))
+        recorded.append(step)
+        if isinstance(op, Retain):
+            model.retain(op.cutoff_s)
+            return Outcome(tuple((k[0], k[1], model.log(k).min_offset)
+                                 for k in model.queue_keys()))
+        return _model_outcome(model, op)
+
+    StoreSimulation(profile, seed, steps).run(execute)
+    return recorded
+
+
+def _model_outcome(model: ReferenceStore, op: StoreOp) -> Outcome:
+    try:
+        if isinstance(op, Put):
+            return Outcome(model.put(op.topic, op.queue, op.bodies))
+        if isinstance(op, Offsets):
+            return Outcome(model.offsets(op.topic, op.queue))
+        if op.kind == "get":
+            return Outcome(tuple(model.get(op.topic, op.queue, op.offset,  # type: ignore[union-attr]
+                                           op.max_count)))  # type: ignore[union-attr]
+        model.flush()
+        return Outcome(None)
+    except Exception as exc:
+        return Outcome(error=getattr(type(exc), "kind", type(exc).__name__))
+
+
+class _Case:
+    """One run of the steps over one disk, in lockstep, cut at the armed point."""
+
+    def __init__(self, factory: Callable[..., Any], profile: StoreProfile, disk: SimDisk,
+                 batch_atomic: bool) -> None:
+        self.factory = factory
+        self.profile = profile
+        self.disk = disk
+        self.batch_atomic = batch_atomic
+        spec = RunSpec("store", profile.name, 0, "power", profile.to_json(),
+                       profile.store_config())
+        self.lockstep = StoreLockstep(spec, profile, functools.partial(factory, fs=disk),
+                                      _SIM_ROOT)
+        #: The points each step ended at (step 0: the first open).
+        self.step_ends: list[int] = []
+
+    def run(self, recorded: Sequence[Step[StoreOp]]) -> tuple[int, dict[QueueKey, int]] | None:
+        """Run until the cut: ``(the step in flight, the durable floor of each queue
+        before it)``, or None when no cut came (the base run)."""
+        lockstep = self.lockstep
+        try:
+            lockstep.open()
+        except PowerCut:
+            return 0, {}
+        self.step_ends.append(len(self.disk.points))
+        if lockstep.open_failure is not None and self.disk.fired is not None:
+            return 0, {}  # a failed sync refused the first open: allowed
+        if lockstep.open_failure is not None:
+            raise _Failed(f"the first open failed: {lockstep.open_failure}")
+        for index, step in enumerate(recorded, start=1):
+            floor = {key: lockstep.model.log(key).durable for key in lockstep.model.queue_keys()}
+            cut = self._step(index, step, floor)
+            self.step_ends.append(len(self.disk.points))
+            if cut is not None:
+                return cut
+        return None
+
+    def _step(self, index: int, step: Step[StoreOp], floor: dict[QueueKey, int]
+              ) -> tuple[int, dict[QueueKey, int]] | None:
+        try:
+            self.lockstep.execute(step)
+        except PowerCut:
+            self._in_flight(step)
+            return index, floor
+        except Divergence as divergence:
+            if self.disk.fired is None:
+                raise _Failed(f"step {index} ({step.op.kind}) diverged before any cut: "
+                              f"{divergence}") from None
+            return index, floor  # the failed sync's operation failed: nothing it claimed
+        if self.disk.fired is not None:  # sync-error: it returned, so it claimed durability
+            return index, {key: self.lockstep.model.log(key).durable
+                           for key in self.lockstep.model.queue_keys()}
+        return None
+
+    def _in_flight(self, step: Step[StoreOp]) -> None:
+        """The model after the operation the cut interrupted (a put is applied by the
+        lockstep before the store is called; a retention is allowed here)."""
+        if isinstance(step.op, Retain):
+            self.lockstep.model.allow_retention(step.op.cutoff_s)
+
+
+class _Failed(Exception):
+    """The case could not be judged: the store diverged before the cut, or never opened."""
+
+
+def run_store_case(factory: Callable[..., Any], profile: StoreProfile,
+                   recorded: Sequence[Step[StoreOp]], case: tuple[int, str], seed: int,
+                   batch_atomic: bool = False) -> tuple[str | None, dict[str, Any] | None]:
+    """Run one case ``(point, mode)``: ``(problem or None, the cut's decisions)``."""
+    point, mode = case
+    disk = SimDisk(dirs=(str(_SIM_ROOT),))
+    disk.arm(point, mode)
+    run = _Case(factory, profile, disk, batch_atomic)
+    try:
+        cut = run.run(recorded)
+    except _Failed as failed:
+        return str(failed), None
+    finally:
+        run.lockstep.sut = None  # its disk is dead: nothing to close
+        run.lockstep.close()
+    if cut is None:
+        return None, None  # the point was never reached (a shorter replay)
+    survivor = disk.cut("lose-unsynced" if mode == "sync-error" else mode,
+                        random.Random(f"{seed}:{point}:{mode}"))
+    return _judge(run, survivor, cut[1]), disk.last_cut
+
+
+def _judge(run: _Case, survivor: SimDisk, floor: dict[QueueKey, int]) -> str | None:
+    """Open the surviving disk, read every queue, judge it, crash and reopen, compare."""
+    model = run.lockstep.model
+    for key in model.queue_keys():
+        model.log(key).durable = min(floor.get(key, 0), model.log(key).max_offset)
+    views = []
+    for attempt in ("recovery", "second recovery"):
+        reopened = _Reopen(run, survivor)
+        try:
+            views.append(reopened.observe())
+        except _Failed as failed:
+            return f"{attempt}: {failed}"
+    try:
+        check_recovered(model, views[0])
+    except StoreViolation as violation:
+        return f"{violation.anomaly}: {violation.detail}"
+    if views[1] != views[0]:
+        return "recovery-unstable: a second crash and recovery changed the recovered state"
+    return None
+
+
+class _Reopen:
+    """A store opened on ``survivor`` (then crashed: its files stay for the next open)."""
+
+    def __init__(self, run: _Case, survivor: SimDisk) -> None:
+        self.run = run
+        self.survivor = survivor
+
+    def observe(self) -> dict[QueueKey, Any]:
+        lockstep = self.run.lockstep
+        try:
+            store = self.run.factory(path=lockstep.path, store_config=lockstep.config,
+                                     clock=lockstep.clock, faults=None, fs=self.survivor)
+        except Exception as exc:
+            raise _Failed(f"unrecoverable: the store did not open: {type(exc).__name__}: "
+                          f"{exc}") from None
+        try:
+            return observe(store, lockstep.model.queue_keys(),
+                           lambda what, fn, *args: fn(*args))
+        except Exception as exc:
+            raise _Failed(f"reading the recovered store raised {type(exc).__name__}: "
+                          f"{exc}") from None
+        finally:
+            store.crash()
+
+
+def _points(factory: Callable[..., Any], profile: StoreProfile,
+            recorded: Sequence[Step[StoreOp]]) -> tuple[str | None, list[tuple[int, PointRecord]]]:
+    """The base run: ``(a problem or None, (step, point) of every point)``."""
+    disk = SimDisk(dirs=(str(_SIM_ROOT),))
+    run = _Case(factory, profile, disk, False)
+    try:
+        run.run(recorded)
+        run.lockstep.finish()
+    except (_Failed, Divergence) as failed:
+        return f"{failed}", []
+    finally:
+        run.lockstep.close()
+    steps: list[tuple[int, PointRecord]] = []
+    for point in disk.points:
+        step = next(i for i, end in enumerate(run.step_ends) if point.index <= end)
+        steps.append((step, point))
+    return None, steps
+
+
+def store_power_sweep(
+    profile_name: str, seed: int, factory: Callable[..., Any], *, impl: str,
+    steps: int = DEFAULT_STORE_POWER_STEPS, modes: Sequence[str] = FAULT_MODES,
+    only: tuple[int, str] | None = None,
+) -> PowerSweepResult:
+    """Every case of the profile's scenario for ``seed`` (or ``only`` one), on the store
+    ``factory`` opens (it must take ``fs=``); the module's docstring says what is judged."""
+    profile = STORE_PROFILES[profile_name]
+    started = time.perf_counter()
+    recorded = record_store_scenario(profile, seed, steps)
+    result = PowerSweepResult(profile_name, seed, impl, profile.flush, len(recorded))
+    with quiet_recovery():
+        result.base_problem, points = _points(factory, profile, recorded)
+        result.cases = [PowerCase(point, step, mode) for step, point in points for mode in modes
+                        if (mode != "sync-error" or point.is_sync)
+                        and (only is None or only == (point.index, mode))]
+        for case in result.cases:
+            result.counts[(case.point.call, case.mode)] += 1
+            problem, cut = run_store_case(factory, profile, recorded,
+                                          (case.point.index, case.mode), seed)
+            if problem is not None:
+                result.failures.append(PowerFailure(case, problem, cut))
+    result.wall_s = time.perf_counter() - started
+    return result
