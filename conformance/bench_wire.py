@@ -140,6 +140,6 @@ def measure_round_trip() -> RoundTrip:
             open_ms = (time.perf_counter() - started) * 1e3
             queue.create_topic("t")
             timings.append((_time_calls(queue), open_ms))
-            queue.crash()  # type: ignore[attr-defined]  # every SUT has crash()
+            queue.crash()  # type: ignore[union-attr]  # every SUT has crash()
     (direct_us, _), (wire_us, open_ms) = timings
     return RoundTrip(direct_us, wire_us, open_ms)

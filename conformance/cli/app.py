@@ -12,7 +12,7 @@ import importlib
 import json
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from importlib import metadata
 from importlib.util import find_spec
@@ -521,8 +521,8 @@ def gate_command(
             _gate_sweeps(gate, plan, swept, sweep_steps, sweep_crash_mode, pool)
             _gate_steer(gate, plan, pool)
             _gate_shrink_cases(gate, plan, pool)
-        if power_loss and swept and promise is not None:
-            _gate_power(gate, plan, swept, promise, power_steps, pool)
+        if power_loss:
+            _gate_power_loss(gate, plan, layer, (swept, promise), power_steps, pool)
         run_corpus(gate, corpus or DEFAULT_CORPUS, impl=impl)
     save_regressions(gate.results, save_regression)
     try:
@@ -673,6 +673,43 @@ def _gate_power(
             bar.advance(bar.task_ids[0])
 
         run_power_sweeps(swept, plan.seeds.start, power, pool=pool, on_sweep=on_sweep)
+
+
+def _gate_power_loss(
+    gate: Any, plan: Any, layer: str, swept: tuple[list[str], str | None], steps: int | None,
+    pool: Any,
+) -> None:
+    """The gate's power-loss sweeps: a storage backend's of ``swept``'s queue profiles held
+    to its promise, or a message store's of the storage profiles."""
+    profiles, promise = swept
+    if profiles and promise is not None:
+        _gate_power(gate, plan, profiles, promise, steps, pool)
+    if layer == "store":
+        _gate_store_power(gate, plan, plan.profiles, steps)
+
+
+def _gate_store_power(gate: Any, plan: Any, names: Sequence[str], steps: int | None) -> None:
+    """The storage layer's power-loss sweep of the first seed of each profile, when the
+    message store runs on rmqsim's simulated disk (its factory takes ``fs=``); a store
+    that does not is said to be skipped (another process: FUSE)."""
+    from rmqsim.conformance.adapter import load_impl
+    from rmqsim.conformance.store.power import (
+        DEFAULT_STORE_POWER_STEPS,
+        store_power_sweep,
+        takes_fs,
+    )
+
+    factory = load_impl(plan.impl).factory
+    if not takes_fs(factory):
+        click.echo(f"power-loss sweep: skipped: --impl {plan.impl} takes no fs= (it does not "
+                   "run on rmqsim's simulated disk)", err=True)
+        return
+    with progress(len(names), "power-loss sweep (storage)") as bar:
+        for name in names:
+            gate.power_sweeps.append(store_power_sweep(
+                name, plan.seeds.start, factory, impl=plan.impl,
+                steps=steps or DEFAULT_STORE_POWER_STEPS))
+            bar.advance(bar.task_ids[0])
 
 
 def _gate_verdict(gate: Any, junit: Path, summary: Path) -> None:

@@ -119,6 +119,10 @@ def crash_sweep_command(
     change nothing, and the rest of the scenario must still conform. With --storage, the
     power is cut on a simulated disk instead (conformance/power_loss.py).
     """
+    from rmqsim.scenarios.store.profiles import STORE_PROFILES
+
+    if profile_name in STORE_PROFILES:  # a storage profile's crash sweep cuts the power
+        _store_sweep(profile_name, seed, impl, steps, case_spec)
     if storage is None and (case_spec, flush) != (None, None):
         raise UsageError(f"{'--case' if case_spec is not None else '--flush'} needs --storage")
     if storage is not None:
@@ -167,6 +171,45 @@ def crash_sweep_command(
         f"{result.steps} steps, {len(result.cases)} cases over {len(result.points)} points "
         f"(resolved {resolved}), {len(result.failures)} failing case(s)"
         + ("" if result.base.ok else f", the run without crashes failed ({result.base.anomaly})")
+        + f", {result.wall_s:.1f}s"
+    )
+    sys.exit(EXIT_OK if result.ok else EXIT_DIVERGENCE)
+
+
+def _store_sweep(
+    profile_name: str, seed: int, impl: str | None, steps: int | None, case_spec: str | None,
+) -> None:  # fmt: skip
+    """``crash-sweep --profile STORAGE-PROFILE``: the storage layer's power-loss sweep
+    (``conformance.store.power``), each failure with its repro line; exit 0 or 1."""
+    from rmqsim.conformance.power_loss import parse_case
+    from rmqsim.conformance.store.power import (
+        DEFAULT_STORE_POWER_STEPS,
+        power_factory,
+        store_power_sweep,
+    )
+    from rmqsim.conformance.store.run import DEFAULT_STORE_IMPL
+
+    name = impl or "commitlog-store"
+    factory = power_factory(impl or DEFAULT_STORE_IMPL)
+    try:
+        only = None if case_spec is None else parse_case(case_spec)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    steps = steps or DEFAULT_STORE_POWER_STEPS
+    with progress(1, f"crash-sweep {profile_name} seed {seed} (power loss)"):
+        result = store_power_sweep(profile_name, seed, factory, impl=name, steps=steps,
+                                   only=only)
+    if result.base_problem is not None:
+        click.echo(f"the run without power cuts failed: {result.base_problem}", err=True)
+    for failure in result.failures:
+        click.echo(f"  FAIL {failure.case.label()}: {failure.problem}\n"
+                   f"    rmqsim crash-sweep --profile {profile_name} --seed {seed} --steps "
+                   f"{steps} --impl {name} --case {failure.case.spec}")
+    click.echo(
+        f"rmqsim crash-sweep: storage profile {profile_name} ({result.promise} flush) seed "
+        f"{seed} impl {name}: {result.steps} steps, {len(result.cases)} power-cut cases, "
+        f"{len(result.failures)} failing case(s)"
+        + ("" if result.base_problem is None else ", the run without power cuts failed")
         + f", {result.wall_s:.1f}s"
     )
     sys.exit(EXIT_OK if result.ok else EXIT_DIVERGENCE)

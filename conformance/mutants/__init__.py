@@ -25,7 +25,8 @@ class Mutant:
     impl: str
     #: Which layer the bug is in: ``"queue"`` (RocksMQ), ``"consumer"`` (the push consumer)
     #: ``"storage"`` (a file-system backend's durability: only a power cut shows it) or
-    #: ``"stream"`` (the message streams of docs/STREAM.md).
+    #: ``"stream"`` (the message streams of docs/STREAM.md) or ``"store"`` (the storage
+    #: layer's contract, docs/STORAGE.md: its profiles, then its power-loss sweep).
     layer: str = "queue"
     #: ``process``: the gate runs it in a child process through the wire protocol
     #: (``rmqsim mutants --crash-mode process``), crashed by SIGKILL.
@@ -34,4 +35,4 @@ class Mutant:
     def __post_init__(self) -> None:
         assert self.name and self.name == self.name.lower() and " " not in self.name, self.name
         assert ":" in self.impl, f"{self.name}: impl must be MOD:FACTORY, not {self.impl!r}"
-        assert self.layer in ("queue", "consumer", "storage", "stream"), self.layer
+        assert self.layer in ("queue", "consumer", "storage", "stream", "store"), self.layer

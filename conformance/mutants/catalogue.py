@@ -30,6 +30,7 @@ MUTANT_MODULES: tuple[str, ...] = (
     "rmqsim.conformance.mutants.blind",
     "rmqsim.conformance.mutants.newcomer",
     "rmqsim.conformance.mutants.storage",
+    "rmqsim.conformance.mutants.store",
     "rmqsim.conformance.mutants.stream",
 )
 

@@ -40,6 +40,7 @@ from rmqsim.conformance.power_trace import power_anomaly
 from rmqsim.conformance.shrink import shrink_and_save
 from rmqsim.conformance.shrink_budget import DEFAULT_SHRINK_BUDGET, ShrinkBudget
 from rmqsim.conformance.stateful import fuzz
+from rmqsim.scenarios.store.profiles import STORE_GATE_PROFILES
 
 #: The gate profiles that exercise each layer: a consumer-layer mutant is only reached
 #: through the consumer profiles (the queue profiles never start a push consumer).
@@ -48,6 +49,7 @@ LAYER_PROFILES: dict[str, tuple[str, ...]] = {
     "consumer": GATE_CONSUMER_PROFILES,
     "storage": GATE_PROFILES,
     "stream": GATE_STREAM_PROFILES,
+    "store": STORE_GATE_PROFILES,
 }
 #: A storage mutant dies in a power-loss sweep (``conformance.gate_power``) of the first
 #: seed of each profile, of this many steps (the default gate's), held to the sync
@@ -243,6 +245,17 @@ def kill_mutant(
     out_dir = out / mutant.name
     if mutant.layer == "storage":
         return _kill_by_power_loss(mutant, seeds.start, tuple(profiles), out_dir, shrink)
+    kill = _kill_by_gate(mutant, seeds, tuple(profiles), out_dir, steps, shrink)
+    if mutant.layer == "store" and kill.status == SURVIVED:
+        _kill_by_store_power(kill, seeds.start, tuple(profiles))
+    return kill
+
+
+def _kill_by_gate(
+    mutant: Mutant, seeds: range, profiles: tuple[str, ...], out_dir: Path, steps: int | None,
+    shrink: ShrinkBudget | None,
+) -> Kill:
+    """The gate's profile runs against ``mutant`` until the first failing one, shrunk."""
     gate = run_profiles(
         GatePlan(tuple(profiles), seeds, mutant.impl, out_dir, steps, until_failure=True,
                  crash_mode=mutant.crash_mode)
@@ -274,6 +287,30 @@ def kill_mutant(
         elif failure.profile in GATE_CONSUMER_PROFILES:
             kill.note = "not shrunk: a consumer run that fails only at its final check"
     return kill
+
+
+def _kill_by_store_power(kill: Kill, seed: int, profiles: tuple[str, ...]) -> None:
+    """A storage-layer mutant the profile runs missed, against the storage power-loss
+    sweeps (``conformance.store.power``) of ``seed``, profile by profile."""
+    from rmqsim.conformance.store.power import power_factory, store_power_sweep
+
+    factory = power_factory(kill.mutant.impl)
+    for profile in profiles:
+        sweep = store_power_sweep(profile, seed, factory, impl=kill.mutant.impl)
+        kill.runs += 1
+        kill.operations += sweep.steps * max(len(sweep.cases), 1)
+        kill.seconds += sweep.wall_s
+        if sweep.ok:
+            continue
+        kill.status, kill.profile, kill.seed, kill.check = KILLED, profile, seed, "power loss"
+        first = sweep.failures[0] if sweep.failures else None
+        kill.detail = first.problem if first else (sweep.base_problem or "")
+        kill.anomaly = kill.detail.partition(":")[0] if first else "power-cut-before-cut"
+        if first is not None:
+            kill.step = first.case.step
+            kill.repro = (f"rmqsim crash-sweep --profile {profile} --seed {seed} --steps "
+                          f"{sweep.steps} --impl {kill.mutant.impl} --case {first.case.spec}")
+        return
 
 
 def _kill_by_power_loss(

@@ -25,12 +25,15 @@ POINT:MODE`` runs it alone. Cost: case ``i`` replays the steps before its point.
 from __future__ import annotations
 
 import functools
+import inspect
 import random
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rmqsim.conformance.adapter import load_impl
+from rmqsim.conformance.bad_impl import BadImplError
 from rmqsim.conformance.layer import RunSpec
 from rmqsim.conformance.lockstep import Divergence, SimClock
 from rmqsim.conformance.power_loss import (
@@ -51,9 +54,11 @@ from rmqsim.scenarios.store.sim import StoreSimulation
 
 __all__ = [
     "DEFAULT_STORE_POWER_STEPS",
+    "power_factory",
     "record_store_scenario",
     "run_store_case",
     "store_power_sweep",
+    "takes_fs",
 ]
 
 #: Steps of a storage power-loss sweep by default.
@@ -199,7 +204,7 @@ def _judge(run: _Case, survivor: SimDisk, floor: dict[QueueKey, int]) -> str | N
         try:
             views.append(reopened.observe())
         except _Failed as failed:
-            return f"{attempt}: {failed}"
+            return f"{failed} (at the {attempt})"
     try:
         check_recovered(model, views[0])
     except StoreViolation as violation:
@@ -223,13 +228,13 @@ class _Reopen:
                                      clock=lockstep.clock, faults=None, fs=self.survivor)
         except Exception as exc:
             raise _Failed(f"unrecoverable: the store did not open: {type(exc).__name__}: "
-                          f"{exc}") from None
+                          f"{str(exc)[:300]}") from None
         try:
             return observe(store, lockstep.model.queue_keys(),
                            lambda what, fn, *args: fn(*args))
         except Exception as exc:
-            raise _Failed(f"reading the recovered store raised {type(exc).__name__}: "
-                          f"{exc}") from None
+            raise _Failed(f"outcome-mismatch: reading the recovered store raised "
+                          f"{type(exc).__name__}: {str(exc)[:300]}") from None
         finally:
             store.crash()
 
@@ -277,3 +282,26 @@ def store_power_sweep(
                 result.failures.append(PowerFailure(case, problem, cut))
     result.wall_s = time.perf_counter() - started
     return result
+
+
+def power_factory(impl: str) -> Callable[..., Any]:
+    """The message store factory ``impl`` names, when it takes ``fs=`` (it can run on
+    the simulated disk); ``BadImplError`` otherwise."""
+    loaded = load_impl(impl)
+    if loaded.layer != "store":
+        raise BadImplError(f"--impl {impl}: a storage profile's power-loss sweep needs a "
+                           "message store factory(path=, store_config=, clock=, faults=, fs=)")
+    if not takes_fs(loaded.factory):
+        raise BadImplError(f"--impl {impl}: its factory takes no fs=, so rmqsim cannot put it "
+                           "on its simulated disk (a store in another process: through FUSE)")
+    return loaded.factory
+
+
+def takes_fs(factory: Callable[..., Any]) -> bool:
+    """Whether ``factory`` accepts ``fs=`` (a ``FileSystem``)."""
+    try:
+        parameters = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False
+    return "fs" in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD
+                                     for p in parameters.values())

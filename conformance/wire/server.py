@@ -137,12 +137,12 @@ class Server:
         return calls[str(op)](self, self.queue, *arguments)
 
     def _open(self, request: dict[str, Any]) -> None:
-        from rmqsim.conformance.adapter import load_factory
+        from rmqsim.conformance.adapter import load_impl
 
         path, config = request.get("path"), request.get("config")
         if type(path) is not str or type(config) is not dict:
             raise WireProtocolError("open needs path (a string) and config (an object)")
-        factory = load_factory(self.impl)
+        factory = load_impl(self.impl).factory
         if self.layer == "store":
             self.queue = factory(path=Path(path), store_config=StoreConfig(**config),
                                  clock=self.clock, faults=self.faults)

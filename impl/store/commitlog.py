@@ -19,13 +19,13 @@ from rmqsim.impl.faults import FaultHook
 from rmqsim.model.api import Clock, MQConfig, ProducerMessage
 from rmqsim.model.store.api import StoreConfig, validate_get, validate_put, validate_queue
 
-__all__ = ["CQ_ENTRIES_PER_FILE", "CommitLogStore", "open_store"]
+__all__ = ["CQ_ENTRIES_PER_FILE", "QUEUE_CONFIG", "CommitLogStore", "open_store"]
 
 #: Consume-queue entries per file: few, so that a run turns consume-queue files over too.
 CQ_ENTRIES_PER_FILE = 64
 
 #: The queue configuration under the store: no page ever closes, no queue retention.
-_QUEUE_CONFIG = MQConfig(page_size_bytes=2**62, retention_time_s=-1, retention_size_bytes=-1)
+QUEUE_CONFIG = MQConfig(page_size_bytes=2**62, retention_time_s=-1, retention_size_bytes=-1)
 
 
 def _topic_name(topic: str, queue: int) -> str:
@@ -81,7 +81,7 @@ def open_store(
     simulated disk; default the OS's). A segment under the commit log's least
     (``impl.commitlog.MIN_SEGMENT_SIZE_BYTES``) is refused (``InvalidArgumentError``)."""
     geometry = Geometry(store_config.segment_bytes, CQ_ENTRIES_PER_FILE)
-    queue = CommitLogMQ.open(path, config=_QUEUE_CONFIG, clock=clock, faults=faults,
+    queue = CommitLogMQ.open(path, config=QUEUE_CONFIG, clock=clock, faults=faults,
                              policy=FlushPolicy(mode=store_config.flush), fs=fs,
                              geometry=geometry)
     return CommitLogStore(queue, store_config)
