@@ -42,6 +42,7 @@ STORE_ANOMALIES: dict[str, str] = {
                       "minimum backwards",
     "recovery-unstable": "a second crash and recovery changed what the first recovery kept",
     "lost-on-close": "after a clean close and reopen, the store lost or changed something",
+    "protocol-error": "a store in another process broke the wire protocol (docs/PROTOCOL.md)",
 }
 #: ``get`` chunk size when reading a queue whole.
 OBSERVE_CHUNK = 64

@@ -230,13 +230,21 @@ class _Reopen:
             raise _Failed(f"unrecoverable: the store did not open: {type(exc).__name__}: "
                           f"{str(exc)[:300]}") from None
         try:
-            return observe(store, lockstep.model.queue_keys(),
-                           lambda what, fn, *args: fn(*args))
-        except Exception as exc:
-            raise _Failed(f"outcome-mismatch: reading the recovered store raised "
-                          f"{type(exc).__name__}: {str(exc)[:300]}") from None
+            return observe(store, lockstep.model.queue_keys(), _read_back)
         finally:
             store.crash()
+
+
+def _read_back(what: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """One read of a recovered store: a get that raises inside the bounds the store gave
+    is a ``hole`` (it claims what it cannot serve); any other call's exception is an
+    answer outside the contract."""
+    try:
+        return fn(*args)
+    except Exception as exc:
+        anomaly = "hole" if what == "get" else "outcome-mismatch"
+        raise _Failed(f"{anomaly}: {what}{args!r:.80} on the recovered store raised "
+                      f"{type(exc).__name__}: {str(exc)[:300]}") from None
 
 
 def _points(factory: Callable[..., Any], profile: StoreProfile,

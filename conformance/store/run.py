@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rmqsim.conformance.adapter import BUILTIN_IMPLS, DEFAULT_IMPL, LAYER_FORMS, load_impl
+from rmqsim.conformance.anomalies import is_protocol_error
 from rmqsim.conformance.apply import error_outcome, exception_text
 from rmqsim.conformance.bad_impl import BadImplError
 from rmqsim.conformance.layer import OperationCrashes, RunSpec
@@ -193,6 +194,8 @@ class StoreLockstep(OperationCrashes):
 
     def _mismatch(self, anomaly: str, want: Outcome, got: Outcome, detail: str = "") -> None:
         assert self.step is not None
+        if is_protocol_error(got.error):
+            anomaly = "protocol-error"
         self.records.append(StepRecord(self.step, want, sut_outcome=got))
         raise Divergence(anomaly, self.stats.steps, self.step, want, got,
                          detail=detail or f"model={want} store={got}")
@@ -322,6 +325,8 @@ def _divergence(exc: BaseException, index: int, step: Step[Any], where: str = ""
         return Divergence(exc.anomaly, index, step, diffs=exc.diffs, detail=where + exc.detail)
     if isinstance(exc, OperationHang):
         return Divergence("hang", index, step, detail=where + exc.detail)
+    if type(exc).__name__ == "WireProtocolError":
+        return Divergence("protocol-error", index, step, detail=where + exception_text(exc))
     return Divergence("outcome-mismatch", index, step, detail=(
         f"{where}the store raised {type(exc).__name__}: {exception_text(exc)[:300]}"))
 

@@ -1,0 +1,190 @@
+"""The storage layer (docs/STORAGE.md "The storage contract"): our commit log meets it in
+process, in a child process and through ``exec:``; every check fails on a store that breaks
+it (``wrong_stores``) with its anomaly; failures replay and shrink; the power-loss sweep
+passes on ours and kills the store mutants; the command line takes a storage profile."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from rmqsim.conformance.cli.app import cli
+from rmqsim.conformance.layer import layer_for_profile
+from rmqsim.conformance.run import read_run_trace, replay, run_seed
+from rmqsim.conformance.shrink import shrink_result
+from rmqsim.conformance.shrink_budget import ShrinkBudget
+from rmqsim.conformance.simdisk import SimDisk
+from rmqsim.conformance.store.power import power_factory, store_power_sweep
+from rmqsim.conformance.trace import write_lines
+from rmqsim.impl.store import open_store
+from rmqsim.model.store import ReferenceStore, StoreConfig
+from rmqsim.model.store.api import InvalidArgumentError
+from rmqsim.scenarios.store.profiles import STORE_PROFILES
+
+WRONG = "tests.store.wrong_stores:"
+MUTANTS = "rmqsim.conformance.mutants.store:"
+
+
+@pytest.mark.parametrize("profile", sorted(STORE_PROFILES))
+def test_our_commit_log_meets_every_storage_profile(profile: str) -> None:
+    assert layer_for_profile(profile).name == "store"
+    for seed in range(3):
+        result = run_seed(profile, seed)  # the default: our commit log under the contract
+        assert result.ok, (seed, result.anomaly, result.divergence)
+        assert result.impl == "rmqsim.impl.store:open_store"
+    again = run_seed(profile, 1)
+    assert again.trace_lines == run_seed(profile, 1).trace_lines  # same seed, same trace
+
+
+def test_the_simulation_reaches_every_operation_and_offset_class() -> None:
+    kinds: set[str] = set()
+    errors: set[str] = set()
+    for profile in STORE_PROFILES:
+        for line in run_seed(profile, 0).trace_lines[1:-1]:
+            step = json.loads(line)
+            kinds.add(step["op"]["kind"])
+            errors.add(step["outcome"]["error"] or "-")
+    assert kinds == {"put", "get", "offsets", "flush", "retain", "crash", "reopen"}
+    assert "InvalidArgument" in errors
+
+
+def test_through_a_child_process_and_exec(tmp_path: Path) -> None:
+    from rmqsim.conformance.run import run, spec_for_seed
+
+    spec = spec_for_seed("store-crashy", 0).replace(crash_mode="process")
+    assert run(spec, impl="commitlog-store").ok  # the reference server, SIGKILLed at crashes
+    command = f"exec:{sys.executable} -m rmqsim.conformance.wire.server commitlog-store"
+    over_exec = run_seed("store-retention", 1, impl=command)
+    assert over_exec.ok and over_exec.trace_lines[1:] == run_seed("store-retention", 1
+                                                                  ).trace_lines[1:]
+
+
+@pytest.mark.parametrize(
+    ("factory", "profile", "anomaly"),
+    [
+        ("put_off_by_one", "store", "offset-mismatch"),
+        ("hole_after_reopen", "store-crashy", "hole"),
+        ("body_flipped_after_reopen", "store-crashy", "corrupt-body"),
+        ("crash_loses_last", "store-crashy", "lost-write"),
+        ("crash_adds_phantom", "store-crashy", "phantom-write"),
+        ("recovery_drifts", "store-crashy", "recovery-unstable"),
+        ("close_loses_last", "store-crashy", "lost-on-close"),
+        ("retain_raises", "store-retention", "outcome-mismatch"),
+    ],
+)
+def test_each_check_catches_the_store_that_breaks_it(factory: str, profile: str,
+                                                    anomaly: str) -> None:
+    found = [run_seed(profile, seed, impl=WRONG + factory).anomaly for seed in range(4)]
+    assert anomaly in found, found
+
+
+@pytest.mark.parametrize(
+    ("mutant", "profile", "anomaly"),
+    [
+        ("open_get_from_next", "store", "get-mismatch"),
+        ("open_retain_past_cutoff", "store-retention", "over-retention"),
+    ],
+)
+def test_the_contract_mutants_are_caught_in_lockstep(mutant: str, profile: str,
+                                                     anomaly: str) -> None:
+    assert {run_seed(profile, seed, impl=MUTANTS + mutant).anomaly for seed in range(3)} == {
+        anomaly}
+
+
+def test_a_failure_replays_and_shrinks(tmp_path: Path) -> None:
+    failing = run_seed("store-crashy", 0, impl=WRONG + "crash_loses_last")
+    assert failing.anomaly == "lost-write"
+    path = tmp_path / "failing.jsonl"
+    write_lines(path, failing.trace_lines)
+    trace = read_run_trace(path)
+    assert json.loads(failing.trace_lines[0])["layer"] == "store"
+    assert replay(trace).anomaly == "lost-write"
+    assert replay(trace, impl="commitlog-store").ok  # the recorded outcomes are the model's
+    shrunk = shrink_result(failing, budget=ShrinkBudget(max_operations=20_000))
+    assert shrunk is not None and shrunk.anomaly == "lost-write"
+    kinds = [json.loads(line)["op"]["kind"] for line in shrunk.trace_lines[1:-1]]
+    assert kinds == ["put", "crash"], kinds  # a put, and the crash that loses it
+
+
+def test_the_power_loss_sweep_passes_on_our_commit_log() -> None:
+    factory = power_factory("commitlog-store")
+    for profile in ("store", "store-async", "store-retention"):
+        sweep = store_power_sweep(profile, 0, factory, impl="commitlog-store", steps=8)
+        assert sweep.ok, (profile, sweep.base_problem, sweep.failures[:2])
+        assert len(sweep.cases) > 100
+        assert {mode for _, mode in sweep.counts} >= {"lose-unsynced", "torn-write",
+                                                       "lose-dir-entry", "sync-error"}
+
+
+@pytest.mark.parametrize(
+    ("mutant", "profile", "anomaly"),
+    [
+        ("store_open_no_fsync", "store", "lost-write"),
+        ("store_open_no_crc_check", "store", "corrupt-body"),
+        ("store_open_truncate_one_record_off", "store", "hole"),
+        ("open_flush_noop", "store-async", "lost-write"),
+    ],
+)
+def test_the_power_sweep_kills_durability_mutants(mutant: str, profile: str,
+                                                  anomaly: str) -> None:
+    sweep = store_power_sweep(profile, 0, power_factory(MUTANTS + mutant), impl=mutant)
+    assert not sweep.ok
+    assert any(f.problem.startswith(anomaly) for f in sweep.failures), sweep.failures[:3]
+
+
+def test_a_new_store_survives_a_power_cut_after_its_first_synced_put() -> None:
+    """The commit log syncs its parent directory when it makes a new store (without it,
+    the store's own directory entry, synced puts and all, is lost)."""
+    disk = SimDisk(dirs=("/sim",))
+    config = StoreConfig(flush="sync", segment_bytes=4096)
+    store = open_store(path=Path("/sim/store"), store_config=config, clock=lambda: 0,
+                       faults=None, fs=disk)
+    assert store.put("t", 0, [b"kept"]) == 0
+    survivor = disk.cut("lose-unsynced", random.Random(0))
+    reopened = open_store(path=Path("/sim/store"), store_config=config, clock=lambda: 0,
+                          faults=None, fs=survivor)
+    assert reopened.get("t", 0, 0, 5) == [b"kept"]
+
+
+def test_the_model_answers_the_contract() -> None:
+    now = [0]
+    model = ReferenceStore(StoreConfig(flush="async"), lambda: now[0])
+    assert model.offsets("t", 0) == (0, 0) and model.get("t", 0, 0, 3) == []
+    assert model.put("t", 0, [b"a", b"b"]) == 0
+    now[0] = 10
+    assert model.put("t", 0, [b""]) == 2
+    assert model.get("t", 0, 1, 5) == [b"b", b""] and model.get("t", 0, 3, 1) == []
+    assert model.log(("t", 0)).durable == 0  # async: nothing durable before a flush
+    model.flush()
+    model.retain(10)  # the messages put before 10
+    assert model.offsets("t", 0) == (2, 3) and model.get("t", 0, 0, 5) == []
+    for bad in [("", 0, [b"x"]), ("t/1", 0, [b"x"]), ("t", -1, [b"x"]), ("t", 0, []),
+                ("t", 0, [b"x" * 5000])]:
+        with pytest.raises(InvalidArgumentError):
+            model.put(*bad)  # type: ignore[arg-type]
+
+
+def test_the_command_line_takes_storage_profiles(tmp_path: Path) -> None:
+    runner = CliRunner()
+    ran = runner.invoke(cli, ["run", "--profile", "store", "--seeds", "0:2"])
+    assert ran.exit_code == 0, ran.output
+    swept = runner.invoke(cli, ["crash-sweep", "--profile", "store", "--steps", "6"])
+    assert swept.exit_code == 0 and "power-cut cases, 0 failing" in swept.output, swept.output
+    killed = runner.invoke(cli, ["crash-sweep", "--profile", "store", "--steps", "6",
+                                 "--impl", MUTANTS + "store_open_no_fsync"])
+    assert killed.exit_code == 1 and "--case" in killed.output
+    repro = killed.output.split("rmqsim crash-sweep ", 1)[1].splitlines()[0].split()
+    again = runner.invoke(cli, ["crash-sweep", *repro])  # the printed repro line, as given
+    assert again.exit_code == 1 and "1 power-cut cases, 1 failing" in again.output, again.output
+    refused = runner.invoke(cli, ["crash-sweep", "--profile", "store", "--impl", "commitlog"])
+    assert refused.exit_code == 2 and "message store factory" in refused.output
+    gate = runner.invoke(cli, ["gate", "--impl", "commitlog-store", "--seeds", "0:1",
+                               "--out", str(tmp_path / "gate")])
+    assert gate.exit_code == 0 and "0 failing power-cut cases" in gate.output, gate.output
+    summary = json.loads((tmp_path / "gate" / "summary.json").read_text())
+    assert set(summary["power_loss"]) == set(STORE_PROFILES)
