@@ -12,7 +12,9 @@ Two families:
   ``store-get-from-next`` (a get starts one offset late), ``store-retain-past-cutoff``
   (retention deletes the first message put at the cutoff too), ``store-min-stays-zero``
   (``offsets`` never reports retention's minimum), ``store-flush-noop`` (``flush`` does
-  nothing: under async flush a power cut loses what it covered).
+  nothing: under async flush a power cut loses what it covered), ``store-batch-split``
+  (a batch written body by body: a power cut keeps part of it, which a store promising
+  batches all or nothing, as ours does, must not).
 
 Each is a subclass of ``impl.store.CommitLogStore`` overriding one public method, or the
 storage mutant's own factory under it: nothing is patched.
@@ -47,6 +49,7 @@ def _over(open_queue: Callable[..., Any], name: str) -> StoreFactory:
 
     factory.__qualname__ = factory.__name__ = name
     factory.__doc__ = f"The storage contract over mutants.storage:{open_queue.__name__}."
+    factory.rmqsim_batch_atomic = True  # type: ignore[attr-defined]  # as ours claims
     return factory
 
 
@@ -61,6 +64,7 @@ def _subclass(cls: type[CommitLogStore], name: str) -> StoreFactory:
 
     factory.__qualname__ = factory.__name__ = name
     factory.__doc__ = cls.__doc__
+    factory.rmqsim_batch_atomic = True  # type: ignore[attr-defined]  # as ours claims
     return factory
 
 
@@ -85,6 +89,16 @@ class _MinStaysZero(CommitLogStore):
         return (0, super().offsets(topic, queue)[1])
 
 
+class _BatchSplit(CommitLogStore):
+    """Bug class: atomicity (a batch written as one record per body)."""
+
+    def put(self, topic: str, queue: int, bodies: Sequence[bytes]) -> int:
+        first = super().put(topic, queue, bodies[:1])
+        for body in bodies[1:]:
+            super().put(topic, queue, [body])
+        return first
+
+
 class _FlushNoop(CommitLogStore):
     """Bug class: durability (flush does nothing)."""
 
@@ -96,6 +110,7 @@ open_get_from_next = _subclass(_GetFromNext, "open_get_from_next")
 open_retain_past_cutoff = _subclass(_RetainPastCutoff, "open_retain_past_cutoff")
 open_min_stays_zero = _subclass(_MinStaysZero, "open_min_stays_zero")
 open_flush_noop = _subclass(_FlushNoop, "open_flush_noop")
+open_batch_split = _subclass(_BatchSplit, "open_batch_split")
 
 #: The storage mutants carried over (``mutants.storage``'s names, but the control).
 _CARRIED: Sequence[str] = tuple(m.name for m in storage_mutants.MUTANTS)
@@ -115,6 +130,9 @@ MUTANTS: tuple[Mutant, ...] = (
            f"{_MODULE}:open_min_stays_zero", "store"),
     Mutant("store-flush-noop", "durability", "flush() does nothing (async flush loses data)",
            f"{_MODULE}:open_flush_noop", "store"),
+    Mutant("store-batch-split", "atomicity",
+           "a batch is written as one record per body (a power cut keeps part of it)",
+           f"{_MODULE}:open_batch_split", "store"),
     *(Mutant(f"store-{m.name}", m.bug_class, f"{m.summary} (under the storage contract)",
              f"{_MODULE}:store_open_{m.name.replace('-', '_')}", "store")
       for m in storage_mutants.MUTANTS),

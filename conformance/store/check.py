@@ -42,6 +42,7 @@ STORE_ANOMALIES: dict[str, str] = {
                       "minimum backwards",
     "recovery-unstable": "a second crash and recovery changed what the first recovery kept",
     "lost-on-close": "after a clean close and reopen, the store lost or changed something",
+    "torn-batch": "a store that promises batches all or nothing recovered part of one",
     "protocol-error": "a store in another process broke the wire protocol (docs/PROTOCOL.md)",
 }
 #: ``get`` chunk size when reading a queue whole.
@@ -119,9 +120,11 @@ def _bodies_and_holes(model: ReferenceStore, key: QueueKey, view: QueueView) -> 
                              "nothing")
 
 
-def check_recovered(model: ReferenceStore, views: dict[QueueKey, QueueView]) -> None:
+def check_recovered(model: ReferenceStore, views: dict[QueueKey, QueueView],
+                    batch_atomic: bool = False) -> None:
     """A crash's recovery: each queue keeps every durable message and nothing never put,
-    its minimum at most its maximum, its bodies the model's, no hole."""
+    its minimum at most its maximum, its bodies the model's, no hole; a store whose
+    batches are all or nothing (``batch_atomic``) ends each queue at a batch's end."""
     for key, view in views.items():
         log = model.log(key)
         bounds = Difference("bounds", _where(key), (log.min_offset, log.max_offset),
@@ -139,6 +142,10 @@ def check_recovered(model: ReferenceStore, views: dict[QueueKey, QueueView]) -> 
                                  f"{view.min_offset}; no retention deleted below "
                                  f"{allowed_min}")
         _bodies_and_holes(model, key, view)
+        if batch_atomic and view.max_offset not in log.batch_ends:
+            ends = sorted(end for end in log.batch_ends if end <= log.max_offset)
+            raise StoreViolation("torn-batch", [bounds], f"{_where(key)} recovered up to "
+                                 f"{view.max_offset}, inside a batch (batches end at {ends})")
 
 
 def check_clean(model: ReferenceStore, views: dict[QueueKey, QueueView], anomaly: str) -> None:

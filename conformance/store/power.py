@@ -54,6 +54,7 @@ from rmqsim.scenarios.store.sim import StoreSimulation
 
 __all__ = [
     "DEFAULT_STORE_POWER_STEPS",
+    "batch_atomic",
     "power_factory",
     "record_store_scenario",
     "run_store_case",
@@ -206,7 +207,7 @@ def _judge(run: _Case, survivor: SimDisk, floor: dict[QueueKey, int]) -> str | N
         except _Failed as failed:
             return f"{failed} (at the {attempt})"
     try:
-        check_recovered(model, views[0])
+        check_recovered(model, views[0], run.batch_atomic)
     except StoreViolation as violation:
         return f"{violation.anomaly}: {violation.detail}"
     if views[1] != views[0]:
@@ -285,7 +286,8 @@ def store_power_sweep(
         for case in result.cases:
             result.counts[(case.point.call, case.mode)] += 1
             problem, cut = run_store_case(factory, profile, recorded,
-                                          (case.point.index, case.mode), seed)
+                                          (case.point.index, case.mode), seed,
+                                          batch_atomic(factory))
             if problem is not None:
                 result.failures.append(PowerFailure(case, problem, cut))
     result.wall_s = time.perf_counter() - started
@@ -303,6 +305,14 @@ def power_factory(impl: str) -> Callable[..., Any]:
         raise BadImplError(f"--impl {impl}: its factory takes no fs=, so rmqsim cannot put it "
                            "on its simulated disk (a store in another process: through FUSE)")
     return loaded.factory
+
+
+def batch_atomic(factory: Callable[..., Any]) -> bool:
+    """Whether the store ``factory`` opens promises batches all or nothing: its
+    ``rmqsim_batch_atomic``, or its protocol server's ``hello``."""
+    hello = getattr(factory, "rmqsim_hello", None)
+    declared = getattr(factory, "rmqsim_batch_atomic", None)
+    return bool(declared if declared is not None else getattr(hello, "batch_atomic", False))
 
 
 def takes_fs(factory: Callable[..., Any]) -> bool:

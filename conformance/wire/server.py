@@ -124,7 +124,10 @@ class Server:
             hello = {"protocol": PROTOCOL_VERSION, "layer": self.layer,
                      "implementation": f"rmqsim reference server: {self.impl}"}
             if self.layer == "store":
-                return {**hello, "flush_modes": ["sync", "async"], "batch_atomic": True}
+                from rmqsim.conformance.adapter import load_impl
+
+                atomic = getattr(load_impl(self.impl).factory, "rmqsim_batch_atomic", False)
+                return {**hello, "flush_modes": ["sync", "async"], "batch_atomic": atomic is True}
             return {**hello, "snapshot": ["topics", "messages_from"]}
         if op == "open":
             return self._open(request)

@@ -85,3 +85,8 @@ def open_store(
                              policy=FlushPolicy(mode=store_config.flush), fs=fs,
                              geometry=geometry)
     return CommitLogStore(queue, store_config)
+
+
+# What the storage power-loss sweep holds it to (docs/STORAGE.md): a put is one batch record,
+# all or nothing.
+open_store.rmqsim_batch_atomic = True  # type: ignore[attr-defined]

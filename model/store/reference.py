@@ -43,6 +43,9 @@ class QueueLog:
     #: The highest minimum any retention so far allowed: a recovered minimum above both
     #: it and ``min_offset`` lost messages no retention deleted.
     min_ceiling: int = 0
+    #: Where each put's batch ended (its offset after the last body): where a crash may
+    #: cut a store whose batches are all or nothing.
+    batch_ends: set[int] = field(default_factory=lambda: {0})
 
     @property
     def max_offset(self) -> int:
@@ -62,6 +65,7 @@ class QueueLog:
         assert self.durable <= max_offset <= len(self.bodies), (self.durable, max_offset)
         del self.bodies[max_offset:]
         del self.put_s[max_offset:]
+        self.batch_ends = {end for end in self.batch_ends if end <= max_offset} | {max_offset}
 
 
 class ReferenceStore:
@@ -83,6 +87,7 @@ class ReferenceStore:
         now_s = self.clock()
         log.bodies.extend(bodies)
         log.put_s.extend([now_s] * len(bodies))
+        log.batch_ends.add(log.max_offset)
         if self.config.flush == "sync":
             log.durable = log.max_offset
         return first

@@ -128,6 +128,7 @@ def test_the_power_loss_sweep_passes_on_our_commit_log() -> None:
         ("store_open_no_crc_check", "store", "corrupt-body"),
         ("store_open_truncate_one_record_off", "store", "hole"),
         ("open_flush_noop", "store-async", "lost-write"),
+        ("open_batch_split", "store", "torn-batch"),  # ours promises batches all or nothing
     ],
 )
 def test_the_power_sweep_kills_durability_mutants(mutant: str, profile: str,
