@@ -207,6 +207,9 @@ class Stats:
     reopens: int = 0
     full_checks: int = 0
     partial_checks: int = 0
+    #: The operation cells the run's operations were in, for the layers that name them
+    #: (the stream layer's ``conformance.stream.cells``).
+    cells: Counter[str] = field(default_factory=Counter)
 
 
 class Lockstep:

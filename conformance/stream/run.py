@@ -32,6 +32,7 @@ from rmqsim.conformance.apply import exception_text
 from rmqsim.conformance.layer import OperationCrashes, RunSpec
 from rmqsim.conformance.lockstep import Divergence, Stats, StepRecord
 from rmqsim.conformance.statediff import state_digest
+from rmqsim.conformance.stream.cells import CellCounter
 from rmqsim.conformance.stream.check import (
     StreamChecker,
     StreamViolation,
@@ -157,6 +158,7 @@ class StreamLockstep(OperationCrashes):
         channels = profile.channel_names
         self.model = StreamSide(StreamModelFactory(self.model_queue), channels, lambda f: f)
         self.checker = StreamChecker(channels)
+        self.cells = CellCounter(self.model_queue, channels)
         self.records: list[StepRecord] = []
         self.stats = Stats()
         self.index = 0
@@ -208,6 +210,7 @@ class StreamLockstep(OperationCrashes):
         if step.op.kind == "stream_crash_queue":
             self.stats.crashes_injected += 1
             self.stats.reopens += 1
+        self.stats.cells.update(self.cells.before(step.op))
         sut = self.sut
         if sut is None:
             assert self.open_failure is not None
@@ -221,6 +224,7 @@ class StreamLockstep(OperationCrashes):
             self.records.append(StepRecord(step, want))
             raise Divergence("hang", self.index, step, want, None, [], hang.detail) from None
         want = _outcome(lambda: self.model.apply(step.op))
+        self.cells.after(step.op, want)
         self._compare(step, want, got)
         self.records.append(StepRecord(step, want))
         return want
@@ -335,8 +339,8 @@ def stream_profile_of(header: Mapping[str, Any], path: Path | str) -> StreamProf
         MQConfig(**profile.config)
     except (ProfileError, InvalidArgumentError, TypeError, ValueError) as exc:
         raise TraceFormatError(path, 1, f"header profile_config: {exc}") from None
-    if profile.swarm:
-        raise TraceFormatError(path, 1, "header profile_config: a swarm family, not a profile")
+    if profile.swarm or profile.steered:
+        raise TraceFormatError(path, 1, "header profile_config: a family, not a profile")
     return profile
 
 
