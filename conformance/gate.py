@@ -33,7 +33,9 @@ from rmqsim.conformance.report import render_failure
 from rmqsim.conformance.run import RunResult, run_seed
 from rmqsim.conformance.shrink_budget import OnRun, ShrinkBudget
 from rmqsim.conformance.steer import STEER_PREFIX, SteerPlan, run_steered, steer_targets
+from rmqsim.conformance.stream.cells import cells_summary, steer_class
 from rmqsim.conformance.trace import output_problem, write_lines
+from rmqsim.scenarios.stream_profiles import SEEK_CLASSES
 
 __all__ = [
     "CORPUS_SUITE",
@@ -42,6 +44,8 @@ __all__ = [
     "GATE_PROFILES",
     "GATE_STREAM_PROFILES",
     "MAX_SHRUNK_FAILURES",
+    "MAX_STREAM_STEER_RUNS",
+    "STREAM_STEER_PROFILE",
     "GatePlan",
     "GateResult",
     "ProfileSummary",
@@ -54,10 +58,12 @@ __all__ = [
     "run_corpus",
     "run_profiles",
     "run_steering",
+    "run_stream_steering",
     "run_sweeps",
     "save_failure",
     "save_failure_or_note",
     "shrink_crash_cases",
+    "stream_cells",
     "submit_sweeps",
     "summary_json",
     "sweep_order",
@@ -88,6 +94,11 @@ def gate_profiles_for(impl_layer: str) -> tuple[str, ...]:
     if impl_layer in QUEUE_LAYERS:
         return all_gate_profiles()
     return tuple(layer_named(impl_layer).gate_profiles)
+
+#: The profile whose runs the gate adds to hit the stream cells its profiles left empty
+#: (``run_stream_steering``), and the most it adds.
+STREAM_STEER_PROFILE = "stream-steer"
+MAX_STREAM_STEER_RUNS = 24
 
 #: The gate's summary row and JUnit suite of the regression corpus replays.
 CORPUS_SUITE = "regressions"
@@ -471,6 +482,51 @@ def run_steering(
         gate.steered.append(result)
 
 
+def _stream_runs(gate: GateResult) -> list[RunResult]:
+    return [r for r in gate.results if layer_for_profile(r.profile) is STREAM_LAYER]
+
+
+def stream_cells(gate: GateResult) -> dict[str, Any]:
+    """The stream cells (``conformance.stream.cells``) of the gate's stream runs, the
+    steered ones included: ``summary.json``'s ``stream_coverage``."""
+    runs = _stream_runs(gate)
+    summary = cells_summary([r.stats.cells for r in runs], len(runs))
+    summary["steered"] = sum(1 for r in runs if r.profile == STREAM_STEER_PROFILE)
+    return summary
+
+
+def run_stream_steering(
+    gate: GateResult, plan: GatePlan, *, on_result: Callable[[RunResult], None] | None = None
+) -> None:
+    """After the profile runs of ``gate``: while a stream cell (``conformance.stream.cells``)
+    is still empty and at most ``MAX_STREAM_STEER_RUNS`` times, a run of
+    ``STREAM_STEER_PROFILE`` whose seed aims its seeks at that cell's class, added to
+    ``gate`` as a profile run (its failure saved and shrunk like theirs). Nothing when the
+    gate ran no stream profile or one of its stream runs failed (that is the report)."""
+    runs = _stream_runs(gate)
+    if not runs or not all(r.ok for r in runs):
+        return
+    shrinker = functools.partial(_shrink_here, plan=plan, on_run=None)
+    for attempt in range(MAX_STREAM_STEER_RUNS):
+        empty = stream_cells(gate)["never_hit"]
+        if not empty:
+            return
+        seed = _steer_seed(empty[0], plan.seeds.stop + attempt)
+        result = _run_one(STREAM_STEER_PROFILE, seed, plan)
+        _finish(gate, result, plan, shrinker, on_result)
+        if not result.ok:
+            return
+
+
+def _steer_seed(cell: str, base: int) -> int:
+    """A seed of ``STREAM_STEER_PROFILE`` beyond the gate's whose focus is ``cell``'s
+    seek class (``stream_profiles.resolve_stream``), any seed's for another cell."""
+    klass = steer_class(cell)
+    if klass is None:
+        return base
+    return base * len(SEEK_CLASSES) + SEEK_CLASSES.index(klass)
+
+
 def crash_case_failures(gate: GateResult) -> list[RunResult]:
     """The failing crash cases of ``gate``: its sweeps' in profile order, then its steered
     cases' (a failing base run of a sweep is not a case)."""
@@ -690,6 +746,7 @@ def summary_json(gate: GateResult) -> dict[str, Any]:
             for r in gate.failures
         ],
         "coverage": coverage_summary(gate.results, gate.sweeps, gate.steered),
+        **({"stream_coverage": stream_cells(gate)} if _stream_runs(gate) else {}),
         "crash_steer": [
             {
                 "profile": s.profile,

@@ -375,7 +375,8 @@ def _base_run(
     run = _CaseRun(factory, config, promise, disk)
     try:
         run.run(steps)
-        if run.sut.snapshot() != run.model.snapshot():
+        final = _final_state(run)
+        if final != run.model.snapshot():
             return "the final state differs from the model's", []
         seen = []
         for record in disk.points:
@@ -384,7 +385,19 @@ def _base_run(
         run.sut.close()
     except (RuntimeError, _Cut) as exc:
         return str(exc), []
+    except Exception as exc:  # the backend's close: a finding, as its steps' exceptions are
+        return f"close() raised {type(exc).__name__}: {exception_text(exc)}", []
     return None, seen
+
+
+def _final_state(run: _CaseRun) -> Any:
+    """The backend's state at the end of the base run; ``RuntimeError`` when its
+    ``snapshot()`` raises (a finding, as a step's exception is)."""
+    try:
+        return run.sut.snapshot()
+    except Exception as exc:
+        raise RuntimeError(f"the final snapshot() raised {type(exc).__name__}: "
+                           f"{exception_text(exc)}") from None
 
 
 def parse_case(spec: str) -> tuple[int, str]:

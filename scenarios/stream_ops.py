@@ -40,6 +40,7 @@ __all__ = [
     "OpenProducer",
     "PlainPosition",
     "Produce",
+    "RecreateChannel",
     "RunRetention",
     "Seek",
     "StreamMsg",
@@ -185,8 +186,19 @@ class CrashQueue:
     kind: ClassVar[str] = "stream_crash_queue"
 
 
+@dataclass(frozen=True, slots=True)
+class RecreateChannel:
+    """The queue underneath destroys ``channel``'s topic (its messages and groups) and
+    creates it again, empty (a dropped and re-created collection's channel); the
+    streams are left as they are (each actor opens its stream again)."""
+
+    kind: ClassVar[str] = "stream_recreate_channel"
+    channel: str
+
+
 StreamOp = (
     OpenProducer | OpenConsumer | Produce | Broadcast | Consume | Seek | CrashQueue | RunRetention
+    | RecreateChannel
 )
 STREAM_OP_TYPES: dict[str, type[StreamOp]] = {
     t.kind: t
@@ -199,6 +211,7 @@ STREAM_OP_TYPES: dict[str, type[StreamOp]] = {
         Seek,
         CrashQueue,
         RunRetention,
+        RecreateChannel,
     )
 }
 
@@ -230,6 +243,7 @@ _CODEC: OpCodec[StreamOp] = OpCodec(
     {
         "producer": plain_field(str),
         "consumer": plain_field(str),
+        "channel": plain_field(str),
         "group": plain_field(str),
         "tt": plain_field(bool),
         "latest": plain_field(bool),

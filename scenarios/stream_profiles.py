@@ -16,7 +16,7 @@ from typing import Any
 
 from rmqsim.scenarios.profiles import ProfileError
 
-__all__ = ["STREAM_PROFILES", "StreamProfile", "resolve_stream"]
+__all__ = ["SEEK_CLASSES", "STREAM_PROFILES", "StreamProfile", "resolve_stream"]
 
 Span = tuple[int, int]
 
@@ -63,6 +63,21 @@ class StreamProfile:
     seek_every_s: Span | None = None
     crash_every_s: Span | None = None
     retention_every_s: Span | None = None
+    #: Fraction of consumer (re)opens that subscribe at LATEST rather than EARLIEST.
+    latest_fraction: float = 0.0
+    #: Fraction of seek positions of another class than a consumer's own delivered
+    #: position or checkpoint (docs/STREAM.md "Operation cells"): an undelivered id,
+    #: another channel's id, the earliest stored id, an id retention removed, an id of
+    #: the channel before it was re-created, a channel not consumed, an id never issued
+    #: (and a time-tick seek after consume()).
+    wild_seek_fraction: float = 0.0
+    #: Seconds between two re-creations (destroy, create) of a channel's topic underneath.
+    recreate_every_s: Span | None = None
+    #: The seek classes the wild positions are drawn from (none: every class); a steered
+    #: family (``steered``) gives each seed one.
+    focus: tuple[str, ...] = ()
+    #: A family whose seed chooses its ``focus`` (``resolve_stream``): the gate's steering.
+    steered: bool = False
     config: Any = field(
         default_factory=lambda: {"retention_time_s": -1, "retention_size_bytes": -1}
     )
@@ -78,6 +93,8 @@ class StreamProfile:
             "retry_fraction",
             "repeat_tick_fraction",
             "late_write_fraction",
+            "latest_fraction",
+            "wild_seek_fraction",
         ):
             if not 0.0 <= getattr(self, knob) < 1.0:
                 raise ProfileError(f"{self.name}: {knob} must be in [0, 1)")
@@ -150,8 +167,49 @@ _STREAM_SWARM = dataclasses.replace(
     swarm=True,
 )
 
+_STREAM_ARGS = dataclasses.replace(
+    _STREAM,
+    name="stream-args",
+    description="Every argument class of docs/STREAM.md's operation cells: consumers "
+    "subscribing at EARLIEST or LATEST in new or existing groups, plain consumers seeking "
+    "to undelivered ids, to another channel's id, to the earliest stored id, to ids "
+    "retention removed or from before their channel was re-created, to a channel they do "
+    "not consume or an id never issued; time-tick consumers resuming from such positions "
+    "or seeking after consume(); channels destroyed and re-created underneath, retention "
+    "and crashes.",
+    steps=600,
+    channels=3,
+    tt_consumers=2,
+    plain_consumers=2,
+    restart_every_s=(5, 15),
+    seek_every_s=(3, 8),
+    crash_every_s=(25, 60),
+    retention_every_s=(6, 12),
+    config={"page_size_bytes": 256, "retention_time_s": 20, "retention_size_bytes": -1},
+    latest_fraction=0.3,
+    wild_seek_fraction=0.4,
+    recreate_every_s=(20, 45),
+)
+_STREAM_STEER = dataclasses.replace(
+    _STREAM_ARGS,
+    name="stream-steer",
+    description="As stream-args, each seed drawing its wild seek positions from one class "
+    "(SEEK_CLASSES[seed % their count]) and subscribing at LATEST half the time: where the "
+    "gate steers the runs it adds for the operation cells its profiles left empty.",
+    latest_fraction=0.5,
+    wild_seek_fraction=0.6,
+    steered=True,
+)
+
+#: The classes of a seek's position that the simulation draws (``focus`` names them).
+SEEK_CLASSES = (
+    "undelivered", "other-channel", "earliest", "trimmed", "recreated", "unknown-channel",
+    "never-issued", "after-consume",
+)  # fmt: skip
+
 STREAM_PROFILES: dict[str, StreamProfile] = {
-    p.name: p for p in (_STREAM, _STREAM_CRASHY, _STREAM_SEEK, _STREAM_SWARM)
+    p.name: p
+    for p in (_STREAM, _STREAM_CRASHY, _STREAM_SEEK, _STREAM_SWARM, _STREAM_ARGS, _STREAM_STEER)
 }
 
 
@@ -161,6 +219,11 @@ def _maybe(rng: random.Random, span: Span, chance: float = 0.5) -> Span | None:
 
 def resolve_stream(profile: StreamProfile, seed: int) -> StreamProfile:
     """The concrete profile for ``seed``: ``profile`` itself unless it is a swarm family."""
+    if profile.steered:
+        focus = SEEK_CLASSES[seed % len(SEEK_CLASSES)]
+        return dataclasses.replace(
+            profile, name=f"{profile.name}#{seed}", focus=(focus,), steered=False
+        )
     if not profile.swarm:
         return profile
     rng = random.Random(f"rmqsim/stream-swarm/{seed}")

@@ -40,11 +40,12 @@ from rmqsim.scenarios.stream_ops import (
     OpenProducer,
     PlainPosition,
     Produce,
+    RecreateChannel,
     Seek,
     StreamMsg,
     StreamOp,
 )
-from rmqsim.scenarios.stream_profiles import StreamProfile
+from rmqsim.scenarios.stream_profiles import SEEK_CLASSES, StreamProfile
 
 __all__ = ["TICK_STEP", "StreamSimulation", "StreamWorld"]
 
@@ -78,13 +79,29 @@ class StreamWorld:
         self.next_msg_id = 1
         self.next_row_id = 1
         self.readers: dict[str, _Reader] = {}
+        #: Per channel: the last queue id issued, and the last issued before the channel
+        #: was last re-created (the ids of its earlier life are at or below it).
+        self.issued: dict[str, int] = {}
+        self.boundary: dict[str, int] = {}
+        #: Whether retention ran (the first ids of a channel may be gone).
+        self.retained = False
         for index in range(profile.tt_consumers):
             self.readers[f"tt-{index}"] = _Reader(tt=True, group=f"tt-{index}")
         for index in range(profile.plain_consumers):
             self.readers[f"plain-{index}"] = _Reader(tt=False, group=f"plain-{index}")
 
     def learn(self, op: StreamOp, outcome: Outcome) -> None:
-        if outcome.error is not None or type(op) is not Consume:
+        if outcome.error is not None:
+            return
+        if type(op) is Produce or type(op) is Broadcast:
+            assert type(outcome.value) is tuple, "a write is ((channel, (ids...)), ...)"
+            for channel, ids in outcome.value:
+                self.issued[channel] = max((self.issued.get(channel, 0), *ids))
+        elif type(op) is RecreateChannel:
+            self.boundary[op.channel] = self.issued.get(op.channel, 0)
+        elif type(op) is RunRetention:
+            self.retained = True
+        if type(op) is not Consume:
             return
         reader = self.readers[op.consumer]
         reader.idle = outcome.value is None
@@ -107,7 +124,7 @@ class StreamSimulation:
     def __init__(self, profile: StreamProfile, seed: int, steps: int | None = None) -> None:
         if type(seed) is not int:
             raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-        assert not profile.swarm, "resolve a swarm profile first (resolve_stream)"
+        assert not (profile.swarm or profile.steered), "resolve a family first (resolve_stream)"
         self.profile = profile
         self.seed = seed
         self.steps = profile.steps if steps is None else steps
@@ -155,6 +172,8 @@ class StreamSimulation:
             env.process(self._crasher(profile.crash_every_s))
         if profile.retention_every_s is not None:
             env.process(self._every(profile.retention_every_s, "retention", RunRetention))
+        if profile.recreate_every_s is not None:
+            env.process(self._recreator(profile.recreate_every_s))
 
     def _start_drain(self) -> int:
         self.draining = True
@@ -195,13 +214,71 @@ class StreamSimulation:
         if reader.tt and reader.generation and not reader.checkpoint:
             # never delivered a pack: no checkpoint, start over in a fresh group
             reader.group = f"{name}-{reader.generation}"
-        self._emit(name, OpenConsumer(name, reader.tt, reader.group))
+        fraction = self.profile.latest_fraction
+        latest = bool(fraction) and self.rng.random() < fraction
+        self._emit(name, OpenConsumer(name, reader.tt, reader.group, latest))
+        reader.generation += 1
+        if latest:  # it starts where its group was moved: at the latest message
+            return
         if reader.tt and reader.checkpoint:
-            self._emit(name, Seek(name, reader.checkpoint, include_current=True))
+            self._resume_tt(name, reader)
         elif not reader.tt and reader.delivered:
             last: dict[str, PlainPosition] = {p[0]: p for p in reader.delivered}
             self._emit(name, Seek(name, tuple(last[c] for c in sorted(last)), False))
-        reader.generation += 1
+
+    def _resume_tt(self, name: str, reader: _Reader) -> None:
+        """Seek a reopened time-tick consumer to its checkpoint, or now and then (the
+        profile's ``wild_seek_fraction``) to the checkpoint with one position of another
+        class, or to it after a ``consume()`` (refused)."""
+        positions = reader.checkpoint
+        kind = self._wild_kind(tt=True)
+        if kind == "after-consume":
+            self._emit(name, Consume(name))
+        elif kind is not None:
+            index = self.rng.randrange(len(positions))
+            wild = self._wild_position(kind, list(positions), positions[index])
+            kept = positions[:index] + positions[index + 1 :]
+            if wild[0] in self.profile.channel_names:
+                positions = (*kept[:index], wild, *kept[index:])
+            else:  # a channel it does not consume: named as well
+                positions = (*positions, wild)
+        self._emit(name, Seek(name, positions, include_current=True))
+
+    def _wild_kind(self, *, tt: bool) -> str | None:
+        """The class of a seek position other than the consumer's own (None: its own),
+        drawn as the profile says (its ``focus``, else ``SEEK_CLASSES``)."""
+        fraction = self.profile.wild_seek_fraction
+        if not fraction or self.rng.random() >= fraction:
+            return None
+        classes = [c for c in self.profile.focus or SEEK_CLASSES if tt or c != "after-consume"]
+        return self.rng.choice(classes) if classes else None
+
+    def _wild_position(
+        self, kind: str, known: list[PlainPosition], own: PlainPosition
+    ) -> PlainPosition:
+        """A position of class ``kind`` on ``own``'s channel (``known``: the positions
+        the consumer holds); ``own`` itself when the world offers none of that class."""
+        rng, world = self.rng, self.world
+        channel, queue_id, ts = own
+        issued = world.issued.get(channel, 0)
+        boundary = world.boundary.get(channel, 0)
+        if kind == "undelivered":
+            seen = max((q for c, q, _ in known if c == channel), default=0)
+            return (channel, rng.randint(seen + 1, issued), ts) if issued > seen else own
+        if kind == "other-channel":
+            others = [p for p in known if p[0] != channel and p[1] != queue_id]
+            return (channel, rng.choice(others)[1], ts) if others else own
+        if kind == "earliest":
+            return (channel, boundary + 1, ts) if issued > boundary else own
+        if kind == "trimmed":
+            older = queue_id - 1 > boundary and world.retained
+            return (channel, rng.randint(boundary + 1, queue_id - 1), ts) if older else own
+        if kind == "recreated":
+            return (channel, rng.randint(1, boundary), ts) if boundary else own
+        if kind == "unknown-channel":
+            return (f"ch{self.profile.channels}", queue_id, ts)
+        assert kind == "never-issued", kind
+        return (channel, issued + rng.randint(1, 3), ts)
 
     # ------------------------------------------------------------------ writers
 
@@ -312,6 +389,9 @@ class StreamSimulation:
         chosen: dict[str, PlainPosition] = {}
         for _ in range(rng.randint(1, 3)):
             position = rng.choice(reader.delivered[-20:])
+            kind = self._wild_kind(tt=False)
+            if kind is not None:
+                position = self._wild_position(kind, reader.delivered[-20:], position)
             chosen[position[0]] = position
         positions = tuple(chosen[c] for c in sorted(chosen))
         self._emit(name, Seek(name, positions, rng.random() < 0.5))
@@ -324,6 +404,17 @@ class StreamSimulation:
         while not (self.draining and self.world.drained()):
             yield self.env.timeout(self._between(span))
             self._emit(actor, make())
+
+    def _recreator(self, span: tuple[int, int]) -> Generator[simpy.Event, Any, None]:
+        """Now and then one channel is destroyed and created again underneath; every
+        consumer opens its stream again (its group is gone there) and resumes."""
+        while True:
+            yield self.env.timeout(self._between(span))
+            if self.draining:
+                return
+            self._emit("recreator", RecreateChannel(self.rng.choice(self.profile.channel_names)))
+            for name in self.world.readers:
+                self._reopen(name)
 
     def _crasher(self, span: tuple[int, int]) -> Generator[simpy.Event, Any, None]:
         while True:

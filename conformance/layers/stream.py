@@ -47,7 +47,7 @@ from rmqsim.scenarios.stream_sim import StreamSimulation
 __all__ = ["STREAM_GATE_PROFILES", "STREAM_LAYER", "StreamLayer"]
 
 #: The stream profiles the gate runs.
-STREAM_GATE_PROFILES = ("stream", "stream-crashy", "stream-seek", "stream-swarm")
+STREAM_GATE_PROFILES = ("stream", "stream-crashy", "stream-seek", "stream-swarm", "stream-args")
 
 
 class StreamLayer:

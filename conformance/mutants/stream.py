@@ -12,13 +12,14 @@ from rmqsim.conformance.mutants import Mutant
 from rmqsim.impl.stream import PlainStream, RocksStreamFactory, TtStream
 from rmqsim.impl.stream.channel import ChannelReader, Read
 from rmqsim.impl.stream.routing import Buckets, by_hash_key
-from rmqsim.model.api import MessageQueue
+from rmqsim.model.api import MessageQueue, MQError
 from rmqsim.model.stream.api import (
     DML_TYPES,
     InvalidPackError,
     MsgPack,
     MsgPosition,
     MsgType,
+    SubscriptionPosition,
     TsMsg,
 )
 
@@ -28,8 +29,11 @@ __all__ = [
     "end_position_past_buffered",
     "equal_ticks_only",
     "exclusive_seek_drops_next",
+    "forward_seek_ignored",
     "late_write_delivered",
+    "latest_keeps_existing_group",
     "lost_wakeup",
+    "missing_id_seeks_to_latest",
     "non_increasing_tick_accepted",
     "pack_by_begin_ts",
     "pre_seek_read_ahead_leaks",
@@ -37,6 +41,7 @@ __all__ = [
     "seek_drops_by_begin_ts",
     "seek_first_position_only",
     "seek_skipped_at_earliest",
+    "seek_unknown_channel_ignored",
     "stream_factory_of",
 ]
 
@@ -297,11 +302,121 @@ seek_drops_by_begin_ts = stream_factory_of(tt_cls=_SeekDropsByBeginTs)
 dedup_by_msg_id = stream_factory_of(tt_cls=_DedupByMsgId)
 end_position_past_buffered = stream_factory_of(tt_cls=_EndPastBuffered)
 non_increasing_tick_accepted = stream_factory_of(tt_cls=_AnyTick)
+# --------------------------------------------------------------------------- argument cells
+# Bugs only the operation cells of docs/STREAM.md reach: a subscription at LATEST, seeks to
+# a channel not consumed, forward to undelivered ids, to ids no longer stored.
+
+
+def _keep_latest_group(stream: PlainStream | TtStream, name: str, group: str, start: Any) -> Any:
+    """EARLIEST instead of LATEST when the group already exists on ``name``."""
+    if start is not SubscriptionPosition.LATEST:
+        return start
+    try:
+        existing = stream.mq.exist_consumer_group(name, group)
+    except MQError:
+        existing = False
+    return SubscriptionPosition.EARLIEST if existing else start
+
+
+class _LatestKeepsGroupPlain(PlainStream):
+    """Bug class: stream subscribe.
+    ``as_consumer`` at LATEST moves only a new group to the latest message: an existing
+    group stays where it was, so a consumer reopened at LATEST re-reads its backlog."""
+
+    def subscribe_channel(
+        self, name: str, group: str, initial_position: SubscriptionPosition
+    ) -> None:
+        start = _keep_latest_group(self, name, group, initial_position)
+        super().subscribe_channel(name, group, start)
+
+
+class _LatestKeepsGroupTt(TtStream):
+    """Bug class: stream subscribe (the time-tick stream's, as ``_LatestKeepsGroupPlain``)."""
+
+    def subscribe_channel(
+        self, name: str, group: str, initial_position: SubscriptionPosition
+    ) -> None:
+        start = _keep_latest_group(self, name, group, initial_position)
+        super().subscribe_channel(name, group, start)
+
+
+def _consumed_only(stream: PlainStream | TtStream, positions: Any) -> Any:
+    """The positions of ``positions`` on channels ``stream`` consumes (anything else
+    kept, for the stream's own checks)."""
+    if not isinstance(positions, (list, tuple)):
+        return positions
+    return [p for p in positions if not isinstance(p, MsgPosition) or p.channel in stream.readers]
+
+
+class _UnknownChannelIgnoredPlain(PlainStream):
+    """Bug class: stream seek.
+    A seek position naming a channel the stream does not consume is dropped silently
+    instead of refusing the seek (``InvalidPosition``), so the other positions apply."""
+
+    def seek(self, positions: Sequence[MsgPosition], include_current: bool = False) -> None:
+        super().seek(_consumed_only(self, positions), include_current)
+
+
+class _UnknownChannelIgnoredTt(TtStream):
+    """Bug class: stream seek (the time-tick stream's, as ``_UnknownChannelIgnoredPlain``)."""
+
+    def seek(self, positions: Sequence[MsgPosition], include_current: bool = True) -> None:
+        super().seek(_consumed_only(self, positions), include_current)
+
+
+class _ForwardSeekIgnored(PlainStream):
+    """Bug class: stream seek.
+    A seek is taken as a rewind only: a position past the highest id the stream has
+    delivered on its channel (an id it was not delivered yet) is ignored, and the channel
+    goes on from where it was instead of skipping ahead."""
+
+    def __init__(self, mq: MessageQueue) -> None:
+        super().__init__(mq)
+        self.highest: dict[str, int] = {}
+
+    def consume(self) -> MsgPack | None:
+        pack = super().consume()
+        for msg in pack.msgs if pack is not None else ():
+            if msg.position is not None:
+                channel = msg.position.channel
+                self.highest[channel] = max(self.highest.get(channel, 0), msg.position.queue_id)
+        return pack
+
+    def apply_seek(self, positions: Sequence[MsgPosition], include_current: bool) -> None:
+        kept = [p for p in positions if p.queue_id <= self.highest.get(p.channel, p.queue_id)]
+        super().apply_seek(kept, include_current)
+
+
+def _first_stored(mq: MessageQueue, channel: str) -> int | None:
+    topic = mq.snapshot().topics.get(channel)
+    return topic.messages[0].msg_id if topic is not None and topic.messages else None
+
+
+class _MissingIdToLatest(PlainStream):
+    """Bug class: stream seek.
+    A seek to an id no longer stored (retention removed it, or the channel was destroyed
+    and re-created since) sends the channel to its latest message instead of its earliest
+    stored one: every stored message after the position is skipped."""
+
+    def apply_seek(self, positions: Sequence[MsgPosition], include_current: bool) -> None:
+        super().apply_seek(positions, include_current)
+        for position in positions:
+            first = _first_stored(self.mq, position.channel)
+            if first is not None and position.queue_id < first:
+                self.mq.seek_to_latest(position.channel, self.readers[position.channel].group)
+
+
 pack_by_begin_ts = stream_factory_of(tt_cls=_PackByBeginTs)
 late_write_delivered = stream_factory_of(tt_cls=_LateWriteDelivered)
 equal_ticks_only = stream_factory_of(tt_cls=_EqualTicksOnly)
 lost_wakeup = stream_factory_of(tt_cls=_LostWakeup)
 repack_by_first_type = stream_factory_of(_RepackByFirstType, _RepackByFirstTypeTt)
+latest_keeps_existing_group = stream_factory_of(_LatestKeepsGroupPlain, _LatestKeepsGroupTt)
+seek_unknown_channel_ignored = stream_factory_of(
+    _UnknownChannelIgnoredPlain, _UnknownChannelIgnoredTt
+)
+forward_seek_ignored = stream_factory_of(_ForwardSeekIgnored)
+missing_id_seeks_to_latest = stream_factory_of(_MissingIdToLatest)
 
 _MODULE = __name__
 
@@ -343,6 +458,18 @@ MUTANTS: tuple[Mutant, ...] = (
     _mutant("lost-wakeup", "stream-liveness",
             "a caught-up channel reader sleeps until a wake-up other writers never send, "
             "stalling delivery (Milvus #34045)"),
+    _mutant("latest-keeps-existing-group", "stream-subscribe",
+            "as_consumer at LATEST leaves an existing group where it was (only a new one "
+            "moves to the latest message)"),
+    _mutant("seek-unknown-channel-ignored", "stream-seek-argument",
+            "a seek position on a channel the stream does not consume is dropped instead "
+            "of refusing the seek"),
+    _mutant("forward-seek-ignored", "stream-seek-argument",
+            "a plain stream's seek only rewinds: a position past the highest id it "
+            "delivered on the channel is ignored"),
+    _mutant("missing-id-seeks-to-latest", "stream-seek-argument",
+            "a seek to an id no longer stored (trimmed, or of a re-created channel) goes "
+            "to the latest message instead of the earliest stored"),
     _mutant("repack-by-first-type", "stream-produce",
             "produce picks the repack by the first message's type: a Delete first sends "
             "every message whole to its first key's channel (Milvus)"),

