@@ -48,15 +48,20 @@ from rmqsim.conformance.scratch import scratch_root
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from rmqsim.conformance.bench_data import Figure
+
 __all__ = [
     "BACKENDS",
     "MEASUREMENTS",
     "TARGET_RATIO",
     "TARGET_VS_ROCKSMQ",
     "Measurement",
+    "backend_figures",
     "bench",
+    "lockstep_figures",
     "measure_consume",
     "measure_produce",
+    "protocol_figures",
     "run_bench",
     "vs_rocksmq",
 ]
@@ -324,32 +329,87 @@ def vs_rocksmq(results: Sequence[Measurement]) -> tuple[float, float] | None:
     help="Seeds of smoke for the wire protocol's measurement (0 skips it): in process, "
     "through the reference server, and the real Milvus driver when built.",
 )
+@click.option(
+    "--json",
+    "json_out",
+    default=None,
+    metavar="PATH",
+    help="Also write every figure as a JSON record, one per line, to PATH (replaced), or "
+    "to standard output with `-` (the tables then go to standard error). Each record: "
+    "name, value, unit, target, better, met, load_average, cpus, commit, date, params.",
+)
 @friendly_errors
 def bench(messages: int, repeats: int, backends: tuple[str, ...], lockstep_seeds: int,
-          check_every: int, protocol_seeds: int) -> None:
+          check_every: int, protocol_seeds: int, json_out: str | None) -> None:
     """Throughput of each backend (impl.RocksMQ, the commit log in sync and async flush)
     vs its raw baseline, produce and consume, per wall and per CPU second, with ratios;
-    lockstep against the SUT and the model alone; and what the wire protocol costs."""
+    lockstep against the SUT and the model alone; and what the wire protocol costs. Every
+    target is printed with its verdict, met or MISSED; `--json` writes the figures as data."""
+    from rmqsim.conformance.bench_data import machine, records, write_records
+
     if messages % BATCH_MESSAGES:
         raise click.BadParameter(f"must be a multiple of {BATCH_MESSAGES}", param_hint="--messages")
+    if json_out not in (None, "-"):
+        _writable_file(Path(json_out))
+    console = _console(stderr=json_out == "-")
     results = run_bench(messages, repeats, backends=backends or BACKENDS)
-    _print_results(results, messages, repeats)
+    figures = _print_results(console, results, messages, repeats)
     if lockstep_seeds:
-        _print_lockstep(lockstep_seeds, check_every)
+        figures += _print_lockstep(console, lockstep_seeds, check_every)
     if protocol_seeds:
-        _print_protocol(protocol_seeds)
+        figures += _print_protocol(console, protocol_seeds)
+    if json_out is not None:
+        params = {"messages": messages, "repeats": repeats, "lockstep_seeds": lockstep_seeds,
+                  "check_every": check_every, "protocol_seeds": protocol_seeds}
+        write_records(records(figures, machine(), params), json_out)
 
 
-def _print_protocol(seeds: int) -> None:
+def _writable_file(path: Path) -> None:
+    """Refuse, before measuring anything, a ``--json`` file that cannot be written."""
+    from rmqsim.conformance.cli.common import UsageError
+
+    if path.is_dir() or not path.parent.is_dir():
+        raise UsageError(f"--json {path}: not a file in an existing directory")
+    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"--json {path}: not writable")
+
+
+def _print_verdicts(console: Console, figures: list[Figure]) -> None:
+    """The figures' targets, each with its verdict (none for a figure without one)."""
+    from rmqsim.conformance.bench_data import verdict_lines
+
+    for line in verdict_lines(figures):
+        console.print(line, highlight=False, markup=False)
+
+
+def protocol_figures(measured: Sequence[Any], trip: Any) -> list[Figure]:
+    """The wire protocol's figures: each way's rates, the round trip and open, and the
+    CPU slowdown through the reference server (target ``TARGET_PROTOCOL_SLOWDOWN``)."""
+    from rmqsim.conformance.bench_data import Figure
+    from rmqsim.conformance.bench_wire import TARGET_PROTOCOL_SLOWDOWN
+
+    names = ("in-process", "reference-server", "forked-server", "milvus")
+    figures = []
+    for name, m in zip(names, measured, strict=False):
+        figures.append(Figure(f"protocol.{name}.ops_per_s", m.ops_per_s, "ops/s"))
+        if m.cpu_counted:
+            figures.append(Figure(f"protocol.{name}.ops_per_cpu_s", m.ops_per_cpu_s, "ops/CPU-s"))
+    figures += [
+        Figure("protocol.round_trip_us", trip.wire_us, "µs"),
+        Figure("protocol.in_process_call_us", trip.in_process_us, "µs"),
+        Figure("protocol.open_ms", trip.open_ms, "ms"),
+        Figure("protocol.reference-server.cpu_slowdown", measured[0].ops_per_cpu_s
+               / measured[1].ops_per_cpu_s, "x", TARGET_PROTOCOL_SLOWDOWN, "lower"),
+    ]
+    return figures
+
+
+def _print_protocol(console: Console, seeds: int) -> list[Figure]:
     """Lockstep on smoke in process, through the protocol, and on the real Milvus, per
     wall and CPU second (servers included); the protocol's round trip and open."""
     from rich.table import Table
 
-    from rmqsim.conformance.bench_wire import (
-        TARGET_PROTOCOL_SLOWDOWN,
-        measure_round_trip,
-        measure_runs,
-    )
+    from rmqsim.conformance.bench_wire import measure_round_trip, measure_runs
 
     measured = measure_runs("smoke", range(seeds))
     table = Table(title=f"the wire protocol: lockstep on smoke, seeds 0:{seeds}, same run")
@@ -363,20 +423,46 @@ def _print_protocol(seeds: int) -> None:
                       f"{m.ops_per_cpu_s:,.0f}" if counted else "-",
                       f"{base.ops_per_cpu_s / m.ops_per_cpu_s:.2f}x" if counted else
                       f"{base.ops_per_s / m.ops_per_s:.2f}x wall", str(m.diverged))
-    console = _console()
     console.print(table)
     trip = measure_round_trip()
-    slowdown = base.ops_per_cpu_s / measured[1].ops_per_cpu_s
     console.print(
         f"protocol round trip: {trip.wire_us:,.0f} µs per call against {trip.in_process_us:,.1f}"
         f" in process ({trip.overhead_us:,.0f} µs of protocol per operation); one open "
-        f"(start, hello, open) {trip.open_ms:,.0f} ms\n"
-        f"target: the protocol costs <= {TARGET_PROTOCOL_SLOWDOWN:g}x the in-process run's CPU: "
-        f"{slowdown:.2f}x, {'met' if slowdown <= TARGET_PROTOCOL_SLOWDOWN else 'MISSED'}"
+        f"(start, hello, open) {trip.open_ms:,.0f} ms"
     )
+    figures = protocol_figures(measured, trip)
+    _print_verdicts(console, figures)
+    return figures
 
 
-def _print_results(results: list[Measurement], messages: int, repeats: int) -> None:
+def backend_figures(results: Sequence[Measurement]) -> list[Figure]:
+    """Each measurement's rates and ratios (a target, ``TARGET_RATIO``, for produce only:
+    consume has none), and the commit log's async produce over ``impl.RocksMQ``'s."""
+    from rmqsim.conformance.bench_data import Figure
+
+    figures = []
+    for r in results:
+        key = f"{r.operation}.{r.backend}"
+        target = TARGET_RATIO if r.operation == "produce" else None
+        figures += [
+            Figure(f"{key}.msgs_per_s", r.impl_msgs_per_s, "msgs/s"),
+            Figure(f"{key}.msgs_per_cpu_s", r.impl_msgs_per_cpu_s, "msgs/CPU-s"),
+            Figure(f"{key}.raw_msgs_per_s", r.raw_msgs_per_s, "msgs/s"),
+            Figure(f"{key}.raw_msgs_per_cpu_s", r.raw_msgs_per_cpu_s, "msgs/CPU-s"),
+            Figure(f"{key}.ratio", r.ratio, "x", target),
+            Figure(f"{key}.cpu_ratio", r.cpu_ratio, "x", target),
+        ]
+    versus = vs_rocksmq(results)
+    if versus is not None:
+        figures += [
+            Figure("produce.commitlog-async_vs_rocksmq", versus[0], "x", TARGET_VS_ROCKSMQ),
+            Figure("produce.commitlog-async_vs_rocksmq.cpu", versus[1], "x", TARGET_VS_ROCKSMQ),
+        ]
+    return figures
+
+
+def _print_results(console: Console, results: list[Measurement], messages: int,
+                   repeats: int) -> list[Figure]:
     from rich.table import Table
 
     from rmqsim.impl.commitlog.records import CRC32_SOURCE
@@ -385,97 +471,106 @@ def _print_results(results: list[Measurement], messages: int, repeats: int) -> N
                   caption=f"CPU: process CPU time, every thread; commit-log CRC-32: "
                           f"{CRC32_SOURCE}")
     for column in ("operation", "backend", "msgs/s", "msgs/CPU-s", "raw baseline",
-                   "raw msgs/s", "raw msgs/CPU-s", "ratio", "CPU ratio",
-                   f"target >= {TARGET_RATIO}x (wall / CPU)"):
+                   "raw msgs/s", "raw msgs/CPU-s", "ratio", "CPU ratio", "target (wall / CPU)"):
         table.add_column(column, justify="left" if column in ("operation", "backend",
                                                               "raw baseline") else "right")
+    figures = backend_figures(results)
+    verdicts = {f.name: f for f in figures}
     for result in results:
+        key = f"{result.operation}.{result.backend}"
+        wall, cpu = verdicts[f"{key}.ratio"], verdicts[f"{key}.cpu_ratio"]
         table.add_row(
             result.operation, result.backend,
             f"{result.impl_msgs_per_s:,.0f}", f"{result.impl_msgs_per_cpu_s:,.0f}",
             result.baseline,
             f"{result.raw_msgs_per_s:,.0f}", f"{result.raw_msgs_per_cpu_s:,.0f}",
             f"{result.ratio:.2f}x", f"{result.cpu_ratio:.2f}x",
-            f"{_met(result.ratio, TARGET_RATIO)} / {_met(result.cpu_ratio, TARGET_RATIO)}",
+            f"{wall.target_text()}: {wall.verdict()} / {cpu.verdict()}"
+            if wall.target is not None else "none",
         )  # fmt: skip
-    console = _console()
     console.print(table)
     versus = vs_rocksmq(results)
     if versus is not None:
         console.print(
             f"commitlog-async produce / rocksmq produce: {versus[0]:.2f}x per wall second, "
-            f"{versus[1]:.2f}x per CPU second (target >= {TARGET_VS_ROCKSMQ:.0f}x: wall "
-            f"{_met(versus[0], TARGET_VS_ROCKSMQ)}, CPU {_met(versus[1], TARGET_VS_ROCKSMQ)})"
+            f"{versus[1]:.2f}x per CPU second"
         )
+    _print_verdicts(console, figures)
+    return figures
 
 
-def _console() -> Console:
-    """A console as wide as the terminal; when stdout is not one (piped, CI) as wide as
-    ``_PIPED_WIDTH_CHARS``, so that a table keeps its natural width instead of being
+def _console(stderr: bool = False) -> Console:
+    """A console as wide as the terminal; when its stream is not one (piped, CI) as wide
+    as ``_PIPED_WIDTH_CHARS``, so that a table keeps its natural width instead of being
     squeezed to 80 columns, which cuts its numbers ("587,…")."""
     from rich.console import Console
 
-    console = Console()
-    return console if console.is_terminal else Console(width=_PIPED_WIDTH_CHARS)
+    console = Console(stderr=stderr)
+    return console if console.is_terminal else Console(stderr=stderr, width=_PIPED_WIDTH_CHARS)
 
 
-def _met(ratio: float, target: float) -> str:
-    return "yes" if ratio >= target else "NO"
+def lockstep_figures(measured: Sequence[Any], check_every: int) -> list[Figure]:
+    """Each profile's three rates and its slowdowns; the targets (for the default checks,
+    ``--check-every 1``; the stream lockstep checks every step whatever it says): lockstep
+    >= ``TARGET_LOCKSTEP_OPS_PER_S`` per wall second on smoke, and at most
+    ``TARGET_SLOWDOWN_VS_SUT`` times the SUT alone's time, per wall and per CPU second."""
+    from rmqsim.conformance.bench_data import Figure
+    from rmqsim.conformance.bench_lockstep import TARGET_LOCKSTEP_OPS_PER_S, TARGET_SLOWDOWN_VS_SUT
+    from rmqsim.conformance.bench_stream import STREAM_BENCH_PROFILE
+
+    figures = []
+    for m in measured:
+        targeted = check_every == 1 or m.profile == STREAM_BENCH_PROFILE
+        slowdown = TARGET_SLOWDOWN_VS_SUT if targeted else None
+        ops = TARGET_LOCKSTEP_OPS_PER_S if targeted and m.profile == "smoke" else None
+        key = f"lockstep.{m.profile}"
+        figures += [
+            Figure(f"{key}.ops_per_s", m.lockstep_ops_per_s, "ops/s", ops),
+            Figure(f"{key}.ops_per_cpu_s", m.lockstep_ops_per_cpu_s, "ops/CPU-s"),
+            Figure(f"{key}.sut_ops_per_s", m.sut_ops_per_s, "ops/s"),
+            Figure(f"{key}.sut_ops_per_cpu_s", m.sut_ops_per_cpu_s, "ops/CPU-s"),
+            Figure(f"{key}.model_ops_per_s", m.model_ops_per_s, "ops/s"),
+            Figure(f"{key}.model_ops_per_cpu_s", m.model_ops_per_cpu_s, "ops/CPU-s"),
+            Figure(f"{key}.slowdown_vs_sut", m.slowdown_vs_sut, "x", slowdown, "lower"),
+            Figure(f"{key}.cpu_slowdown_vs_sut", m.cpu_slowdown_vs_sut, "x", slowdown, "lower"),
+            Figure(f"{key}.slowdown_vs_model", m.slowdown_vs_model, "x"),
+        ]
+    return figures
 
 
-def _print_lockstep(seeds: int, check_every: int) -> None:
+def _print_lockstep(console: Console, seeds: int, check_every: int) -> list[Figure]:
     """Lockstep ops/s on smoke and swarm, and the stream layer's on its ``stream`` profile
     (our streams on our queue), per wall and CPU second, with ratios to the SUT (for the
     stream, the stream implementation) and the model alone."""
     from rich.table import Table
 
-    from rmqsim.conformance.bench_lockstep import (
-        TARGET_LOCKSTEP_OPS_PER_S,
-        TARGET_SLOWDOWN_VS_SUT,
-        measure_lockstep,
-    )
+    from rmqsim.conformance.bench_lockstep import measure_lockstep
     from rmqsim.conformance.bench_stream import STREAM_BENCH_PROFILE, measure_stream_lockstep
 
     cadence = "" if check_every == 1 else f", one-topic checks every {check_every} changes"
     table = Table(title=f"lockstep: same operations three ways, seeds 0:{seeds}{cadence}")
-    for column in (
-        "profile",
-        "operations",
-        "lockstep ops/s",
-        "ops/CPU-s",
-        "SUT alone ops/s",
-        "ops/CPU-s",
-        "model alone ops/s",
-        "ops/CPU-s",
-        "lockstep slowdown vs SUT",
-        "per CPU",
-        "vs model",
-    ):
+    for column in ("profile", "operations", "lockstep ops/s", "ops/CPU-s", "SUT alone ops/s",
+                   "ops/CPU-s", "model alone ops/s", "ops/CPU-s", "lockstep slowdown vs SUT",
+                   "per CPU", "vs model"):
         table.add_column(column, justify="left" if column == "profile" else "right")
-    measured = [
-        measure_lockstep(profile, range(seeds), check_every=check_every)
-        for profile in ("smoke", "swarm")
-    ]
+    measured = [measure_lockstep(profile, range(seeds), check_every=check_every)
+                for profile in ("smoke", "swarm")]
     measured.append(measure_stream_lockstep(range(seeds)))
     for m in measured:
         table.add_row(
             m.profile if m.profile != STREAM_BENCH_PROFILE else f"{m.profile} (stream layer)",
-            str(m.operations),
-            f"{m.lockstep_ops_per_s:,.0f}",
-            f"{m.lockstep_ops_per_cpu_s:,.0f}",
-            f"{m.sut_ops_per_s:,.0f}",
-            f"{m.sut_ops_per_cpu_s:,.0f}",
-            f"{m.model_ops_per_s:,.0f}",
-            f"{m.model_ops_per_cpu_s:,.0f}",
-            f"{m.slowdown_vs_sut:.2f}x",
-            f"{m.cpu_slowdown_vs_sut:.2f}x",
-            f"{m.slowdown_vs_model:.2f}x",
-        )
-    console = _console()
+            str(m.operations), f"{m.lockstep_ops_per_s:,.0f}", f"{m.lockstep_ops_per_cpu_s:,.0f}",
+            f"{m.sut_ops_per_s:,.0f}", f"{m.sut_ops_per_cpu_s:,.0f}", f"{m.model_ops_per_s:,.0f}",
+            f"{m.model_ops_per_cpu_s:,.0f}", f"{m.slowdown_vs_sut:.2f}x",
+            f"{m.cpu_slowdown_vs_sut:.2f}x", f"{m.slowdown_vs_model:.2f}x",
+        )  # fmt: skip
     console.print(table)
-    console.print(
-        f"targets (default checks, --check-every 1): lockstep >= "
-        f"{TARGET_LOCKSTEP_OPS_PER_S:,} ops/s on smoke; slowdown vs SUT <= "
-        f"{TARGET_SLOWDOWN_VS_SUT}x (stream: vs the stream implementation alone; its "
-        "lockstep checks every step whatever --check-every says)"
-    )
+    console.print("slowdown vs SUT: the lockstep's time over the SUT alone's (stream: vs the "
+                  "stream implementation alone; its lockstep checks every step whatever "
+                  "--check-every says)", highlight=False)
+    if check_every != 1:
+        console.print("the queue profiles' targets are for the default checks "
+                      "(--check-every 1): no verdict at this cadence")
+    figures = lockstep_figures(measured, check_every)
+    _print_verdicts(console, figures)
+    return figures

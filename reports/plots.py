@@ -20,11 +20,27 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
+__all__ = [
+    "BAR_WIDTH",
+    "COLOR_FAILED",
+    "COLOR_NEVER",
+    "COLOR_RUNS",
+    "MAX_LABEL_CHARS",
+    "failure_rate_by_config",
+    "failures_by_signature",
+    "op_coverage",
+    "runs_by_profile",
+    "svg_data_uri",
+    "wall_time",
+]
+
 #: Longest label drawn on an axis (characters); the tables show the full text.
 MAX_LABEL_CHARS = 48
 COLOR_RUNS = "#4c72b0"
 COLOR_FAILED = "#c44e52"
 COLOR_NEVER = "#bbbbbb"
+#: The width of each of a profile's two bars (runs, failed), side by side.
+BAR_WIDTH = 0.4
 
 
 def _label(text: Any) -> str:
@@ -57,12 +73,15 @@ def _barh(
 
 
 def runs_by_profile(rows: Sequence[dict[str, Any]]) -> str:
-    """Runs and failed runs per profile."""
+    """Runs and failed runs per profile, side by side (drawn over each other, a profile
+    whose every run failed would hide its runs bar)."""
     figure, axes = plt.subplots(figsize=(7.5, 3.2))
     names = [_label(r["value"]) for r in rows]
     positions = list(range(len(rows)))
-    axes.bar(positions, [r["runs"] for r in rows], color=COLOR_RUNS, label="runs")
-    axes.bar(positions, [r["failed"] for r in rows], color=COLOR_FAILED, label="failed")
+    axes.bar([p - BAR_WIDTH / 2 for p in positions], [r["runs"] for r in rows],
+             width=BAR_WIDTH, color=COLOR_RUNS, label="runs")
+    axes.bar([p + BAR_WIDTH / 2 for p in positions], [r["failed"] for r in rows],
+             width=BAR_WIDTH, color=COLOR_FAILED, label="failed")
     axes.set_xticks(positions, names, rotation=20, ha="right")
     axes.set_title("Runs and failures by profile")
     axes.legend()

@@ -1,5 +1,6 @@
-"""The contract-suite commands README.md and docs/*.md show (``RMQSIM_..._SIDES=name=MOD:FACTORY
-pytest tests/...``) work as written: run by the ``pytest`` console script from the
+"""The contract-suite commands README.md and every page of docs/ show
+(``RMQSIM_..._SIDES=name=MOD:FACTORY pytest tests/...``) work as written: run by the
+``pytest`` console script from the
 repository's root (whose ``sys.path`` holds neither the current directory nor the
 repository), on a factory of the user's module, they collect and pass; a factory of the
 wrong layer is refused at collection, naming it."""
@@ -40,7 +41,7 @@ def documented_commands() -> list[tuple[dict[str, str], str]]:
     """``(environment, suite)`` of every documented command form, once each (its words
     joined across line breaks and Markdown quoting)."""
     found: list[tuple[dict[str, str], str]] = []
-    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
         text = " ".join(doc.read_text().replace("`", " ").split())
         for assignments, suite in COMMAND.findall(text):
             env = dict(word.split("=", 1) for word in shlex.split(assignments))

@@ -25,8 +25,16 @@ def _sample() -> tuple[list[str], list[str]]:
     return shlex.split(command.removeprefix("$ rmqsim ")), lines
 
 
+#: The figures of the last line, the command's time, which vary from run to run.
+_TIMES = re.compile(r"\d+\.\d s")
+#: A progress line, printed where stderr is not a terminal (as here), not on one (as shown).
+_PROGRESS = re.compile(r"^rmqsim run: .*, \d+\.\d s elapsed$")
+
+
 def _without_versions(lines: list[str]) -> list[str]:
-    return [line for line in lines if not line.lstrip().startswith("versions ")]
+    """The lines but the versions line and progress lines, the time's figures as ``N``."""
+    return [_TIMES.sub("N s", line) for line in lines
+            if not line.lstrip().startswith("versions ") and not _PROGRESS.match(line)]
 
 
 def test_the_sample_failure_report_is_what_the_command_prints(
@@ -37,6 +45,7 @@ def test_the_sample_failure_report_is_what_the_command_prints(
     result = CliRunner().invoke(cli, argv)
     assert result.exit_code == 1, result.output
     assert _without_versions(result.output.splitlines()) == _without_versions(shown)
+    assert shown[-1].endswith("child processes included)")  # the sample shows the time too
 
 
 def test_the_readme_links_only_to_files_in_the_repository() -> None:

@@ -616,5 +616,13 @@ def test_report_page_renders_in_headless_chromium(
             driver.switch_to.alert.text  # noqa: B018  (raises when no alert was opened)
         errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
         assert errors == []
+        # Coverage a sweep is not meant to fill reads as information: one line says so, and
+        # what it did not reach is not in the failures' red.
+        assert "not as a failure" in driver.find_element("id", "coverage-note").text
+        colour = "return getComputedStyle(arguments[0]).color"
+        red = driver.execute_script(colour, driver.find_element("css selector", "strong.bad"))
+        unreached = driver.find_elements("css selector", "span.never, td.info, span.info")
+        assert unreached, "a 60-step sweep of smoke leaves cells unreached"
+        assert all(driver.execute_script(colour, e) != red for e in unreached)
     finally:
         driver.quit()

@@ -624,7 +624,8 @@ def _gate_steer(gate: Any, plan: Any, pool: Any) -> None:
     not arm (``conformance.steer``), added to ``gate``."""
     from rmqsim.conformance.gate import run_steering
 
-    run_steering(gate, plan, pool=pool)
+    with progress(0, "steered crash cases"):
+        run_steering(gate, plan, pool=pool)
 
 
 def _gate_shrink_cases(gate: Any, plan: Any, pool: Any) -> None:

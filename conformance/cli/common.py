@@ -33,6 +33,7 @@ __all__ = [
     "SEED_LIMIT",
     "SPARK_EXTRA_INSTALL",
     "SPARK_EXTRA_MODULES",
+    "CommandFailed",
     "F",
     "FiniteFloatRange",
     "SeedRange",
@@ -97,9 +98,45 @@ def missing_extra(exc: ImportError, what: str) -> UsageError | None:
     )
 
 
+class CommandFailed(SystemExit):
+    """A command's end through ``fail``: its error line is its last (no timing line)."""
+
+
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     click.echo(f"rmqsim: error: {message}", err=True)
-    sys.exit(code)
+    raise CommandFailed(code)
+
+
+@contextmanager
+def _timed() -> Iterator[None]:
+    """The command's progress board while it runs (``clock.watched``: a heartbeat when
+    stderr is not a terminal) and, when it ends with a verdict (exit 0 or 1, not through
+    ``fail``), its wall and CPU time as its last line on stderr."""
+    from rmqsim.conformance.cli.clock import CommandClock, watched
+
+    context = click.get_current_context(silent=True)
+    path = context.command_path.split()[1:] if context is not None else []
+    clock = CommandClock(" ".join(["rmqsim", *path]))  # as `rmqsim` names it, whatever argv[0]
+    from rich.console import Console
+
+    terminal = Console(stderr=True).is_terminal
+    with watched(clock, terminal) as board:
+        try:
+            yield
+        except CommandFailed:
+            raise
+        except SystemExit as exc:
+            if exc.code in (None, EXIT_OK, EXIT_DIVERGENCE) and board.clock is clock:
+                _print_timing(clock)
+            raise
+        else:
+            if board.clock is clock:
+                _print_timing(clock)
+
+
+def _print_timing(clock: Any) -> None:
+    sys.stdout.flush()
+    click.echo(clock.summary(), err=True)
 
 
 class Terminated(KeyboardInterrupt):
@@ -167,7 +204,8 @@ def friendly_errors(func: F) -> F:
         try:
             with signals_raise():
                 scratch_root()
-                return func(*args, **kwargs)
+                with _timed():
+                    return func(*args, **kwargs)
         except bad_input as exc:
             fail(str(exc))
         except ImportError as exc:
@@ -188,6 +226,7 @@ def friendly_errors(func: F) -> F:
         except (Exception, InjectedCrash) as exc:
             fail(f"internal error ({type(exc).__name__}: {exc}); please report it", EXIT_INTERNAL)
 
+    wrapper.rmqsim_timed = True  # type: ignore[attr-defined]  # tests: every command is timed
     return wrapper  # type: ignore[return-value]  # functools.wraps keeps func's signature
 
 
@@ -267,18 +306,24 @@ def parse_profiles(text: str | None, default: tuple[str, ...]) -> tuple[str, ...
 
 
 def progress(total: int, description: str) -> Any:
-    """A progress bar on stderr (quiet when stderr is not a terminal)."""
+    """A progress bar on stderr: drawn on a terminal; elsewhere (a CI log, a pipe) plain
+    lines with the elapsed time (``clock.PlainProgress``)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from rmqsim.conformance.cli.clock import PlainProgress, current_board
+
     console = Console(stderr=True)
+    if not console.is_terminal:
+        plain = PlainProgress(current_board())
+        plain.add_task(description, total=total)
+        return plain
     bar = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=console,
-        disable=not console.is_terminal,
         transient=True,
     )
     bar.add_task(description, total=total)
