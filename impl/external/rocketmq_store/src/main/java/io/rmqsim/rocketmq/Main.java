@@ -39,7 +39,7 @@ public final class Main {
         int status = new Server(new Wire(in, protocol), bug, fastClose).serve();
         protocol.flush();
         System.err.flush();
-        // halt: the store is shut down (close) or the parent is gone; no shutdown hooks to wait for.
-        Runtime.getRuntime().halt(status);
+        // The store is shut down (close) or the parent is gone: its threads must not keep the JVM.
+        System.exit(status);
     }
 }
