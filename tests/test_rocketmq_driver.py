@@ -349,6 +349,7 @@ def test_retention_deletes_old_files_and_moves_min_offsets(start: Any, tmp_path:
     driver.close()
     again = opened(start, path, ASYNC)
     assert [again.offsets("r", q)[0] for q in (0, 1)] == lows
+    assert again.offsets("r", 2) == (2, 2)
     again.close()
 
 
@@ -384,3 +385,86 @@ def test_bug_retain_forcibly_deletes_messages_put_after_the_cutoff(
     assert lows[0] > 0 and lows[1] > 0, lows
     assert len(driver.get_all("r", 0)) < len([p for p in puts if p[1] == 0])
     driver.close()
+
+
+# -- measurements (README.md "Measured"): python tests/test_rocketmq_driver.py
+
+
+def _timed(action: Any) -> float:
+    began = time.monotonic()
+    action()
+    return time.monotonic() - began
+
+
+def _rss_mib(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) / 1024  # type: ignore[union-attr]
+
+
+def _measure_start_open(tmp: Path, runs: int = 5) -> dict[str, float]:
+    hello, open_s, close_s = [], [], []
+    for run in range(runs):
+        driver = Driver(tmp)
+        hello.append(_timed(lambda d=driver: d.ok("hello")))
+        open_s.append(_timed(lambda d=driver, r=run: d.ok("open", path=str(tmp / f"new{r}"),
+                                                           config=SYNC)))  # fmt: skip
+        close_s.append(_timed(driver.close))
+    rss = 0.0
+    slow = Driver(tmp, "--shutdown-sleep")
+    slow.ok("open", path=str(tmp / "slow"), config=SYNC)
+    rss = _rss_mib(slow.proc.pid)
+    slow_close = _timed(slow.close)
+    median = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
+    return {"start to hello s": median(hello), "open new s": median(open_s),
+            "close s": median(close_s), "close --shutdown-sleep s": slow_close,
+            "RSS after open MiB": rss}  # fmt: skip
+
+
+def _measure_rates(tmp: Path, count: int = 1000) -> dict[str, float]:
+    rates: dict[str, float] = {}
+    kib = body(0, 1024)
+    for name, config in (("sync", SYNC), ("async", ASYNC)):
+        driver = Driver(tmp)
+        driver.ok("open", path=str(tmp / f"rate-{name}"), config=config)
+        for _ in range(200):  # warm-up
+            driver.put("w", 0, [kib])
+        took = _timed(lambda d=driver: [d.put("t", 0, [kib]) for _ in range(count)])
+        rates[f"put 1 KiB/s {name}"] = count / took
+        took = _timed(lambda d=driver: [d.put("b", 0, [kib] * 10) for _ in range(count // 10)])
+        rates[f"put 10x1 KiB batches/s {name}"] = count / 10 / took
+        if name == "sync":
+            took = _timed(lambda d=driver: [d.get("t", 0, i, 1) for i in range(count)])
+            rates["get (max_count 1)/s"] = count / took
+        driver.close()
+    return rates
+
+
+def _measure_reopen(tmp: Path, messages: int = 20_000) -> dict[str, float]:
+    path = tmp / "big"
+    driver = Driver(tmp)
+    driver.ok("open", path=str(path), config=ASYNC)
+    for i in range(0, messages, 50):
+        driver.put("t", i // 50 % 4, [body(i, 1024)] * 50)
+    driver.ok("flush")
+    driver.close()
+    size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20
+    result = {"store MiB": size}
+    for name in ("after close", "after kill -9"):
+        driver = Driver(tmp)
+        driver.ok("hello")
+        result[f"reopen {name} s"] = _timed(lambda d=driver: d.ok("open", path=str(path),
+                                                                  config=ASYNC))  # fmt: skip
+        assert driver.offsets("t", 0) == (0, messages // 4)
+        driver.kill()
+    return result
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        print(f"load average before: {os.getloadavg()[0]:.1f}")
+        for part in (_measure_start_open, _measure_rates, _measure_reopen):
+            for key, value in part(Path(scratch)).items():
+                print(f"{key}: {value:.3f}")
+        print(f"load average after: {os.getloadavg()[0]:.1f}")
