@@ -40,6 +40,7 @@ jar="$target/rmqsim-rocketmq-store.jar"
 native="$target/native/librocksdbjni-linux64.so"
 up_to_date() {
     [ -f "$jar" ] && [ -f "$target/classpath.txt" ] && [ -f "$native" ] || return 1
+    [ "$target/app.jsa" -nt "$jar" ] || return 1 # a jar rebuilt by hand: a new archive
     [ -z "$(find "$drv/pom.xml" "$drv/src" -newer "$jar" -print -quit)" ] || return 1
     local entry
     while IFS= read -r entry; do [ -f "$entry" ] || return 1; done \

@@ -201,6 +201,8 @@ def test_hello_answers_and_nothing_is_served_before_open(start: Any) -> None:
     assert hello["batch_atomic"] is False
     assert driver.error("put", topic="t", queue=0, bodies=[b64(b"x")])["kind"] == "NotServing"
     assert driver.error("offsets", topic="t", queue=0)["kind"] == "NotServing"
+    assert driver.error("close")["kind"] == "NotServing"  # and the server goes on serving
+    assert driver.ok("hello")["layer"] == "store"
     driver.proc.stdin.close()  # end of input: the server exits 0
     assert driver.proc.wait(timeout=REPLY_TIMEOUT_S) == 0
 

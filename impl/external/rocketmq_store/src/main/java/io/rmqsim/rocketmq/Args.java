@@ -44,16 +44,13 @@ final class Args {
         return (int) queue;
     }
 
-    /** An integer >= least; one beyond a long is {@link Long#MAX_VALUE} (beyond every offset). */
+    /** An integer >= least; one beyond a long is clamped to a long (beyond every offset). */
     long integer(String name, long least) throws DriverError {
         Object value = request.get(name);
-        if (value instanceof BigInteger && ((BigInteger) value).signum() > 0 && least >= 0) {
-            return Long.MAX_VALUE;
-        }
-        if (!(value instanceof Integer || value instanceof Long)) {
+        if (!(value instanceof Number) || !isInteger((Number) value)) {
             throw DriverError.invalid(name + " must be an integer >= " + least + ", got " + typeName(value));
         }
-        long number = ((Number) value).longValue();
+        long number = clamp((Number) value);
         if (number < least) {
             throw DriverError.invalid(name + " must be an integer >= " + least + ": " + number);
         }
@@ -111,6 +108,18 @@ final class Args {
             throw DriverError.invalid("path must be a non-empty string, got " + typeName(value));
         }
         return (String) value;
+    }
+
+    /** A JSON integer (fastjson2 gives Integer, Long or BigInteger; a fraction is BigDecimal). */
+    static boolean isInteger(Number value) {
+        return value instanceof Integer || value instanceof Long || value instanceof BigInteger;
+    }
+
+    static long clamp(Number integer) {
+        if (integer instanceof BigInteger) {
+            return ((BigInteger) integer).signum() > 0 ? Long.MAX_VALUE : Long.MIN_VALUE;
+        }
+        return integer.longValue();
     }
 
     static String typeName(Object value) {

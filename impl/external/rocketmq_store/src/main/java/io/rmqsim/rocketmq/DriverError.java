@@ -1,5 +1,8 @@
 package io.rmqsim.rocketmq;
 
+import java.lang.reflect.InvocationTargetException;
+import java.util.concurrent.ExecutionException;
+
 /** An error reply: {@code {"kind", "message"}}, plus {@code "type"} for {@code Unexpected}. */
 final class DriverError extends Exception {
     private static final long serialVersionUID = 1L;
@@ -27,6 +30,9 @@ final class DriverError extends Exception {
     }
 
     static DriverError of(Throwable t) {
+        while ((t instanceof InvocationTargetException || t instanceof ExecutionException) && t.getCause() != null) {
+            t = t.getCause(); // reflection and the clean-queue thread wrap what RocketMQ threw
+        }
         if (t instanceof DriverError) {
             return (DriverError) t;
         }

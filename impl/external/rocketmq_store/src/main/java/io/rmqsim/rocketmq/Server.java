@@ -15,6 +15,8 @@ final class Server implements Points {
     private final Bug bug;
     private final boolean fastClose;
     private StoreDriver driver;
+    private int maxBodyBytes;
+    private boolean closed;
     private Object requestId;
     private boolean waitAtPoints;
     private long now;
@@ -49,7 +51,7 @@ final class Server implements Points {
             } catch (Throwable e) {
                 wire.error(requestId, DriverError.of(e));
             }
-            if ("close".equals(op) && driver == null) {
+            if (closed) {
                 return 0;
             }
         }
@@ -57,8 +59,8 @@ final class Server implements Points {
 
     private Object answer(Object op, JSONObject request) throws Exception {
         Object clock = request.get("now");
-        if (clock instanceof Integer || clock instanceof Long) {
-            now = ((Number) clock).longValue();
+        if (clock instanceof Number && Args.isInteger((Number) clock)) {
+            now = Args.clamp((Number) clock);
         }
         waitAtPoints = Boolean.TRUE.equals(request.get("wait_at_points"));
         if ("hello".equals(op)) {
@@ -98,12 +100,11 @@ final class Server implements Points {
             default: // close
                 StoreDriver closing = driver;
                 driver = null;
+                closed = true;
                 closing.close(fastClose);
                 return null;
         }
     }
-
-    private int maxBodyBytes;
 
     private Object open(Args args) throws Exception {
         if (driver != null) {

@@ -52,7 +52,6 @@ final class StoreDriver {
                 null, new BrokerConfig(), new ConcurrentHashMap<>());
         Extensions.install(store, bug, points);
         if (!store.load()) {
-            store.shutdown();
             throw DriverError.unexpected("LoadFailed", "DefaultMessageStore.load() returned false (stderr has RocketMQ's reason)");
         }
         store.start();

@@ -10,6 +10,7 @@ import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.Objects;
 
 /**
  * The protocol's lines (docs/PROTOCOL.md): one JSON object per line in, one per line out,
@@ -87,7 +88,7 @@ final class Wire {
         if (answer == null) {
             throw new Malformed("end of input while waiting at point " + name);
         }
-        if (answer.size() != 1 || !answer.containsKey("go_on") || !id.equals(answer.get("go_on"))) {
+        if (answer.size() != 1 || !answer.containsKey("go_on") || !Objects.equals(id, answer.get("go_on"))) {
             throw new Malformed("expected {\"go_on\": " + id + "} at point " + name + ", got " + answer);
         }
     }
