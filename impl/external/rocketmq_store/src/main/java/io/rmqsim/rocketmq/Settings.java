@@ -10,6 +10,7 @@ final class Settings {
     static final int FILE_RESERVED_HOURS = 1;
     /** Entries per consume-queue file (RocketMQ's default is 300,000). */
     static final int CQ_ENTRIES_PER_FILE = 1024;
+    private static final int DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024;
     /** "Never" for RocketMQ's millisecond intervals and page counts. */
     private static final int NEVER = Integer.MAX_VALUE;
 
@@ -22,8 +23,9 @@ final class Settings {
         c.setStorePathCommitLog(path + File.separator + "commitlog");
         c.setMappedFileSizeCommitLog(open.segmentBytes);
         c.setMappedFileSizeConsumeQueue(CQ_ENTRIES_PER_FILE * 20);
-        // A single message (body + header + topic) and a whole batch must pass the encoder.
-        c.setMaxMessageSize(Math.max(open.segmentBytes, saturatedAdd(open.maxBodyBytes, 4096)));
+        // RocketMQ's default (4 MiB), or more when a body of max_body_bytes with its header,
+        // topic and properties needs it. (The encoder holds a direct buffer of this size.)
+        c.setMaxMessageSize(Math.max(DEFAULT_MAX_MESSAGE_SIZE, saturatedAdd(open.maxBodyBytes, 4096)));
         boolean sync = open.sync && bug != Bug.FLUSH_LIES;
         c.setFlushDiskType(sync ? FlushDiskType.SYNC_FLUSH : FlushDiskType.ASYNC_FLUSH);
         quietBackgroundFlushes(c);
