@@ -34,11 +34,14 @@ from rmqsim.scenarios.store.ops import (
 )
 from rmqsim.scenarios.store.profiles import StoreProfile
 
-__all__ = ["OFFSET_CLASSES", "StoreSimulation", "StoreWorld"]
+__all__ = ["BATCH_OVERHEAD_BYTES", "OFFSET_CLASSES", "StoreSimulation", "StoreWorld"]
 
 Execute = Callable[[Step[StoreOp]], Outcome]
 #: Where a reader's offset lies, relative to what it believes the queue's bounds are.
 OFFSET_CLASSES = ("below-min", "min", "inside", "last", "max", "beyond", "unwritten")
+#: What a store may add to each body of a batch in its file (RocketMQ: a 90-odd-byte header,
+#: the topic, the properties), counted when a batch is kept within half a file.
+BATCH_OVERHEAD_BYTES = 256
 _INVALID_TOPICS = ("", "bad/name", "x" * 128, "sp ace")
 
 
@@ -142,7 +145,8 @@ class StoreSimulation:
 
     def _put(self) -> StoreOp:
         topic, queue = self._queue()
-        bodies = tuple(self._body() for _ in range(self._between(self.profile.batch)))
+        bodies = self._fitting(tuple(self._body() for _ in range(self._between(
+            self.profile.batch))))
         if self._invalid():
             choice = self.rng.randrange(4)
             if choice == 0:
@@ -154,13 +158,27 @@ class StoreSimulation:
             return Put(topic, queue, (b"\x00" * (self.profile.max_body_bytes + 1),))
         return Put(topic, queue, bodies)
 
+    def _fitting(self, bodies: tuple[bytes, ...]) -> tuple[bytes, ...]:
+        """The first bodies of a batch that fit in half a file with a header each
+        (``BATCH_OVERHEAD_BYTES``): a store may need a batch to fit in one file
+        (RocketMQ does: docs/FINDINGS.md), which the contract leaves to its config."""
+        budget = self.profile.segment_bytes // 2
+        kept: list[bytes] = []
+        for body in bodies:
+            budget -= len(body) + BATCH_OVERHEAD_BYTES
+            if budget < 0 and kept:
+                break
+            kept.append(body)
+        return tuple(kept)
+
     def _body(self) -> bytes:
         low, high = self.profile.body_bytes
         if low == 0 and self.rng.random() < 0.05:
             return b""
         size = self.rng.randint(max(low, 1), high) if high else 0
         if self.rng.random() < 0.03:
-            size = self.profile.max_body_bytes
+            size = min(self.profile.max_body_bytes,
+                       self.profile.segment_bytes // 2 - BATCH_OVERHEAD_BYTES)
         return self.rng.randbytes(size)
 
     def _read(self) -> StoreOp:
