@@ -46,6 +46,7 @@ __all__ = [
     "CONSUMER_FACTORY_KEYWORDS",
     "DEFAULT_IMPL",
     "EXTERNAL_DRIVERS",
+    "ExternalDriver",
     "FLUSH_ATTRIBUTE",
     "FLUSH_PROMISES",
     "LAYER_ATTRIBUTE",
@@ -289,26 +290,44 @@ BUILTIN_IMPLS: dict[str, str] = {
 }
 
 
-#: Named drivers of real systems (``impl/external/``): protocol servers built by their own
-#: script, ``name -> (the binary under impl/, the script that builds it)``.
-EXTERNAL_DRIVERS: dict[str, tuple[str, str]] = {
-    "milvus": ("external/milvus_rocksmq/bin/rmqsim-milvus", "./scripts/build-milvus.sh"),
+@dataclass(frozen=True, slots=True)
+class ExternalDriver:
+    """A named driver of a real system (``impl/external/``): the command under ``impl/``
+    that serves the protocol, the file its build leaves (under ``impl/``: absent, the driver
+    is not built), the script that builds it and what that needs."""
+
+    command: str
+    built: str
+    script: str
+    needs: str
+
+
+#: Named drivers of real systems, by ``--impl`` name.
+EXTERNAL_DRIVERS: dict[str, ExternalDriver] = {
+    "milvus": ExternalDriver("external/milvus_rocksmq/bin/rmqsim-milvus",
+                             "external/milvus_rocksmq/bin/rmqsim-milvus",
+                             "./scripts/build-milvus.sh", "Go and a C compiler"),
+    "rocketmq-store": ExternalDriver(
+        "external/rocketmq_store/rocketmq-store-server",
+        "external/rocketmq_store/target/rmqsim-rocketmq-store.jar",
+        "./scripts/build-rocketmq.sh", "Java 17 and Maven"),
 }
 
 
 def external_driver(name: str) -> str:
     """``exec:`` of the built driver ``name`` (``EXTERNAL_DRIVERS``), or ``BadImplError``
     naming the script that builds it."""
-    binary, script = EXTERNAL_DRIVERS[name]
+    driver = EXTERNAL_DRIVERS[name]
     import rmqsim.impl
 
-    path = Path(rmqsim.impl.__file__).resolve().parent / binary
-    if not os.access(path, os.X_OK):
+    root = Path(rmqsim.impl.__file__).resolve().parent
+    built, command = root / driver.built, root / driver.command
+    if not built.exists() or not os.access(command, os.X_OK):
         raise BadImplError(
-            f"--impl {name}: the driver is not built ({path} is missing): run {script} "
-            "(it needs Go and a C compiler, and says what it fetches)"
+            f"--impl {name}: the driver is not built ({built} is missing): run "
+            f"{driver.script} (it needs {driver.needs}, and says what it fetches)"
         )
-    return "exec:" + shlex.quote(str(path))
+    return "exec:" + shlex.quote(str(command))
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,9 @@
 #   - a virtual environment in .venv with rmqsim and all its dependencies (editable install
 #     of .[dev], which includes the spark extra: sweeps, reports and the whole test suite);
 #   - with --milvus: the driver of the real Milvus RocksMQ (scripts/build-milvus.sh: needs Go
-#     and a C compiler; it says what it fetches), for `rmqsim gate --impl milvus`.
+#     and a C compiler; it says what it fetches), for `rmqsim gate --impl milvus`;
+#   - with --rocketmq: the driver of the real RocketMQ store (scripts/build-rocketmq.sh:
+#     needs Java 17 and Maven; it says what it fetches), for `rmqsim gate --impl rocketmq-store`.
 # Re-running is cheap: the install is skipped while pyproject.toml is unchanged.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -13,11 +15,13 @@ cd "$root"
 
 want_java=0
 want_milvus=0
+want_rocketmq=0
 for arg in "$@"; do
     case "$arg" in
         --java) want_java=1 ;;
         --milvus) want_milvus=1 ;;
-        *) echo "bootstrap: unknown option $arg (the options are --java and --milvus)" >&2
+        --rocketmq) want_rocketmq=1 ;;
+        *) echo "bootstrap: unknown option $arg (the options are --java, --milvus and --rocketmq)" >&2
            exit 2 ;;
     esac
 done
@@ -45,4 +49,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
 fi
 if [ "$want_milvus" = 1 ]; then
     bash "$root/scripts/build-milvus.sh"
+fi
+if [ "$want_rocketmq" = 1 ]; then
+    bash "$root/scripts/build-rocketmq.sh"
 fi

@@ -6,7 +6,8 @@
 # Exit status: the first gate's when it is not 0 or 1 (bad usage, an internal error: the
 # second is not run), else the first non-zero of the two. Java is installed (when
 # missing) only for `--spark`: the plain gate does not need it. `--impl milvus` builds the
-# driver of the real Milvus RocksMQ first (bootstrap.sh --milvus).
+# driver of the real Milvus RocksMQ first (bootstrap.sh --milvus), `--impl rocketmq-store`
+# the driver of the real RocketMQ store (bootstrap.sh --rocketmq).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 setup=()
@@ -24,6 +25,10 @@ for arg in "$@"; do
     fi
     if [ "$arg" = "--impl=milvus" ] || { [ "$previous" = "--impl" ] && [ "$arg" = "milvus" ]; }; then
         setup+=(--milvus)
+    fi
+    if [ "$arg" = "--impl=rocketmq-store" ] \
+            || { [ "$previous" = "--impl" ] && [ "$arg" = "rocketmq-store" ]; }; then
+        setup+=(--rocketmq)
     fi
     previous="$arg"
 done

@@ -9,7 +9,8 @@
 # apt-get, as root or with sudo). No test installs anything. When Chromium cannot be
 # installed, the browser test is skipped, unless RMQSIM_REQUIRE_BROWSER=1 (CI): then the
 # set-up stops here. When Go is present, the set-up also builds the driver of the real
-# Milvus RocksMQ (scripts/build-milvus.sh).
+# Milvus RocksMQ (scripts/build-milvus.sh); with Java and Maven, the driver of the real
+# RocketMQ store (scripts/build-rocketmq.sh).
 #
 # pytest runs on two worker processes (pytest-xdist; RMQSIM_TEST_WORKERS=N for another
 # count, 0 for none). --dist worksteal: each worker starts with half of the tests in their
@@ -35,6 +36,19 @@ elif [ -n "${RMQSIM_REQUIRE_MILVUS:-}" ]; then
 else
     echo "test.sh: the Milvus driver is not built (no Go, or its build failed above):" \
         "its tests will be skipped" >&2
+fi
+# The real RocketMQ store's driver (impl/external/rocketmq_store/), when Java and Maven are
+# here: its tests skip, with the reason, when it is not built, unless
+# RMQSIM_REQUIRE_ROCKETMQ=1 (CI).
+if command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1 \
+        && bash "$root/scripts/build-rocketmq.sh"; then
+    :
+elif [ -n "${RMQSIM_REQUIRE_ROCKETMQ:-}" ]; then
+    echo "test.sh: the RocketMQ driver could not be built, and RMQSIM_REQUIRE_ROCKETMQ=1" >&2
+    exit 1
+else
+    echo "test.sh: the RocketMQ driver is not built (no Java or Maven, or its build failed" \
+        "above): its tests will be skipped" >&2
 fi
 cd "$root"
 .venv/bin/ruff check .

@@ -29,6 +29,7 @@ MUTANT_MODULES: tuple[str, ...] = (
     "rmqsim.conformance.mutants.names",
     "rmqsim.conformance.mutants.blind",
     "rmqsim.conformance.mutants.newcomer",
+    "rmqsim.conformance.mutants.rocketmq",
     "rmqsim.conformance.mutants.storage",
     "rmqsim.conformance.mutants.store",
     "rmqsim.conformance.mutants.stream",

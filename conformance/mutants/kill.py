@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rmqsim.conformance.adapter import DEFAULT_IMPL
+from rmqsim.conformance.adapter import DEFAULT_IMPL, BadImplError
 from rmqsim.conformance.gate import (
     GATE_CONSUMER_PROFILES,
     GATE_PROFILES,
@@ -245,10 +245,21 @@ def kill_mutant(
     out_dir = out / mutant.name
     if mutant.layer == "storage":
         return _kill_by_power_loss(mutant, seeds.start, tuple(profiles), out_dir, shrink)
-    kill = _kill_by_gate(mutant, seeds, tuple(profiles), out_dir, steps, shrink)
-    if mutant.layer == "store" and kill.status == SURVIVED:
+    try:
+        kill = _kill_by_gate(mutant, seeds, tuple(profiles), out_dir, steps, shrink)
+    except BadImplError as exc:  # a driver that is not built: said, not run
+        return Kill(mutant, NOT_RUN, note=str(exc))
+    if mutant.layer == "store" and kill.status == SURVIVED and _runs_on_simdisk(mutant):
         _kill_by_store_power(kill, seeds.start, tuple(profiles))
     return kill
+
+
+def _runs_on_simdisk(mutant: Mutant) -> bool:
+    """Whether a storage-layer mutant's factory takes ``fs=`` (the in-process sweep)."""
+    from rmqsim.conformance.adapter import load_impl
+    from rmqsim.conformance.store.power import takes_fs
+
+    return takes_fs(load_impl(mutant.impl).factory)
 
 
 def _kill_by_gate(

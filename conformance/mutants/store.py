@@ -48,7 +48,8 @@ def _over(open_queue: Callable[..., Any], name: str) -> StoreFactory:
         return CommitLogStore(queue, store_config)
 
     factory.__qualname__ = factory.__name__ = name
-    factory.__doc__ = f"The storage contract over mutants.storage:{open_queue.__name__}."
+    factory.__doc__ = (f"Bug class: storage, under the storage contract "
+                       f"(mutants.storage:{open_queue.__name__}).")
     factory.rmqsim_batch_atomic = True  # type: ignore[attr-defined]  # as ours claims
     return factory
 
