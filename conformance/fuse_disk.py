@@ -72,8 +72,11 @@ from rmqsim.conformance.fuse_mounts import (
     MountRecord,
     abort_connection,
     clean_stale_mounts,
+    kill_group,
     new_mountpoint,
+    process_alive,
     unmount,
+    wait_gone,
 )
 from rmqsim.conformance.simdisk import PowerCut, SimDisk
 
@@ -96,6 +99,9 @@ FSNAME = "rmqsim-simdisk"
 #: How long a mount may take to come up, and an unmount's server to stop.
 MOUNT_WAIT_S = 10.0
 UNMOUNT_WAIT_S = 10.0
+#: How long killed processes may take to exit before the mount's connection is aborted
+#: (their last FUSE calls, the flushes of a closing file, are still answered).
+EXIT_WAIT_S = 2.0
 _log = logging.getLogger("rmqsim.fuse")
 #: FUSE calls not written to ``FuseMount.calls`` (lookups and listings).
 _UNRECORDED = frozenset({"getattr", "readdir", "opendir", "releasedir", "statfs"})
@@ -217,7 +223,7 @@ class _Operations:
         mount.in_flight = (call, where, time.monotonic())
         code = 0
         try:
-            if self.disk.dead and call not in ("release", "releasedir", "flush"):
+            if self.disk.dead and call not in ("release", "releasedir"):
                 raise PowerCut("the disk is dead")
             return action()
         except PowerCut:
@@ -478,7 +484,7 @@ class FuseMount:
         self.ready = threading.Event()
         self._owned = owned
         self._record = MountRecord.create(path)
-        self._processes: list[int] = []
+        self._processes: list[tuple[int, str | None]] = []
         self._thread: threading.Thread | None = None
         self._error: str | None = None
         self.mounted = False
@@ -490,8 +496,8 @@ class FuseMount:
     def add_process(self, pid: int) -> None:
         """A process started on the mount, leading its own process group: ``cut_power``
         and ``unmount`` SIGKILL that group (and a later run does, if rmqsim dies)."""
-        self._processes.append(pid)
-        self._record.add_child(pid)
+        self._processes = [*filter(lambda p: process_alive(*p), self._processes),
+                           self._record.add_child(pid)]
 
     def describe_in_flight(self) -> str | None:
         """The FUSE call being answered and for how long, or None."""
@@ -502,10 +508,8 @@ class FuseMount:
 
     def kill_processes(self) -> None:
         """SIGKILL the process groups added to the mount (the ones still there)."""
-        for pid in self._processes:
-            for kill in (os.killpg, os.kill):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    kill(pid, signal.SIGKILL)
+        for pid, start in self._processes:
+            kill_group(pid, start)
 
     # -- mounting
 
@@ -534,14 +538,19 @@ class FuseMount:
             raise FuseMountError(f"cannot mount the simulated disk at {self.path}: {reason}")
 
     def unmount(self) -> None:
-        """Kill the processes added, unmount (lazily when busy), stop the server, remove
-        the mount point and the record. ``FuseMountError`` when the server does not
-        stop (the mount is gone all the same). Idempotent."""
+        """Kill the processes added and let them exit; unmount (when still busy: abort
+        the connection, which frees a process stuck in a FUSE call, and detach lazily);
+        stop the server; remove the mount point and the record. ``FuseMountError`` (one
+        line) when the server does not stop (the mount is gone all the same), or naming
+        a process that outlived it all. Idempotent."""
         self.kill_processes()
+        left = wait_gone([pid for pid, start in self._processes if process_alive(pid, start)],
+                         EXIT_WAIT_S)
         problem = unmount(self.path, lazy=False)
-        if problem is not None:
+        if problem is not None or left:
             abort_connection(self.path)
             problem = unmount(self.path, lazy=True)
+            left = wait_gone(left, EXIT_WAIT_S)
         thread, self._thread = self._thread, None
         stuck = None
         if thread is not None:
@@ -559,6 +568,9 @@ class FuseMount:
         if stuck is not None:
             raise FuseMountError(f"the FUSE server of {self.path} is stuck in {stuck}; the "
                                  "mount is detached")
+        if left:
+            raise FuseMountError(f"process {left[0]} on {self.path} did not end after SIGKILL "
+                                 "and the connection's abort; the mount is detached")
 
 
 @contextlib.contextmanager

@@ -26,6 +26,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,9 +39,12 @@ __all__ = [
     "clean_stale_mounts",
     "fuse_dir",
     "is_mounted",
+    "kill_group",
     "new_mountpoint",
+    "process_alive",
     "process_start",
     "unmount",
+    "wait_gone",
 ]
 
 #: The directory under the scratch root that holds the records and the mount points.
@@ -70,8 +74,19 @@ def process_start(pid: int) -> str | None:
     return fields[19] if len(fields) > 19 else None
 
 
-def _alive(pid: int, start: str | None) -> bool:
+def process_alive(pid: int, start: str | None) -> bool:
+    """Process ``pid`` that started at ``start`` (``process_start``) still exists (a
+    reused pid is another process)."""
     return start is not None and process_start(pid) == start
+
+
+def kill_group(pid: int, start: str | None) -> None:
+    """SIGKILL the process group led by ``pid`` and the process itself, if it is still
+    the process that started at ``start``."""
+    if process_alive(pid, start):
+        for kill in (os.killpg, os.kill):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                kill(pid, signal.SIGKILL)
 
 
 @dataclass(slots=True)
@@ -110,10 +125,13 @@ class MountRecord:
         temporary.write_text(text)
         temporary.replace(self.path)
 
-    def add_child(self, pid: int) -> None:
-        """Record a process started on the mount (killed with its group if rmqsim dies)."""
-        self.children.append((pid, process_start(pid)))
+    def add_child(self, pid: int) -> tuple[int, str | None]:
+        """Record a process started on the mount (killed with its group if rmqsim dies);
+        (pid, start time)."""
+        child = (pid, process_start(pid))
+        self.children = [c for c in self.children if process_alive(*c)] + [child]
         self.save()
+        return child
 
     def forget(self) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -122,16 +140,12 @@ class MountRecord:
     @property
     def stale(self) -> bool:
         """The process that served the mount is gone."""
-        return not _alive(self.owner_pid, self.owner_start)
+        return not process_alive(self.owner_pid, self.owner_start)
 
     def kill_children(self) -> None:
         """SIGKILL the process group of every recorded child still alive."""
         for pid, start in self.children:
-            if _alive(pid, start):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(pid, signal.SIGKILL)
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
+            kill_group(pid, start)
 
 
 def new_mountpoint() -> Path:
@@ -171,19 +185,51 @@ def is_mounted(path: Path | str) -> bool:
     return _mount_entry(str(path)) is not None
 
 
+def _fusectl_mounted() -> bool:
+    """The fusectl file system is at ``/sys/fs/fuse/connections`` (mounted there as root
+    when it is not: systemd does the same at boot)."""
+    if is_mounted(_FUSECTL_DIR):
+        return True
+    if os.geteuid() != 0 or not _FUSECTL_DIR.is_dir():
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.mount(b"fusectl", str(_FUSECTL_DIR).encode(), b"fusectl", 0, None) == 0
+
+
 def abort_connection(path: Path | str) -> bool:
-    """Abort the FUSE connection of the mount at ``path`` (every request waiting on it
-    fails, its server's loop ends); False when it cannot be done here (no fusectl)."""
+    """Abort the FUSE connection of the mount at ``path``: every request waiting on it
+    fails (a process stuck in a FUSE call, which not even SIGKILL ends while its request
+    is with the server, can then die), and the server's loop ends. False when it cannot
+    be done here (not a FUSE mount, no fusectl)."""
     entry = _mount_entry(str(path))
-    if entry is None or not entry[1].startswith("fuse"):
+    if entry is None or not entry[1].startswith("fuse") or not _fusectl_mounted():
         return False
     minor = entry[0].partition(":")[2]
-    abort = _FUSECTL_DIR / minor / "abort"
     try:
-        abort.write_text("1")
+        (_FUSECTL_DIR / minor / "abort").write_text("1")
     except OSError:
         return False
     return True
+
+
+def wait_gone(pids: list[int], wait_s: float) -> list[int]:
+    """Wait up to ``wait_s`` for the processes ``pids`` to end (a zombie has ended);
+    the ones still running."""
+    deadline_s = time.monotonic() + wait_s
+    while True:
+        running = [pid for pid in pids if _running(pid)]
+        if not running or time.monotonic() >= deadline_s:
+            return running
+        time.sleep(0.005)
+
+
+def _running(pid: int) -> bool:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    state = text[text.rfind(")") + 2 :].split()[0]
+    return state not in ("Z", "X")
 
 
 def unmount(path: Path | str, *, lazy: bool) -> str | None:
