@@ -33,33 +33,34 @@ _SOURCE = r"""
 
 int main(void) {
     char line[4096], path[4000];
-    int fd = -1; char *map = NULL; long size = %(size)d;
+    int fd = -1; char *map = NULL; long size = SIZE_BYTES;
     setvbuf(stdout, NULL, _IOLBF, 0);
     while (fgets(line, sizeof line, stdin)) {
         long a = 0, b = 0; int rc = 0;
-        if (sscanf(line, "open %%3999s", path) == 1) {
+        if (sscanf(line, "open %3999s", path) == 1) {
             fd = open(path, O_RDWR); rc = fd;
         } else if (strncmp(line, "map", 3) == 0) {
             map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
             rc = map == MAP_FAILED ? -1 : 0;
-        } else if (sscanf(line, "poke %%ld %%ld", &a, &b) == 2) {
-            memset(map + a * %(page)d, (int)b, %(page)d);
+        } else if (sscanf(line, "poke %ld %ld", &a, &b) == 2) {
+            memset(map + a * PAGE_BYTES, (int)b, PAGE_BYTES);
         } else if (strncmp(line, "msync", 5) == 0) {
             rc = msync(map, size, MS_SYNC);
         } else if (strncmp(line, "munmap", 6) == 0) {
             rc = munmap(map, size);
         } else if (strncmp(line, "close", 5) == 0) {
             rc = close(fd);
-        } else if (sscanf(line, "pwrite %%ld %%ld", &a, &b) == 2) {
+        } else if (sscanf(line, "pwrite %ld %ld", &a, &b) == 2) {
             char c = (char)b; rc = pwrite(fd, &c, 1, a) == 1 ? 0 : -1;
         } else if (strncmp(line, "fsync", 5) == 0) {
             rc = fsync(fd);
         }
-        if (rc < 0) printf("error %%d\n", errno); else printf("ok\n");
+        if (rc < 0) printf("error %d\n", errno); else printf("ok\n");
     }
     return 0;
 }
-""" % {"size": FILE_BYTES, "page": PAGE_BYTES}
+"""
+_DEFINES = f"#define SIZE_BYTES {FILE_BYTES}\n#define PAGE_BYTES {PAGE_BYTES}\n"
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +70,7 @@ def writer(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if gcc is None:
         pytest.skip("no C compiler (gcc) to build the mmap test program")
     directory = tmp_path_factory.mktemp("mmap")
-    (directory / "mmap_writer.c").write_text(_SOURCE)
+    (directory / "mmap_writer.c").write_text(_DEFINES + _SOURCE)
     subprocess.run([gcc, "-O1", "-Wall", "-Werror", "-o", str(directory / "mmap_writer"),
                     str(directory / "mmap_writer.c")], check=True)  # fmt: skip
     return directory / "mmap_writer"
