@@ -78,7 +78,7 @@ from rmqsim.conformance.fuse_mounts import (
     unmount,
     wait_gone,
 )
-from rmqsim.conformance.simdisk import PowerCut, SimDisk
+from rmqsim.conformance.simdisk import DiskAccessError, PowerCut, SimDisk
 
 __all__ = [
     "FSNAME",
@@ -108,7 +108,7 @@ _UNRECORDED = frozenset({"getattr", "readdir", "opendir", "releasedir", "statfs"
 _RENAME_NOREPLACE = 1
 
 
-class FuseMountError(Exception):
+class FuseMountError(DiskAccessError):
     """A mount could not be made, or its server could not be stopped (one line)."""
 
 

@@ -52,7 +52,13 @@ from typing import Any, Protocol, cast, runtime_checkable
 from rmqsim.conformance.adapter import BadImplError, FaultHook, load_impl
 from rmqsim.conformance.apply import RUNNER_KINDS, apply_op, exception_text
 from rmqsim.conformance.lockstep import SimClock
-from rmqsim.conformance.simdisk import FAULT_MODES, PointRecord, PowerCut, SimDisk
+from rmqsim.conformance.simdisk import (
+    FAULT_MODES,
+    DiskAccessError,
+    PointRecord,
+    PowerCut,
+    SimDisk,
+)
 from rmqsim.conformance.statediff import MAX_LISTED, clip, diff_states
 from rmqsim.impl.commitlog.fs import FileSystem
 from rmqsim.model import ReferenceMQ
@@ -75,6 +81,7 @@ __all__ = [
     "PowerFailure",
     "PowerSweepResult",
     "StorageFactory",
+    "base_run",
     "disk_access",
     "disk_tree",
     "gate_promise",
@@ -340,6 +347,8 @@ class _CaseRun:
             self.sut = self.open(self.disk)
         except PowerCut:
             raise _Cut([self.model.snapshot()]) from None
+        except DiskAccessError:
+            raise
         except Exception as exc:
             if self.disk.fired is None:
                 raise RuntimeError(f"the first open raised {type(exc).__name__}: "
@@ -368,6 +377,8 @@ class _CaseRun:
                 apply_op(self.model, step.op)
             after = self.model.snapshot()
             raise _Cut(self._allowed(before, after, returned=False)) from None
+        except DiskAccessError:
+            raise
         except Exception as exc:  # only a failed sync excuses it
             if self.disk.fired is None:
                 raise RuntimeError(f"step {self.step} {kind} raised {type(exc).__name__}: "
@@ -423,6 +434,8 @@ def _recovery_problem(
     try:
         sut = run.open(disk)
         state = sut.snapshot()
+    except DiskAccessError:
+        raise
     except Exception as exc:  # the backend's failure to recover: a finding
         return f"recovery failed: {type(exc).__name__}: {exception_text(exc)}", None
     if state not in allowed:
@@ -433,6 +446,8 @@ def _recovery_problem(
         again = run.open(disk)
         second = again.snapshot()
         again.close()
+    except DiskAccessError:
+        raise
     except Exception as exc:
         return f"a second recovery failed: {type(exc).__name__}: {exception_text(exc)}", state
     if second != state:
@@ -495,11 +510,11 @@ def run_case_outcome(
                        None)
 
 
-def _base_run(
+def base_run(
     access: DiskAccess, config: MQConfig, steps: Sequence[Step], promise: str
 ) -> tuple[str | None, list[tuple[int, PointRecord, int]]]:
-    """The run without faults: a problem (or None), and every point with its step and its
-    place in that step."""
+    """The run without faults: a problem (or None), and every point (step, the point,
+    its place in that step), as the disk numbered them."""
     disk = SimDisk(dirs=(STORE_PATH,))
     run = _CaseRun(access, config, promise, disk)
     try:
@@ -575,7 +590,7 @@ def _sweep(
 ) -> None:  # fmt: skip
     """The base run, then every case, into ``result``."""
     promise, seed = result.promise, result.seed
-    result.base_problem, points = _base_run(access, config, recorded, promise)
+    result.base_problem, points = base_run(access, config, recorded, promise)
     if result.base_problem is None:
         result.cases = [
             PowerCase(record, step, mode, in_step)

@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 
 from rmqsim.conformance.fuse_disk import fuse_available, fuse_required
+from rmqsim.impl.commitlog import open_queue
 from rmqsim.impl.commitlog.fs import FileSystem, OsFileSystem
+from rmqsim.model.api import Clock, MessageQueue, MQConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -93,6 +95,26 @@ def run_child(root: Path) -> list[tuple[str, str]]:
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])},
     )  # fmt: skip
     return [tuple(step) for step in json.loads(done.stdout)]  # type: ignore[misc]
+
+
+class _SyncsLost(OsFileSystem):
+    """The OS file system, but ``fsync`` never happens."""
+
+    def sync(self, handle: int) -> None:
+        del handle
+
+
+def open_queue_losing_os_syncs(
+    *, path: Path, config: MQConfig, clock: Clock, faults: Any, fs: FileSystem | None = None,
+) -> MessageQueue:
+    """The commit log (sync flush), correct on a ``SimDisk`` given as ``fs`` (in
+    process), but on the OS file system (a child through FUSE) its syncs never reach the
+    disk: what a FUSE front that answered fsync without syncing would look like."""
+    return open_queue(path=path, config=config, clock=clock, faults=faults,
+                      fs=fs or _SyncsLost())
+
+
+open_queue_losing_os_syncs.rmqsim_flush = "sync"  # type: ignore[attr-defined]
 
 
 if __name__ == "__main__":
