@@ -324,12 +324,21 @@ def vs_rocksmq(results: Sequence[Measurement]) -> tuple[float, float] | None:
     help="Seeds of smoke for the wire protocol's measurement (0 skips it): in process, "
     "through the reference server, and the real Milvus driver when built.",
 )
+@click.option(
+    "--power-steps",
+    type=click.IntRange(min=0),
+    default=2,
+    show_default=True,
+    help="Steps of smoke for the power-loss sweep's measurement (0 skips it): cases per "
+    "second with the store in process (fs=) and as a child through FUSE.",
+)
 @friendly_errors
 def bench(messages: int, repeats: int, backends: tuple[str, ...], lockstep_seeds: int,
-          check_every: int, protocol_seeds: int) -> None:
+          check_every: int, protocol_seeds: int, power_steps: int) -> None:
     """Throughput of each backend (impl.RocksMQ, the commit log in sync and async flush)
     vs its raw baseline, produce and consume, per wall and per CPU second, with ratios;
-    lockstep against the SUT and the model alone; and what the wire protocol costs."""
+    lockstep against the SUT and the model alone; what the wire protocol costs; and what
+    a power-loss case costs through FUSE."""
     if messages % BATCH_MESSAGES:
         raise click.BadParameter(f"must be a multiple of {BATCH_MESSAGES}", param_hint="--messages")
     results = run_bench(messages, repeats, backends=backends or BACKENDS)
@@ -338,6 +347,37 @@ def bench(messages: int, repeats: int, backends: tuple[str, ...], lockstep_seeds
         _print_lockstep(lockstep_seeds, check_every)
     if protocol_seeds:
         _print_protocol(protocol_seeds)
+    if power_steps:
+        _print_power(power_steps)
+
+
+def _print_power(steps: int) -> None:
+    """The same power-loss sweep in process and through FUSE, per wall and CPU second,
+    with the ratio (bench_power)."""
+    from rich.table import Table
+
+    from rmqsim.conformance.bench_power import BENCH_POWER_PROFILE, measure_power
+    from rmqsim.conformance.power_loss import quiet_recovery
+
+    with quiet_recovery():
+        measured, skipped = measure_power(steps)
+    table = Table(title=f"power loss: the storage sweep of {BENCH_POWER_PROFILE} seed 0, "
+                        f"{steps} steps, sync, same run",
+                  caption="CPU: rmqsim's process (the FUSE server thread included) and the "
+                          "store's child processes")
+    for column in ("store reaches the disk", "cases", "cases/s", "cases/CPU-s", "ms/case",
+                   "vs fs= (wall / CPU)", "failing"):
+        table.add_column(column, justify="left" if column.startswith("store") else "right")
+    base = measured[0]
+    for m in measured:
+        table.add_row(m.way, str(m.cases), f"{m.cases_per_s:,.1f}", f"{m.cases_per_cpu_s:,.1f}",
+                      f"{m.ms_per_case:,.1f}",
+                      f"{m.cases_per_s / base.cases_per_s:.3f}x / "
+                      f"{m.cases_per_cpu_s / base.cases_per_cpu_s:.3f}x", str(m.failures))
+    console = _console()
+    console.print(table)
+    if skipped is not None:
+        console.print(f"power loss through FUSE: skipped: FUSE cannot be used here: {skipped}")
 
 
 def _print_protocol(seeds: int) -> None:

@@ -124,6 +124,8 @@ class DiskAccess(Protocol):
 
     #: ``THROUGH``'s name of the way.
     through: str
+    #: CPU seconds of the processes the way started (its children), counted so far.
+    child_cpu_s: float
 
     def open(self, disk: SimDisk, config: MQConfig, clock: Clock) -> Any:
         """The store at ``STORE_PATH`` on ``disk``, opened (recovering what is there).
@@ -147,6 +149,7 @@ class InProcessAccess:
 
     def __init__(self, factory: StorageFactory) -> None:
         self.factory = factory
+        self.child_cpu_s = 0.0
 
     def open(self, disk: SimDisk, config: MQConfig, clock: Clock) -> Any:
         return self.factory(path=Path(STORE_PATH), config=config, clock=clock, faults=None,
@@ -252,8 +255,10 @@ class PowerSweepResult:
     #: Cases run, by (call, mode).
     counts: Counter[tuple[str, str]] = field(default_factory=Counter)
     wall_s: float = 0.0
-    #: How the store reached the disk (``THROUGH``).
+    #: How the store reached the disk (``THROUGH``), and the CPU seconds of the child
+    #: processes it started (through FUSE: the store's).
     through: str = "fs"
+    child_cpu_s: float = 0.0
     #: The scenario's config and recorded steps (what a failing case's trace holds).
     config: MQConfig | None = None
     recorded: list[Step] = field(default_factory=list)
@@ -569,6 +574,7 @@ def power_loss_sweep(
     finally:
         access.close()
     result.wall_s = time.perf_counter() - started
+    result.child_cpu_s = access.child_cpu_s
     return result
 
 
