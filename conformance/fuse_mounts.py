@@ -272,4 +272,17 @@ def clean_stale_mounts() -> list[str]:
         what = "unmounted" if problem is None else f"could not unmount ({problem})"
         cleaned.append(f"{what} {record.mountpoint}, left by a killed run (pid "
                        f"{record.owner_pid})")
+    _remove_orphan_mountpoints()
     return cleaned
+
+
+def _remove_orphan_mountpoints() -> None:
+    """Remove the empty mount points of dead processes that no record names (a run
+    killed between making the directory and recording it)."""
+    recorded = {r.mountpoint for p in fuse_dir().glob("*.json") if (r := MountRecord.load(p))}
+    for path in fuse_dir().glob("mnt-*-*"):
+        pid = path.name.split("-")[1]
+        if (str(path) not in recorded and pid.isdigit() and process_start(int(pid)) is None
+                and not is_mounted(path)):
+            with contextlib.suppress(OSError):
+                path.rmdir()

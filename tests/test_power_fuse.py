@@ -85,14 +85,12 @@ def test_the_commit_log_cut_through_fuse_leaves_what_it_leaves_in_process(
     assert compared > 40 and differences == []
 
 
-def test_the_differential_sees_a_fuse_front_that_drops_fsync(
-    fuse: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A translation that loses a call (an fsync answered without syncing the disk) is
-    what the differential is there to catch: the points differ."""
-    monkeypatch.setattr(fuse_disk._Operations, "fsync",
-                        lambda self, path, datasync, fh: 0)
-    ways = (disk_access("commitlog", "fs"), disk_access("commitlog", "fuse"))
+def test_the_differential_sees_syncs_lost_on_the_way_through_fuse(fuse: None) -> None:
+    """A way to the disk that loses a call (the child's fsyncs never reach the disk, as
+    with a FUSE front that answered fsync without syncing) is what the differential is
+    there to catch: the points differ at once."""
+    impl = "tests.fuse_programs:open_queue_losing_os_syncs"
+    ways = (disk_access(impl, "fs"), disk_access(impl, "fuse"))
     try:
         compared, differences = _differences(ways, "sync", 1)
     finally:
@@ -195,3 +193,20 @@ def test_bench_says_when_fuse_cannot_be_measured(monkeypatch: pytest.MonkeyPatch
     assert result.exit_code == 0, result.output
     assert ("power loss through FUSE: skipped: FUSE cannot be used here: no /dev/fuse "
             "(test)") in result.output
+
+
+def test_a_failing_case_through_fuse_prints_its_repro_and_keeps_its_trace(
+    fuse: None, tmp_path: Path
+) -> None:
+    """The repro line repeats ``--through fuse``; the trace is kept (it replays in
+    process, where a storage factory is given), not shrunk."""
+    args = ["crash-sweep", "--storage", "sync", "--profile", "crashy", "--steps", "3",
+            "--through", "fuse", "--impl", "rmqsim.conformance.mutants.storage:open_no_fsync",
+            "--case", "22:lose-unsynced", "--out", str(tmp_path)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1, result.output
+    assert ("--impl rmqsim.conformance.mutants.storage:open_no_fsync --through fuse --case "
+            "22:lose-unsynced") in result.output
+    trace = tmp_path / "crashy-seed0-power-22-lose-unsynced.jsonl"
+    assert f"    trace: {trace}" in result.output and trace.exists()
+    assert not list(tmp_path.glob("*.shrunk.jsonl")) and "shrunk" not in result.output

@@ -225,6 +225,7 @@ def _storage_sweep(
     ``way``: the promise and ``--through``."""
     from rmqsim.conformance.power_loss import DEFAULT_POWER_STEPS, parse_case
     from rmqsim.conformance.power_trace import save_failures
+    from rmqsim.conformance.shrink_budget import DEFAULT_SHRINK_BUDGET
     from rmqsim.scenarios.catalog import get_profile
 
     get_profile(profile_name)
@@ -240,7 +241,9 @@ def _storage_sweep(
         click.echo(f"the run without power cuts failed: {result.base_problem}", err=True)
     options = (f" --impl {shlex.quote(impl)}" if impl else "") + (
         f" --through {through}" if through != "fs" else "")
-    traces = save_failures(result, out) if result.failures else []
+    # A trace replays (and shrinks) in process: through FUSE it is kept, not shrunk.
+    shrink = DEFAULT_SHRINK_BUDGET if through == "fs" else None
+    traces = save_failures(result, out, shrink=shrink) if result.failures else []
     for failure, trace in zip(result.failures, traces, strict=True):
         name = f"{profile_name}-seed{seed}-power-{failure.case.point.index}-{failure.case.mode}"
         (out / f"{name}.json").write_text(json.dumps(failure.as_json(), sort_keys=True) + "\n")
@@ -248,7 +251,7 @@ def _storage_sweep(
             f"  FAIL {failure.case.label()}: {failure.problem}\n"
             f"    rmqsim crash-sweep --storage {promise} --profile {profile_name} --seed {seed}"
             f" --steps {steps}{options} --case {failure.case.spec}\n"
-            f"    rmqsim replay {trace}"
+            + (f"    rmqsim replay {trace}" if through == "fs" else f"    trace: {trace}")
         )
     if result.shrunk is not None:
         click.echo(f"  shrunk to {result.shrunk[1]} operation(s): rmqsim replay {result.shrunk[0]}")
