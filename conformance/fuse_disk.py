@@ -22,7 +22,8 @@ The server is a thread of rmqsim's process running libfuse's single-threaded loo
 a ``write()`` reaches the disk synchronously as one FUSE write (up to 1 MiB, 256 pages,
 counting the page it starts in: a longer one arrives split, one point per piece), and a
 shared writable ``mmap`` works (its dirty pages reach the disk as writes only at
-``msync``, ``fsync``, the ``close`` of a descriptor of the file, or kernel writeback).
+``msync``, ``fsync``, ``munmap``, the ``close`` of a descriptor of the file, or the
+kernel's own writeback).
 Translation:
 
 | FUSE call | SimDisk | point |
