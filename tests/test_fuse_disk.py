@@ -255,3 +255,20 @@ def test_a_child_stuck_in_a_fuse_call_ends_with_one_line_and_nothing_left(
     while any(t.name == f"rmqsim-fuse:{mount.path}" for t in threading.enumerate()):
         assert time.monotonic() < deadline_s, "the server thread did not end"
         time.sleep(0.01)
+
+
+def test_modification_times_and_free_space_are_what_a_store_reads() -> None:
+    """A store that back-dates a file (RocketMQ's retention reads mtimes) sees the time it
+    set, over a remount when carried; statfs shows a file system with room; neither is a
+    point."""
+    disk = SimDisk({"/d/f": b"data"})
+    with mount_disk(disk) as mount:
+        path = mount.real_path("/d/f")
+        os.utime(path, ns=(1_000_000_000, 2_000_000_000))
+        assert os.stat(path).st_mtime_ns == 2_000_000_000
+        space = os.statvfs(mount.path)
+        assert space.f_bavail * space.f_frsize > 60 * 2**30
+        carried = dict(mount.mtimes_ns)
+    assert disk.points == []
+    with mount_disk(disk, mtimes_ns=carried) as again:
+        assert os.stat(again.real_path("/d/f")).st_mtime_ns == 2_000_000_000
