@@ -330,6 +330,14 @@ def vs_rocksmq(results: Sequence[Measurement]) -> tuple[float, float] | None:
     "through the reference server, and the real Milvus driver when built.",
 )
 @click.option(
+    "--power-steps",
+    type=click.IntRange(min=0),
+    default=2,
+    show_default=True,
+    help="Steps of smoke for the power-loss sweep's measurement (0 skips it): cases per "
+    "second with the store in process (fs=) and as a child through FUSE.",
+)
+@click.option(
     "--json",
     "json_out",
     default=None,
@@ -340,11 +348,13 @@ def vs_rocksmq(results: Sequence[Measurement]) -> tuple[float, float] | None:
 )
 @friendly_errors
 def bench(messages: int, repeats: int, backends: tuple[str, ...], lockstep_seeds: int,
-          check_every: int, protocol_seeds: int, json_out: str | None) -> None:
+          check_every: int, protocol_seeds: int, power_steps: int,
+          json_out: str | None) -> None:
     """Throughput of each backend (impl.RocksMQ, the commit log in sync and async flush)
     vs its raw baseline, produce and consume, per wall and per CPU second, with ratios;
-    lockstep against the SUT and the model alone; and what the wire protocol costs. Every
-    target is printed with its verdict, met or MISSED; `--json` writes the figures as data."""
+    lockstep against the SUT and the model alone; what the wire protocol costs; and what
+    a power-loss case costs through FUSE. Every target is printed with its verdict, met or
+    MISSED; `--json` writes the figures as data."""
     from rmqsim.conformance.bench_data import machine, records, write_records
 
     if messages % BATCH_MESSAGES:
@@ -358,10 +368,55 @@ def bench(messages: int, repeats: int, backends: tuple[str, ...], lockstep_seeds
         figures += _print_lockstep(console, lockstep_seeds, check_every)
     if protocol_seeds:
         figures += _print_protocol(console, protocol_seeds)
+    if power_steps:
+        figures += _print_power(console, power_steps)
     if json_out is not None:
         params = {"messages": messages, "repeats": repeats, "lockstep_seeds": lockstep_seeds,
-                  "check_every": check_every, "protocol_seeds": protocol_seeds}
+                  "check_every": check_every, "protocol_seeds": protocol_seeds,
+                  "power_steps": power_steps}
         write_records(records(figures, machine(), params), json_out)
+
+
+def _print_power(console: Console, steps: int) -> list[Figure]:
+    """The same power-loss sweep in process and through FUSE, per wall and CPU second,
+    with the ratio (bench_power)."""
+    from rich.table import Table
+
+    from rmqsim.conformance.bench_power import BENCH_POWER_PROFILE, measure_power
+    from rmqsim.conformance.power_loss import quiet_recovery
+
+    with quiet_recovery():
+        measured, skipped = measure_power(steps)
+    table = Table(title=f"power loss: the storage sweep of {BENCH_POWER_PROFILE} seed 0, "
+                        f"{steps} steps, sync, same run",
+                  caption="CPU: rmqsim's process (the FUSE server thread included) and the "
+                          "store's child processes")
+    for column in ("store reaches the disk", "cases", "cases/s", "cases/CPU-s", "ms/case",
+                   "vs fs= (wall / CPU)", "failing"):
+        table.add_column(column, justify="left" if column.startswith("store") else "right")
+    base = measured[0]
+    for m in measured:
+        table.add_row(m.way, str(m.cases), f"{m.cases_per_s:,.1f}", f"{m.cases_per_cpu_s:,.1f}",
+                      f"{m.ms_per_case:,.1f}",
+                      f"{m.cases_per_s / base.cases_per_s:.3f}x / "
+                      f"{m.cases_per_cpu_s / base.cases_per_cpu_s:.3f}x", str(m.failures))
+    console.print(table)
+    if skipped is not None:
+        console.print(f"power loss through FUSE: skipped: FUSE cannot be used here: {skipped}")
+    return power_figures(measured)
+
+
+def power_figures(measured: Sequence[Any]) -> list[Figure]:
+    """The power-loss sweep's figures: cases per second each way (no target)."""
+    from rmqsim.conformance.bench_data import Figure
+
+    figures = []
+    for m in measured:
+        way = "in-process" if m is measured[0] else "fuse"
+        figures.append(Figure(f"power.{way}.cases_per_s", m.cases_per_s, "cases/s"))
+        figures.append(Figure(f"power.{way}.cases_per_cpu_s", m.cases_per_cpu_s,
+                              "cases/CPU-s"))
+    return figures
 
 
 def _writable_file(path: Path) -> None:

@@ -21,6 +21,13 @@ losing everything unsynced), reopens the store on the disk the cut left, and che
 - in both: recovery opens (a refusal is a failure), and a second crash and reopen changes
   nothing.
 
+How the store reaches the disk is a ``DiskAccess``: ``InProcessAccess`` passes the disk as
+``fs=`` to a factory in rmqsim's process (the default, ``through="fs"``);
+``conformance.power_fuse.FuseAccess`` (``through="fuse"``) mounts the disk through FUSE and
+runs the store as a child process (the wire protocol's server) with its directory on the
+mount: the same points, cuts and checks, for a store in any language. The sweep is the
+same either way.
+
 A case is repeated from its ``spec`` (``POINT:MODE``); its cut's decisions (``SimDisk.cut``)
 are plain data in its result, and ``conformance.power_trace`` writes it as a trace that
 ``rmqsim replay`` reproduces (the steps up to the cut; the cut as ``PowerCase.point_in_step``
@@ -40,12 +47,18 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, cast, runtime_checkable
 
 from rmqsim.conformance.adapter import BadImplError, FaultHook, load_impl
 from rmqsim.conformance.apply import RUNNER_KINDS, apply_op, exception_text
 from rmqsim.conformance.lockstep import SimClock
-from rmqsim.conformance.simdisk import FAULT_MODES, PointRecord, PowerCut, SimDisk
+from rmqsim.conformance.simdisk import (
+    FAULT_MODES,
+    DiskAccessError,
+    PointRecord,
+    PowerCut,
+    SimDisk,
+)
 from rmqsim.conformance.statediff import MAX_LISTED, clip, diff_states
 from rmqsim.impl.commitlog.fs import FileSystem
 from rmqsim.model import ReferenceMQ
@@ -60,16 +73,24 @@ __all__ = [
     "DEFAULT_POWER_STEPS",
     "PROMISES",
     "STORE_PATH",
+    "THROUGH",
+    "CaseOutcome",
+    "DiskAccess",
+    "InProcessAccess",
     "PowerCase",
     "PowerFailure",
     "PowerSweepResult",
     "StorageFactory",
+    "base_run",
+    "disk_access",
+    "disk_tree",
     "gate_promise",
     "parse_case",
     "power_loss_sweep",
     "quiet_recovery",
     "record_scenario",
     "run_case",
+    "run_case_outcome",
     "storage_factory",
 ]
 
@@ -84,6 +105,8 @@ DEFAULT_POWER_STEPS = 20
 STORE_PATH = "/sim/store"
 #: The directory whose files hold the promise (the durable point of ``async``).
 DURABLE_DIR = f"{STORE_PATH}/commitlog"
+#: How the store reaches the disk: ``fs=`` in process, or a child process through FUSE.
+THROUGH = ("fs", "fuse")
 
 
 class StorageFactory(Protocol):
@@ -93,6 +116,96 @@ class StorageFactory(Protocol):
         self, *, path: Path, config: MQConfig, clock: Clock, faults: FaultHook | None,
         fs: FileSystem,
     ) -> MessageQueue: ...
+
+
+@runtime_checkable
+class DiskAccess(Protocol):
+    """How the store under test reaches a simulated disk (module docstring)."""
+
+    #: ``THROUGH``'s name of the way.
+    through: str
+    #: CPU seconds of the processes the way started (its children), counted so far.
+    child_cpu_s: float
+
+    def open(self, disk: SimDisk, config: MQConfig, clock: Clock) -> Any:
+        """The store at ``STORE_PATH`` on ``disk``, opened (recovering what is there).
+        ``PowerCut`` when the disk lost power during the open."""
+        ...
+
+    def release(self, disk: SimDisk) -> None:
+        """Nothing reaches ``disk`` any more: the power is gone, or its run is over
+        (a child is killed, a mount removed). Idempotent."""
+        ...
+
+    def close(self) -> None:
+        """Release every disk still in use."""
+        ...
+
+
+class InProcessAccess:
+    """The store in rmqsim's process, the disk passed as ``fs=``."""
+
+    through = "fs"
+
+    def __init__(self, factory: StorageFactory) -> None:
+        self.factory = factory
+        self.child_cpu_s = 0.0
+
+    def open(self, disk: SimDisk, config: MQConfig, clock: Clock) -> Any:
+        return self.factory(path=Path(STORE_PATH), config=config, clock=clock, faults=None,
+                            fs=disk)
+
+    def release(self, disk: SimDisk) -> None:
+        del disk  # the store's objects hold the dead disk; nothing else writes to it
+
+    def close(self) -> None:
+        pass
+
+
+def _as_access(way: DiskAccess | StorageFactory) -> DiskAccess:
+    return way if isinstance(way, DiskAccess) else InProcessAccess(way)
+
+
+def disk_access(impl: str, through: str = "fs") -> DiskAccess:
+    """The way ``impl`` reaches the disk ``through`` names: in process, ``impl`` must be a
+    storage backend (``fs=``); through FUSE, anything the wire protocol's child runs
+    (``MOD:FACTORY``, a built-in name, ``exec:COMMAND``). ``FuseUnavailableError``
+    (``conformance.power_fuse``) says why FUSE cannot be used here."""
+    if through not in THROUGH:
+        raise ValueError(f"through must be one of {THROUGH}: {through!r}")
+    if through == "fs":
+        return InProcessAccess(storage_factory(impl))
+    from rmqsim.conformance.power_fuse import FuseAccess
+
+    return FuseAccess(impl, STORE_PATH)
+
+
+def disk_tree(disk: SimDisk) -> dict[str, bytes | None]:
+    """Every directory (None) and file (its bytes) of ``disk``, by path."""
+    tree: dict[str, bytes | None] = {}
+    pending = ["/"]
+    while pending:
+        directory = pending.pop()
+        tree[directory] = None
+        for name in disk.list(directory):
+            path = f"{directory.rstrip('/')}/{name}"
+            if disk.is_dir(path):
+                pending.append(path)
+    tree.update(disk.contents())
+    return dict(sorted(tree.items()))
+
+
+@dataclass(frozen=True, slots=True)
+class CaseOutcome:
+    """What one case did (``run_case_outcome``): the problem (None: the promise held),
+    the cut's decisions, the point that fired, the disk the reboot found
+    (``disk_tree``, before recovery) and the state recovered on it."""
+
+    problem: str | None
+    cut: dict[str, Any] | None
+    fired: PointRecord | None
+    survivor: dict[str, bytes | None] | None = None
+    recovered: State | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +255,10 @@ class PowerSweepResult:
     #: Cases run, by (call, mode).
     counts: Counter[tuple[str, str]] = field(default_factory=Counter)
     wall_s: float = 0.0
+    #: How the store reached the disk (``THROUGH``), and the CPU seconds of the child
+    #: processes it started (through FUSE: the store's).
+    through: str = "fs"
+    child_cpu_s: float = 0.0
     #: The scenario's config and recorded steps (what a failing case's trace holds).
     config: MQConfig | None = None
     recorded: list[Step] = field(default_factory=list)
@@ -206,9 +323,9 @@ class _CaseRun:
     """One run of the steps over one disk, next to the model (module docstring)."""
 
     def __init__(
-        self, factory: StorageFactory, config: MQConfig, promise: str, disk: SimDisk
+        self, access: DiskAccess, config: MQConfig, promise: str, disk: SimDisk
     ) -> None:
-        self.factory = factory
+        self.access = access
         self.config = config
         self.promise = promise
         self.disk = disk
@@ -223,8 +340,7 @@ class _CaseRun:
         self.marks: list[int] = []
 
     def open(self, disk: SimDisk) -> Any:
-        return self.factory(path=Path(STORE_PATH), config=self.config, clock=self.clock,
-                            faults=None, fs=disk)
+        return self.access.open(disk, self.config, self.clock)
 
     def run(self, steps: Sequence[Step], arm_last: tuple[int, str] | None = None) -> None:
         """Execute ``steps``; raise ``_Cut`` at the cut, ``RuntimeError`` (the problem)
@@ -236,6 +352,8 @@ class _CaseRun:
             self.sut = self.open(self.disk)
         except PowerCut:
             raise _Cut([self.model.snapshot()]) from None
+        except DiskAccessError:
+            raise
         except Exception as exc:
             if self.disk.fired is None:
                 raise RuntimeError(f"the first open raised {type(exc).__name__}: "
@@ -264,6 +382,8 @@ class _CaseRun:
                 apply_op(self.model, step.op)
             after = self.model.snapshot()
             raise _Cut(self._allowed(before, after, returned=False)) from None
+        except DiskAccessError:
+            raise
         except Exception as exc:  # only a failed sync excuses it
             if self.disk.fired is None:
                 raise RuntimeError(f"step {self.step} {kind} raised {type(exc).__name__}: "
@@ -311,25 +431,33 @@ class _CaseRun:
             self.history.append(state)
 
 
-def _recovery_problem(run: _CaseRun, disk: SimDisk, allowed: list[State]) -> str | None:
-    """None if the store on ``disk`` opens to one of ``allowed`` and stays so."""
+def _recovery_problem(
+    run: _CaseRun, disk: SimDisk, allowed: list[State]
+) -> tuple[str | None, State | None]:
+    """(None, the recovered state) if the store on ``disk`` opens to one of ``allowed``
+    and stays so; else the problem (and the state when it opened)."""
     try:
         sut = run.open(disk)
         state = sut.snapshot()
+    except DiskAccessError:
+        raise
     except Exception as exc:  # the backend's failure to recover: a finding
-        return f"recovery failed: {type(exc).__name__}: {exception_text(exc)}"
+        return f"recovery failed: {type(exc).__name__}: {exception_text(exc)}", None
     if state not in allowed:
-        return f"recovered state is none of the {len(allowed)} allowed: {_describe(state, allowed)}"
+        return (f"recovered state is none of the {len(allowed)} allowed: "
+                f"{_describe(state, allowed)}", state)
     try:
         sut.crash()
         again = run.open(disk)
         second = again.snapshot()
         again.close()
+    except DiskAccessError:
+        raise
     except Exception as exc:
-        return f"a second recovery failed: {type(exc).__name__}: {exception_text(exc)}"
+        return f"a second recovery failed: {type(exc).__name__}: {exception_text(exc)}", state
     if second != state:
-        return f"a second recovery changed the state: {_describe(second, [state])}"
-    return None
+        return f"a second recovery changed the state: {_describe(second, [state])}", state
+    return None, state
 
 
 def _describe(state: State, allowed: list[State]) -> str:
@@ -343,36 +471,57 @@ def _describe(state: State, allowed: list[State]) -> str:
 
 
 def run_case(
-    factory: StorageFactory, config: MQConfig, steps: Sequence[Step], promise: str,
-    case_spec: tuple[int, str], seed: int, *, in_last_step: bool = False,
+    factory: StorageFactory | DiskAccess, config: MQConfig, steps: Sequence[Step],
+    promise: str, case_spec: tuple[int, str], seed: int, *, in_last_step: bool = False,
 ) -> tuple[str | None, dict[str, Any] | None, PointRecord | None]:  # fmt: skip
     """Run one case: (problem or None, the cut's decisions, the point that fired).
     ``case_spec``: (point, mode); with ``in_last_step``, the point counts from the start
-    of the last step (a trace's case: ``PowerCase.point_in_step``)."""
+    of the last step (a trace's case: ``PowerCase.point_in_step``). ``factory``: a
+    storage factory (in process) or a ``DiskAccess``."""
+    outcome = run_case_outcome(_as_access(factory), config, steps, promise, case_spec, seed,
+                               in_last_step=in_last_step)
+    return outcome.problem, outcome.cut, outcome.fired
+
+
+def run_case_outcome(
+    access: DiskAccess, config: MQConfig, steps: Sequence[Step], promise: str,
+    case_spec: tuple[int, str], seed: int, *, in_last_step: bool = False,
+) -> CaseOutcome:  # fmt: skip
+    """``run_case`` with all it saw (``CaseOutcome``): the surviving disk and the state
+    recovered on it too."""
     point, mode = case_spec
     disk = SimDisk(dirs=(STORE_PATH,))
     if not in_last_step:
         disk.arm(point, mode)
-    run = _CaseRun(factory, config, promise, disk)
+    run = _CaseRun(access, config, promise, disk)
     try:
         run.run(steps, (point, mode) if in_last_step else None)
     except _Cut as cut:
+        access.release(disk)  # nothing more reaches the disk that lost power
         point = disk.fired.index if disk.fired is not None else point
         rng = random.Random(f"{seed}/{point}/{mode}")
         survivor = disk.cut("lose-unsynced" if run.sync_failed else mode, rng)
-        return _recovery_problem(run, survivor, cut.allowed), disk.last_cut, disk.fired
+        tree = disk_tree(survivor)
+        try:
+            problem, state = _recovery_problem(run, survivor, cut.allowed)
+        finally:
+            access.release(survivor)
+        return CaseOutcome(problem, disk.last_cut, disk.fired, tree, state)
     except RuntimeError as exc:
-        return f"before the cut: {exc}", None, disk.fired
-    return f"point {point} was not reached (the run is not deterministic)", None, None
+        return CaseOutcome(f"before the cut: {exc}", None, disk.fired)
+    finally:
+        access.release(disk)
+    return CaseOutcome(f"point {point} was not reached (the run is not deterministic)", None,
+                       None)
 
 
-def _base_run(
-    factory: StorageFactory, config: MQConfig, steps: Sequence[Step], promise: str
+def base_run(
+    access: DiskAccess, config: MQConfig, steps: Sequence[Step], promise: str
 ) -> tuple[str | None, list[tuple[int, PointRecord, int]]]:
-    """The run without faults: a problem (or None), and every point with its step and its
-    place in that step."""
+    """The run without faults: a problem (or None), and every point (step, the point,
+    its place in that step), as the disk numbered them."""
     disk = SimDisk(dirs=(STORE_PATH,))
-    run = _CaseRun(factory, config, promise, disk)
+    run = _CaseRun(access, config, promise, disk)
     try:
         run.run(steps)
         final = _final_state(run)
@@ -387,6 +536,8 @@ def _base_run(
         return str(exc), []
     except Exception as exc:  # the backend's close: a finding, as its steps' exceptions are
         return f"close() raised {type(exc).__name__}: {exception_text(exc)}", []
+    finally:
+        access.release(disk)
     return None, seen
 
 
@@ -416,22 +567,27 @@ def power_loss_sweep(
     promise: str = "sync",
     impl: str | None = None,
     steps: int = DEFAULT_POWER_STEPS,
-    modes: Sequence[str] = FAULT_MODES,
+    through: str = "fs",
     only: tuple[int, str] | None = None,
     on_case: Callable[[int, int], None] | None = None,
 ) -> PowerSweepResult:
-    """Every case of the scenario (or ``only`` the one ``POINT:MODE``); module docstring."""
+    """Every case of the scenario (or ``only`` the one ``POINT:MODE``), under every fault
+    mode, the store reaching the disk ``through`` one of ``THROUGH``; module docstring."""
     if promise not in PROMISES:
         raise ValueError(f"promise must be one of {PROMISES}: {promise!r}")
     impl = impl or DEFAULT_STORAGE_IMPLS[promise]
-    factory = storage_factory(impl)
+    access = disk_access(impl, through)
     started = time.perf_counter()
-    with quiet_recovery():
-        config, recorded = record_scenario(profile, seed, steps)
-        result = PowerSweepResult(profile, seed, impl, promise, len(recorded), config=config,
-                                  recorded=recorded)
-        _sweep(factory, config, recorded, result, modes, only, on_case)
+    try:
+        with quiet_recovery():
+            config, recorded = record_scenario(profile, seed, steps)
+            result = PowerSweepResult(profile, seed, impl, promise, len(recorded),
+                                      config=config, recorded=recorded, through=through)
+            _sweep(access, config, recorded, result, only, on_case)
+    finally:
+        access.close()
     result.wall_s = time.perf_counter() - started
+    result.child_cpu_s = access.child_cpu_s
     return result
 
 
@@ -448,24 +604,23 @@ def quiet_recovery() -> Iterator[None]:
 
 
 def _sweep(
-    factory: StorageFactory, config: MQConfig, recorded: list[Step], result: PowerSweepResult,
-    modes: Sequence[str], only: tuple[int, str] | None,
-    on_case: Callable[[int, int], None] | None,
+    access: DiskAccess, config: MQConfig, recorded: list[Step], result: PowerSweepResult,
+    only: tuple[int, str] | None, on_case: Callable[[int, int], None] | None,
 ) -> None:  # fmt: skip
     """The base run, then every case, into ``result``."""
     promise, seed = result.promise, result.seed
-    result.base_problem, points = _base_run(factory, config, recorded, promise)
+    result.base_problem, points = base_run(access, config, recorded, promise)
     if result.base_problem is None:
         result.cases = [
             PowerCase(record, step, mode, in_step)
             for step, record, in_step in points
-            for mode in modes
+            for mode in FAULT_MODES
             if (mode != "sync-error" or record.is_sync)
             and (only is None or only == (record.index, mode))
         ]
     for done, case in enumerate(result.cases, start=1):
         result.counts[(case.point.call, case.mode)] += 1
-        problem, cut, _ = run_case(factory, config, recorded, promise,
+        problem, cut, _ = run_case(access, config, recorded, promise,
                                    (case.point.index, case.mode), seed)
         if problem is not None:
             result.failures.append(PowerFailure(case, problem, cut))

@@ -15,6 +15,9 @@ process mode (as are the named drivers of real systems, ``--impl milvus``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from rmqsim.conformance.adapter import BUILTIN_IMPLS, BadImplError, Factory, load_factory
 from rmqsim.conformance.wire.client import (
     ChildDiedError,
@@ -34,16 +37,19 @@ CRASH_MODES = ("inprocess", "process")
 DEFAULT_CRASH_MODE = "inprocess"
 
 
-def process_factory(impl: object) -> Factory:
+def process_factory(
+    impl: object, serve: Callable[[Any, Any, str], None] = serve_forked
+) -> Factory:
     """A factory opening ``impl`` (``MOD:FACTORY`` or a built-in name: the child imports it
     by name; or ``exec:COMMAND``) in a new child process each time; a factory object
-    cannot cross to a child (``BadImplError``)."""
+    cannot cross to a child (``BadImplError``). ``serve``: the forked child's body (a
+    module-level function wrapping ``serve_forked``)."""
     if not isinstance(impl, str):
         raise BadImplError("--crash-mode process needs --impl as MOD:FACTORY, not a factory object")
     factory = load_factory(impl)  # a bad name is the user's input: say so here, not in a child
     if getattr(factory, "rmqsim_hello", None) is not None:  # already a protocol server
         return factory
-    return forked_factory(serve_forked, impl, [BUILTIN_IMPLS.get(impl, impl).partition(":")[0],
+    return forked_factory(serve, impl, [BUILTIN_IMPLS.get(impl, impl).partition(":")[0],
                                  getattr(factory, "__module__", "") or ""])
 
 

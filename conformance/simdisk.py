@@ -50,6 +50,7 @@ __all__ = [
     "DATA_FAULT_MODES",
     "FAULT_MODES",
     "SECTOR_SIZE_BYTES",
+    "DiskAccessError",
     "PointRecord",
     "PowerCut",
     "SimDisk",
@@ -73,6 +74,11 @@ PendingOp = tuple[Any, ...]
 
 class PowerCut(BaseException):
     """The power went out at this call (or the disk is dead since an earlier cut)."""
+
+
+class DiskAccessError(Exception):
+    """The way to a disk failed (a mount that could not be made, as
+    ``fuse_disk.FuseMountError`` says): the harness's failure, never the store's."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,9 @@
 # ruff or mypy stops it before pytest.
 #
 # The set-up installs what the tests need before any test starts, and says so on stderr:
-# the venv and Java for the Spark tests (bootstrap.sh --java), and Chromium with its
+# the venv, Java for the Spark tests and FUSE 3 for power cuts through FUSE (bootstrap.sh
+# --java --fuse; without FUSE those tests are skipped, saying why, unless
+# RMQSIM_REQUIRE_FUSE=1, as in CI), and Chromium with its
 # WebDriver for the report page's browser test (install-chromium.sh; Debian packages through
 # apt-get, as root or with sudo). No test installs anything. When Chromium cannot be
 # installed, the browser test is skipped, unless RMQSIM_REQUIRE_BROWSER=1 (CI): then the
@@ -18,7 +20,7 @@
 # takes half of what the other has left, so neither idles at the end.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-bash "$root/scripts/bootstrap.sh" --java
+bash "$root/scripts/bootstrap.sh" --java --fuse
 if ! bash "$root/scripts/install-chromium.sh"; then
     if [ -n "${RMQSIM_REQUIRE_BROWSER:-}" ]; then
         echo "test.sh: Chromium could not be installed, and RMQSIM_REQUIRE_BROWSER=1" >&2

@@ -29,7 +29,7 @@ from rmqsim.impl.commitlog import records
 
 def test_bench_command_prints_ratios() -> None:
     args = ["bench", "--messages", "200", "--repeats", "1", "--lockstep-seeds", "1",
-            "--protocol-seeds", "0"]
+            "--protocol-seeds", "0", "--power-steps", "0"]
     result = CliRunner().invoke(cli, args, env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "produce" in result.output and "consume" in result.output
@@ -62,7 +62,7 @@ def test_bench_lockstep_cadence_reaches_the_runs(monkeypatch) -> None:
 
     monkeypatch.setattr(bench_lockstep, "run_seed", recording_run_seed)
     args = ["bench", "--messages", "100", "--repeats", "1", "--lockstep-seeds", "1",
-            "--protocol-seeds", "0"]
+            "--protocol-seeds", "0", "--power-steps", "0"]
     result = CliRunner().invoke(cli, [*args, "--check-every", "1000"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "one-topic checks every 1000 changes" in result.output
@@ -74,7 +74,7 @@ def test_bench_lockstep_cadence_reaches_the_runs(monkeypatch) -> None:
 def test_bench_reports_the_stream_lockstep_beside_the_stream_implementation_alone() -> None:
     args = ["bench", "--messages", "100", "--repeats", "1", "--backend", "rocksmq"]
     result = CliRunner().invoke(cli, [*args, "--lockstep-seeds", "1",
-            "--protocol-seeds", "0"], env={"COLUMNS": "250"})
+            "--protocol-seeds", "0", "--power-steps", "0"], env={"COLUMNS": "250"})
     assert result.exit_code == 0, result.output
     [row] = [line for line in result.output.splitlines() if "stream (stream layer)" in line]
     # operations, then ops/s and ops/CPU-s for lockstep, implementation alone and model
@@ -131,7 +131,8 @@ def test_bench_measures_the_commit_log_beside_rocksmq_per_wall_and_cpu_second() 
 
 def test_bench_command_prints_the_commit_log_rows_and_the_cpu_columns() -> None:
     args = ["bench", "--messages", "100", "--repeats", "1", "--lockstep-seeds", "1",
-            "--backend", "commitlog-async", "--backend", "rocksmq", "--protocol-seeds", "0"]
+            "--backend", "commitlog-async", "--backend", "rocksmq", "--protocol-seeds", "0",
+            "--power-steps", "0"]
     result = CliRunner().invoke(cli, args, env={"COLUMNS": "250"})
     assert result.exit_code == 0, result.output
     rows = [line for line in result.output.splitlines() if "commitlog-async" in line]
@@ -146,7 +147,7 @@ def test_bench_command_prints_the_commit_log_rows_and_the_cpu_columns() -> None:
 
 def test_a_piped_bench_prints_whole_numbers_not_a_table_squeezed_to_80_columns() -> None:
     args = ["bench", "--messages", "100", "--repeats", "1", "--lockstep-seeds", "1",
-            "--backend", "commitlog-async"]
+            "--backend", "commitlog-async", "--power-steps", "0"]
     result = CliRunner().invoke(cli, args, env={"COLUMNS": None})  # stdout is not a tty
     assert result.exit_code == 0, result.output
     assert "…" not in result.output, result.output
@@ -289,7 +290,7 @@ def test_bench_prints_what_the_protocol_costs_with_its_verdict() -> None:
     """The wire protocol's table: in process, through the reference server (exec and
     forked), per wall and CPU second, the round trip, and the 2x target met or missed."""
     args = ["bench", "--messages", "100", "--repeats", "1", "--backend", "rocksmq",
-            "--lockstep-seeds", "0", "--protocol-seeds", "1"]  # fmt: skip
+            "--lockstep-seeds", "0", "--protocol-seeds", "1", "--power-steps", "0"]  # fmt: skip
     result = CliRunner().invoke(cli, args, env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "the wire protocol: lockstep on smoke" in result.output

@@ -76,5 +76,5 @@ def test_a_driver_not_built_names_its_script(monkeypatch: pytest.MonkeyPatch) ->
     missing = ExternalDriver(driver.command, "external/rocketmq_store/target/absent.jar",
                              driver.script, driver.needs)
     monkeypatch.setitem(EXTERNAL_DRIVERS, "rocketmq-store", missing)
-    with pytest.raises(BadImplError, match="build-rocketmq.sh.*Java 17 and Maven"):
+    with pytest.raises(BadImplError, match=r"build-rocketmq\.sh.*Java 17 and Maven"):
         load_impl("rocketmq-store")

@@ -137,7 +137,9 @@ def test_the_test_command_installs_what_the_tests_need_before_pytest_saying_so(
 ) -> None:
     done, log = run(repo, ["./scripts/test.sh", "-q"])
     assert done.returncode == 0, done.stderr
-    assert installs(log) == ["openjdk-17-jre-headless", "chromium", "chromium-driver"]
+    assert installs(log) == ["openjdk-17-jre-headless", "fuse3", "libfuse3-3", "chromium",
+                             "chromium-driver"]
+    assert "installing FUSE 3" in done.stderr and "apt-get install fuse3" in done.stderr
     assert log[-3:] == [
         "ruff check . [require=]",
         "mypy  [require=]",
@@ -201,7 +203,8 @@ def test_ci_runs_exactly_the_readme_test_command(repo: Path) -> None:
     assert [c for c in commands if "scripts/" in c] == [f"exec {test_command}"]
     done, log = run(repo, ["./.ci/run"])
     assert done.returncode == 0, done.stderr
-    assert installs(log) == ["openjdk-17-jre-headless", "chromium", "chromium-driver"]
+    assert installs(log) == ["openjdk-17-jre-headless", "fuse3", "libfuse3-3", "chromium",
+                             "chromium-driver"]
     assert "build-milvus.sh  [require=1]" in log  # the Milvus driver is built, and required
     assert log[-1] == "python -m pytest -n 2 --dist worksteal [require=1]"
 
@@ -220,6 +223,26 @@ def test_bootstrap_refuses_an_unknown_option(repo: Path) -> None:
     done, _ = run(repo, ["./scripts/bootstrap.sh", "--jvm"])
     assert done.returncode == 2
     assert done.stderr.strip() == (
-        "bootstrap: unknown option --jvm (the options are --java and --milvus)"
+        "bootstrap: unknown option --jvm (the options are --java, --milvus and --fuse)"
     )
     assert os.access(repo / "scripts" / "bootstrap.sh", os.X_OK)
+
+
+def test_fuse_is_installed_once_and_required_only_in_ci(repo: Path) -> None:
+    """FUSE 3 comes with the test command's set-up where fusermount3 is missing, not
+    again where it is; where it cannot be installed the tests go on (its tests skip,
+    saying why), unless RMQSIM_REQUIRE_FUSE=1 (CI), which stops before pytest."""
+    _stand_in(repo.parent / "bin" / "fusermount3")
+    done, log = run(repo, ["./scripts/test.sh"])
+    assert done.returncode == 0 and "fuse3" not in installs(log)
+    (repo.parent / "bin" / "fusermount3").unlink()
+    _stand_in(repo.parent / "bin" / "apt-get",
+              STAND_IN + 'case "$*" in *fuse3*) exit 100 ;; esac\n')
+    done, log = run(repo, ["./scripts/test.sh"])
+    assert done.returncode == 0, done.stderr
+    assert "FUSE 3 could not be installed: the FUSE tests will be skipped" in done.stderr
+    assert log[-1] == "python -m pytest -n 2 --dist worksteal [require=]"
+    done, log = run(repo, ["./.ci/run"])
+    assert done.returncode == 1
+    assert "FUSE 3 could not be installed, and RMQSIM_REQUIRE_FUSE=1" in done.stderr
+    assert not any("pytest" in line for line in log)

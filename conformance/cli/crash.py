@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import json
+import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from rmqsim.conformance.cli.common import (
     EXIT_DIVERGENCE,
+    EXIT_INTERNAL,
     EXIT_OK,
     FLUSH_CHOICES,
     SEED_LIMIT,
     UsageError,
     crash_mode_option,
+    fail,
     flush_option,
     friendly_errors,
     impl_option,
@@ -26,9 +31,13 @@ from rmqsim.conformance.cli.common import (
 )
 from rmqsim.conformance.shrink_budget import ShrinkBudget
 
+if TYPE_CHECKING:
+    from rmqsim.conformance.power_loss import PowerSweepResult
+
 __all__ = [
     "DECLARED",
     "MAX_REPORTED_CASES",
+    "THROUGH_CHOICES",
     "crash_sweep_command",
     "shrink_command",
 ]
@@ -76,6 +85,8 @@ MAX_REPORTED_CASES = 3
 #: ``--storage``'s value (and what a bare ``--storage`` means): the promise the
 #: implementation declares.
 DECLARED = "declared"
+#: ``--through``'s choices (``power_loss.THROUGH``: not imported, the CLI loads lazily).
+THROUGH_CHOICES = ("fs", "fuse")
 
 
 @click.command("crash-sweep")
@@ -105,11 +116,22 @@ DECLARED = "declared"
 @flush_option("With --storage: the durability promise to hold --impl to.")
 @click.option("--case", "case_spec", default=None, metavar="POINT:MODE",
               help="With --storage: run only this case (as a failure's repro line gives).")
+@click.option(
+    "--through",
+    type=click.Choice(THROUGH_CHOICES),
+    default="fs",
+    show_default=True,
+    help="With --storage: how the store reaches the simulated disk: fs= in rmqsim's "
+    "process, or fuse: the store as a child process (the wire protocol's server; "
+    "--impl may be exec:COMMAND) on a FUSE mount of the disk. Where FUSE cannot be "
+    "mounted the sweep is skipped, saying why (exit 2 with RMQSIM_REQUIRE_FUSE=1).",
+)
 @op_timeout_option
 @friendly_errors
 def crash_sweep_command(
     profile_name: str, seed: int, impl: str | None, steps: int | None, out: Path,
     crash_mode: str, storage: str | None, flush: str | None, case_spec: str | None,
+    through: str,
 ) -> None:  # fmt: skip
     """Crash once at every crash point a scenario passes; check each recovery.
 
@@ -122,15 +144,16 @@ def crash_sweep_command(
     from rmqsim.scenarios.store.profiles import STORE_PROFILES
 
     if profile_name in STORE_PROFILES:  # a storage profile's crash sweep cuts the power
-        _store_sweep(profile_name, seed, impl, steps, case_spec)
-    if storage is None and (case_spec, flush) != (None, None):
-        raise UsageError(f"{'--case' if case_spec is not None else '--flush'} needs --storage")
+        _store_sweep(profile_name, seed, impl, steps, case_spec, through)
+    if storage is None and (case_spec, flush, through) != (None, None, "fs"):
+        needing = "--case" if case_spec is not None else "--flush" if flush else "--through"
+        raise UsageError(f"{needing} needs --storage")
     if storage is not None:
         if crash_mode != "inprocess":
             raise UsageError("--storage cuts the power of a simulated disk; "
-                             "it does not take --crash-mode process")
-        promise = _storage_promise(impl, storage, flush)
-        _storage_sweep(profile_name, seed, impl, steps, out, promise, case_spec)
+                             "it does not take --crash-mode process (see --through fuse)")
+        promise = _storage_promise(impl, storage, flush, through)
+        _storage_sweep(profile_name, seed, impl, steps, out, (promise, through), case_spec)
     from rmqsim.conformance.adapter import DEFAULT_IMPL, load_factory
     from rmqsim.conformance.crash_sweep import DEFAULT_SWEEP_STEPS, crash_sweep
     from rmqsim.conformance.gate import save_failure
@@ -178,6 +201,7 @@ def crash_sweep_command(
 
 def _store_sweep(
     profile_name: str, seed: int, impl: str | None, steps: int | None, case_spec: str | None,
+    through: str,
 ) -> None:  # fmt: skip
     """``crash-sweep --profile STORAGE-PROFILE``: the storage layer's power-loss sweep
     (``conformance.store.power``), each failure with its repro line; exit 0 or 1."""
@@ -215,13 +239,13 @@ def _store_sweep(
     sys.exit(EXIT_OK if result.ok else EXIT_DIVERGENCE)
 
 
-def _storage_promise(impl: str | None, storage: str, flush: str | None) -> str:
+def _storage_promise(impl: str | None, storage: str, flush: str | None, through: str) -> str:
     """The promise ``crash-sweep --storage`` holds ``impl`` to: ``--storage``'s, else
     ``--flush``'s, else the one ``impl`` declares (``adapter.load_impl``; sync without
-    ``--impl``)."""
+    ``--impl``, or for a store that declares none: through FUSE, any queue)."""
     from rmqsim.conformance.power_loss import storage_factory
 
-    if impl is not None:
+    if impl is not None and through == "fs":
         storage_factory(impl)  # BadImplError unless a storage backend
     if storage != DECLARED:
         if flush not in (None, storage):
@@ -232,20 +256,20 @@ def _storage_promise(impl: str | None, storage: str, flush: str | None) -> str:
     from rmqsim.conformance.adapter import load_impl
 
     promise = load_impl(impl).flush
-    assert promise is not None, "a storage backend has a promise"
-    return promise
+    assert promise is not None or through == "fuse", "a storage backend has a promise"
+    return promise or "sync"
 
 
 def _storage_sweep(
     profile_name: str, seed: int, impl: str | None, steps: int | None, out: Path,
-    promise: str, case_spec: str | None,
+    way: tuple[str, str], case_spec: str | None,
 ) -> None:  # fmt: skip
     """``crash-sweep --storage``: print the cases by call and mode, each failure with its
-    repro line (and its cut's decisions saved as JSON under ``out``); exit 0 or 1."""
-    import json
-
-    from rmqsim.conformance.power_loss import DEFAULT_POWER_STEPS, parse_case, power_loss_sweep
+    repro line (and its cut's decisions saved as JSON under ``out``); exit 0 or 1.
+    ``way``: the promise and ``--through``."""
+    from rmqsim.conformance.power_loss import DEFAULT_POWER_STEPS, parse_case
     from rmqsim.conformance.power_trace import save_failures
+    from rmqsim.conformance.shrink_budget import DEFAULT_SHRINK_BUDGET
     from rmqsim.scenarios.catalog import get_profile
 
     get_profile(profile_name)
@@ -255,24 +279,23 @@ def _storage_sweep(
         raise UsageError(str(exc)) from None
     writable_dir(out)
     steps = steps or DEFAULT_POWER_STEPS
-    with progress(1, f"crash-sweep --storage {promise} {profile_name} seed {seed}") as bar:
-        task = bar.task_ids[0]
-        result = power_loss_sweep(
-            profile_name, seed, promise=promise, impl=impl, steps=steps, only=only,
-            on_case=lambda done, total: bar.update(task, total=total, completed=done),
-        )
+    promise, through = way
+    result = _run_storage_sweep(profile_name, seed, impl, steps, way, only)
     if result.base_problem is not None:
         click.echo(f"the run without power cuts failed: {result.base_problem}", err=True)
-    impl_arg = f" --impl {impl}" if impl else ""
-    traces = save_failures(result, out) if result.failures else []
+    options = (f" --impl {shlex.quote(impl)}" if impl else "") + (
+        f" --through {through}" if through != "fs" else "")
+    # A trace replays (and shrinks) in process: through FUSE it is kept, not shrunk.
+    shrink = DEFAULT_SHRINK_BUDGET if through == "fs" else None
+    traces = save_failures(result, out, shrink=shrink) if result.failures else []
     for failure, trace in zip(result.failures, traces, strict=True):
         name = f"{profile_name}-seed{seed}-power-{failure.case.point.index}-{failure.case.mode}"
         (out / f"{name}.json").write_text(json.dumps(failure.as_json(), sort_keys=True) + "\n")
         click.echo(
             f"  FAIL {failure.case.label()}: {failure.problem}\n"
             f"    rmqsim crash-sweep --storage {promise} --profile {profile_name} --seed {seed}"
-            f" --steps {steps}{impl_arg} --case {failure.case.spec}\n"
-            f"    rmqsim replay {trace}"
+            f" --steps {steps}{options} --case {failure.case.spec}\n"
+            + (f"    rmqsim replay {trace}" if through == "fs" else f"    trace: {trace}")
         )
     if result.shrunk is not None:
         click.echo(f"  shrunk to {result.shrunk[1]} operation(s): rmqsim replay {result.shrunk[0]}")
@@ -281,9 +304,41 @@ def _storage_sweep(
         by_mode[mode] = by_mode.get(mode, 0) + count
         click.echo(f"  {call:<10} {mode:<15} {count}")
     modes = ", ".join(f"{mode} {count}" for mode, count in by_mode.items()) or "-"
+    way_text = " through FUSE (a child process)" if through == "fuse" else ""
     click.echo(
         f"rmqsim crash-sweep --storage {promise}: profile {profile_name} seed {seed} impl "
-        f"{result.impl}: {result.steps} steps, {len(result.cases)} cases ({modes}), "
+        f"{result.impl}{way_text}: {result.steps} steps, {len(result.cases)} cases ({modes}), "
         f"{len(result.failures)} failing case(s), {result.wall_s:.1f}s"
     )
     sys.exit(EXIT_OK if result.ok else EXIT_DIVERGENCE)
+
+
+def _run_storage_sweep(
+    profile_name: str, seed: int, impl: str | None, steps: int, way: tuple[str, str],
+    only: tuple[int, str] | None,
+) -> PowerSweepResult:  # fmt: skip
+    """The sweep, with a progress bar; through FUSE, skipped where FUSE cannot be used
+    (one line saying why, exit 0; exit 2 when ``RMQSIM_REQUIRE_FUSE=1``), and a mount
+    that fails on the way is one line (exit 3)."""
+    from rmqsim.conformance.fuse_disk import FuseMountError, fuse_required
+    from rmqsim.conformance.power_fuse import FuseUnavailableError
+    from rmqsim.conformance.power_loss import power_loss_sweep
+
+    promise, through = way
+    try:
+        with progress(1, f"crash-sweep --storage {promise} {profile_name} seed {seed}") as bar:
+            task = bar.task_ids[0]
+            return power_loss_sweep(
+                profile_name, seed, promise=promise, impl=impl, steps=steps, only=only,
+                through=through,
+                on_case=lambda done, total: bar.update(task, total=total, completed=done),
+            )
+    except FuseUnavailableError as exc:
+        if fuse_required():
+            raise UsageError(f"--through fuse: FUSE cannot be used here ({exc}), and "
+                             "RMQSIM_REQUIRE_FUSE=1") from None
+        click.echo(f"rmqsim crash-sweep --storage {promise} --through fuse: SKIPPED: FUSE "
+                   f"cannot be used here: {exc}", err=True)
+        sys.exit(EXIT_OK)
+    except FuseMountError as exc:
+        fail(str(exc), EXIT_INTERNAL)

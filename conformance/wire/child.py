@@ -235,7 +235,8 @@ def preload_forked(modules: Sequence[str]) -> None:
     does not re-run its imports."""
     context = _context()
     if context.get_start_method() == "forkserver":
-        preload = ["__main__", "rmqsim.conformance.wire.server", "rmqsim.impl", *modules]
+        preload = ["__main__", "rmqsim.conformance.wire.server", "rmqsim.conformance.adapter",
+                   "rmqsim.impl", *modules]
         context.set_forkserver_preload(list(dict.fromkeys(preload)))
 
 
