@@ -141,12 +141,16 @@ class FuseAccess:
         return mount
 
     def open(self, disk: SimDisk, config: MQConfig, clock: Clock) -> Any:
+        return self.open_with(disk, config=config, clock=clock, faults=None)
+
+    def open_with(self, disk: SimDisk, **keywords: Any) -> Any:
+        """The child's store on ``disk``, opened by the factory with ``keywords`` (a queue
+        factory's, or a message store factory's: ``store_config=``) and the path."""
         if disk.dead:
             raise PowerCut("the disk is dead")
         mount = self._mount(disk)
         try:
-            queue: Any = self.factory(path=mount.real_path(self.store_path), config=config,
-                                 clock=clock, faults=None)
+            queue: Any = self.factory(path=mount.real_path(self.store_path), **keywords)
         except BaseException:
             if disk.dead:
                 raise PowerCut(f"the power was cut at {disk.fired} under the child's "

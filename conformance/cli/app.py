@@ -692,26 +692,36 @@ def _gate_power_loss(
 
 
 def _gate_store_power(gate: Any, plan: Any, names: Sequence[str], steps: int | None) -> None:
-    """The storage layer's power-loss sweep of the first seed of each profile, when the
-    message store runs on rmqsim's simulated disk (its factory takes ``fs=``); a store
-    that does not is said to be skipped (another process: FUSE)."""
+    """The storage layer's power-loss sweep of the first seed of each profile: in process
+    when the message store's factory takes ``fs=``; else through FUSE (a child process),
+    of ``FUSE_GATE_PROFILES`` only, one case per (call, mode) cell; skipped, saying why,
+    where FUSE cannot be used."""
     from rmqsim.conformance.adapter import load_impl
+    from rmqsim.conformance.power_fuse import FuseUnavailableError
     from rmqsim.conformance.store.power import (
         DEFAULT_STORE_POWER_STEPS,
+        FUSE_GATE_PROFILES,
+        FUSE_GATE_STEPS,
+        store_disk_way,
         store_power_sweep,
         takes_fs,
     )
 
     factory = load_impl(plan.impl).factory
-    if not takes_fs(factory):
-        click.echo(f"power-loss sweep: skipped: --impl {plan.impl} takes no fs= (it does not "
-                   "run on rmqsim's simulated disk)", err=True)
+    through = "fs" if takes_fs(factory) else "fuse"
+    try:  # a store in another process: through FUSE, one case per cell, few steps
+        way = store_disk_way(plan.impl, through)
+    except FuseUnavailableError as exc:
+        click.echo(f"power-loss sweep: skipped: --impl {plan.impl} takes no fs= and FUSE "
+                   f"cannot be used here: {exc}", err=True)
         return
-    with progress(len(names), "power-loss sweep (storage)") as bar:
-        for name in names:
+    profiles = names if through == "fs" else [n for n in names if n in FUSE_GATE_PROFILES]
+    with progress(len(profiles), f"power-loss sweep (storage, {through})") as bar:
+        for name in profiles:
             gate.power_sweeps.append(store_power_sweep(
-                name, plan.seeds.start, factory, impl=plan.impl,
-                steps=steps or DEFAULT_STORE_POWER_STEPS))
+                name, plan.seeds.start, way, impl=plan.impl, one_per_cell=through == "fuse",
+                steps=steps or (DEFAULT_STORE_POWER_STEPS if through == "fs"
+                                else FUSE_GATE_STEPS)))
             bar.advance(bar.task_ids[0])
 
 

@@ -6,7 +6,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
@@ -205,30 +205,33 @@ def _store_sweep(
 ) -> None:  # fmt: skip
     """``crash-sweep --profile STORAGE-PROFILE``: the storage layer's power-loss sweep
     (``conformance.store.power``), each failure with its repro line; exit 0 or 1."""
+    from rmqsim.conformance.power_fuse import FuseUnavailableError
     from rmqsim.conformance.power_loss import parse_case
     from rmqsim.conformance.store.power import (
         DEFAULT_STORE_POWER_STEPS,
-        power_factory,
+        store_disk_way,
         store_power_sweep,
     )
     from rmqsim.conformance.store.run import DEFAULT_STORE_IMPL
 
     name = impl or "commitlog-store"
-    factory = power_factory(impl or DEFAULT_STORE_IMPL)
     try:
         only = None if case_spec is None else parse_case(case_spec)
+        way = store_disk_way(impl or DEFAULT_STORE_IMPL, through)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    except FuseUnavailableError as exc:
+        _fuse_skipped(str(exc))
     steps = steps or DEFAULT_STORE_POWER_STEPS
-    with progress(1, f"crash-sweep {profile_name} seed {seed} (power loss)"):
-        result = store_power_sweep(profile_name, seed, factory, impl=name, steps=steps,
-                                   only=only)
+    with progress(1, f"crash-sweep {profile_name} seed {seed} (power loss, {through})"):
+        result = store_power_sweep(profile_name, seed, way, impl=name, steps=steps, only=only)
     if result.base_problem is not None:
         click.echo(f"the run without power cuts failed: {result.base_problem}", err=True)
+    via = "" if through == "fs" else f" --through {through}"
     for failure in result.failures:
         click.echo(f"  FAIL {failure.case.label()}: {failure.problem}\n"
                    f"    rmqsim crash-sweep --profile {profile_name} --seed {seed} --steps "
-                   f"{steps} --impl {name} --case {failure.case.spec}")
+                   f"{steps} --impl {name}{via} --case {failure.case.spec}")
     click.echo(
         f"rmqsim crash-sweep: storage profile {profile_name} ({result.promise} flush) seed "
         f"{seed} impl {name}: {result.steps} steps, {len(result.cases)} power-cut cases, "
@@ -320,7 +323,7 @@ def _run_storage_sweep(
     """The sweep, with a progress bar; through FUSE, skipped where FUSE cannot be used
     (one line saying why, exit 0; exit 2 when ``RMQSIM_REQUIRE_FUSE=1``), and a mount
     that fails on the way is one line (exit 3)."""
-    from rmqsim.conformance.fuse_disk import FuseMountError, fuse_required
+    from rmqsim.conformance.fuse_disk import FuseMountError
     from rmqsim.conformance.power_fuse import FuseUnavailableError
     from rmqsim.conformance.power_loss import power_loss_sweep
 
@@ -334,11 +337,18 @@ def _run_storage_sweep(
                 on_case=lambda done, total: bar.update(task, total=total, completed=done),
             )
     except FuseUnavailableError as exc:
-        if fuse_required():
-            raise UsageError(f"--through fuse: FUSE cannot be used here ({exc}), and "
-                             "RMQSIM_REQUIRE_FUSE=1") from None
-        click.echo(f"rmqsim crash-sweep --storage {promise} --through fuse: SKIPPED: FUSE "
-                   f"cannot be used here: {exc}", err=True)
-        sys.exit(EXIT_OK)
+        _fuse_skipped(str(exc), f"--storage {promise} ")
     except FuseMountError as exc:
         fail(str(exc), EXIT_INTERNAL)
+
+
+def _fuse_skipped(reason: str, what: str = "") -> NoReturn:
+    """FUSE cannot be used here: one line, exit 0 (exit 2 with RMQSIM_REQUIRE_FUSE=1)."""
+    from rmqsim.conformance.fuse_disk import fuse_required
+
+    if fuse_required():
+        raise UsageError(f"--through fuse: FUSE cannot be used here ({reason}), and "
+                         "RMQSIM_REQUIRE_FUSE=1")
+    click.echo(f"rmqsim crash-sweep {what}--through fuse: SKIPPED: FUSE cannot be used here: "
+               f"{reason}", err=True)
+    sys.exit(EXIT_OK)

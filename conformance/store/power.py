@@ -24,13 +24,14 @@ POINT:MODE`` runs it alone. Cost: case ``i`` replays the steps before its point.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import random
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from rmqsim.conformance.adapter import load_impl
 from rmqsim.conformance.bad_impl import BadImplError
@@ -45,6 +46,7 @@ from rmqsim.conformance.power_loss import (
 from rmqsim.conformance.simdisk import FAULT_MODES, PointRecord, PowerCut, SimDisk
 from rmqsim.conformance.store.check import StoreViolation, check_recovered, observe
 from rmqsim.conformance.store.run import StoreLockstep
+from rmqsim.conformance.watchdog import OperationHang
 from rmqsim.model.store.api import QueueKey, StoreConfig
 from rmqsim.model.store.reference import ReferenceStore
 from rmqsim.scenarios.ops import Outcome, Step
@@ -54,16 +56,27 @@ from rmqsim.scenarios.store.sim import StoreSimulation
 
 __all__ = [
     "DEFAULT_STORE_POWER_STEPS",
+    "FUSE_GATE_PROFILES",
+    "FUSE_GATE_STEPS",
+    "FuseWay",
+    "InProcessWay",
+    "StoreDiskWay",
+    "as_way",
     "batch_atomic",
     "power_factory",
     "record_store_scenario",
     "run_store_case",
+    "store_disk_way",
     "store_power_sweep",
     "takes_fs",
 ]
 
 #: Steps of a storage power-loss sweep by default.
 DEFAULT_STORE_POWER_STEPS = 16
+#: The gate's sweep of a store in another process (through FUSE, seconds a case): these
+#: profiles (one per flush mode), this many steps, one case per (call kind, mode) cell.
+FUSE_GATE_PROFILES = ("store", "store-async")
+FUSE_GATE_STEPS = 4
 #: The directory the store's own directory is created in (it exists, durably, as the
 #: parent of a store's path does when rmqsim opens a store the first time).
 _SIM_ROOT = Path("/sim")
@@ -110,18 +123,22 @@ def _model_outcome(model: ReferenceStore, op: StoreOp) -> Outcome:
 class _Case:
     """One run of the steps over one disk, in lockstep, cut at the armed point."""
 
-    def __init__(self, factory: Callable[..., Any], profile: StoreProfile, disk: SimDisk,
-                 batch_atomic: bool) -> None:
-        self.factory = factory
+    def __init__(self, way: StoreDiskWay, profile: StoreProfile, disk: SimDisk) -> None:
+        self.way = way
         self.profile = profile
         self.disk = disk
-        self.batch_atomic = batch_atomic
         spec = RunSpec("store", profile.name, 0, "power", profile.to_json(),
                        profile.store_config())
-        self.lockstep = StoreLockstep(spec, profile, functools.partial(factory, fs=disk),
+        self.lockstep = StoreLockstep(spec, profile, functools.partial(self._open, disk),
                                       _SIM_ROOT)
         #: The points each step ended at (step 0: the first open).
         self.step_ends: list[int] = []
+
+    def _open(self, disk: SimDisk, *, path: Path, store_config: StoreConfig, clock: Any,
+              faults: Any) -> Any:
+        """The lockstep's factory: the store at the sweep's path on ``disk``."""
+        del path, faults  # the way knows where the store lives on the disk
+        return self.way.open(disk, store_config, clock)
 
     def run(self, recorded: Sequence[Step[StoreOp]]) -> tuple[int, dict[QueueKey, int]] | None:
         """Run until the cut: ``(the step in flight, the durable floor of each queue
@@ -172,26 +189,34 @@ class _Failed(Exception):
     """The case could not be judged: the store diverged before the cut, or never opened."""
 
 
-def run_store_case(factory: Callable[..., Any], profile: StoreProfile,
-                   recorded: Sequence[Step[StoreOp]], case: tuple[int, str], seed: int,
-                   batch_atomic: bool = False) -> tuple[str | None, dict[str, Any] | None]:
+def run_store_case(way: StoreDiskWay | Callable[..., Any], profile: StoreProfile,
+                   recorded: Sequence[Step[StoreOp]], case: tuple[int, str], seed: int
+                   ) -> tuple[str | None, dict[str, Any] | None]:
     """Run one case ``(point, mode)``: ``(problem or None, the cut's decisions)``."""
+    way = as_way(way)
     point, mode = case
     disk = SimDisk(dirs=(str(_SIM_ROOT),))
     disk.arm(point, mode)
-    run = _Case(factory, profile, disk, batch_atomic)
+    run = _Case(way, profile, disk)
     try:
         cut = run.run(recorded)
     except _Failed as failed:
         return str(failed), None
     finally:
+        if disk.fired is not None and run.lockstep.sut is not None:
+            with contextlib.suppress(Exception, OperationHang):
+                run.lockstep.sut.crash()  # a sync-error case: the power goes now
         run.lockstep.sut = None  # its disk is dead: nothing to close
         run.lockstep.close()
+        way.release(disk)
     if cut is None:
         return None, None  # the point was never reached (a shorter replay)
     survivor = disk.cut("lose-unsynced" if mode == "sync-error" else mode,
                         random.Random(f"{seed}:{point}:{mode}"))
-    return _judge(run, survivor, cut[1]), disk.last_cut
+    try:
+        return _judge(run, survivor, cut[1]), disk.last_cut
+    finally:
+        way.release(survivor)
 
 
 def _judge(run: _Case, survivor: SimDisk, floor: dict[QueueKey, int]) -> str | None:
@@ -207,7 +232,7 @@ def _judge(run: _Case, survivor: SimDisk, floor: dict[QueueKey, int]) -> str | N
         except _Failed as failed:
             return f"{failed} (at the {attempt})"
     try:
-        check_recovered(model, views[0], run.batch_atomic)
+        check_recovered(model, views[0], run.way.batch_atomic)
     except StoreViolation as violation:
         return f"{violation.anomaly}: {violation.detail}"
     if views[1] != views[0]:
@@ -225,15 +250,23 @@ class _Reopen:
     def observe(self) -> dict[QueueKey, Any]:
         lockstep = self.run.lockstep
         try:
-            store = self.run.factory(path=lockstep.path, store_config=lockstep.config,
-                                     clock=lockstep.clock, faults=None, fs=self.survivor)
-        except Exception as exc:
+            store = self.run.way.open(self.survivor, lockstep.config, lockstep.clock)
+        except (Exception, PowerCut) as exc:
             raise _Failed(f"unrecoverable: the store did not open: {type(exc).__name__}: "
                           f"{str(exc)[:300]}") from None
         try:
             return observe(store, lockstep.model.queue_keys(), _read_back)
         finally:
-            store.crash()
+            with contextlib.suppress(Exception, OperationHang):
+                store.crash()
+
+
+def _last_of_each_cell(cases: list[PowerCase]) -> list[PowerCase]:
+    """The last case of each (call kind, mode) cell, in point order."""
+    last: dict[tuple[str, str], PowerCase] = {}
+    for case in cases:
+        last[(case.point.call, case.mode)] = case
+    return sorted(last.values(), key=lambda case: (case.point.index, case.mode))
 
 
 def _read_back(what: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -248,11 +281,11 @@ def _read_back(what: str, fn: Callable[..., Any], *args: Any) -> Any:
                       f"{type(exc).__name__}: {str(exc)[:300]}") from None
 
 
-def _points(factory: Callable[..., Any], profile: StoreProfile,
+def _points(way: StoreDiskWay, profile: StoreProfile,
             recorded: Sequence[Step[StoreOp]]) -> tuple[str | None, list[tuple[int, PointRecord]]]:
     """The base run: ``(a problem or None, (step, point) of every point)``."""
     disk = SimDisk(dirs=(str(_SIM_ROOT),))
-    run = _Case(factory, profile, disk, False)
+    run = _Case(way, profile, disk)
     try:
         run.run(recorded)
         run.lockstep.finish()
@@ -260,38 +293,136 @@ def _points(factory: Callable[..., Any], profile: StoreProfile,
         return f"{failed}", []
     finally:
         run.lockstep.close()
+        way.release(disk)
     steps: list[tuple[int, PointRecord]] = []
-    for point in disk.points:
-        step = next(i for i, end in enumerate(run.step_ends) if point.index <= end)
-        steps.append((step, point))
+    for point in disk.points:  # those after the last step (the final read, close): no case
+        step = next((i for i, end in enumerate(run.step_ends) if point.index <= end), None)
+        if step is not None:
+            steps.append((step, point))
     return None, steps
 
 
 def store_power_sweep(
-    profile_name: str, seed: int, factory: Callable[..., Any], *, impl: str,
+    profile_name: str, seed: int, way: StoreDiskWay | Callable[..., Any], *, impl: str,
     steps: int = DEFAULT_STORE_POWER_STEPS, modes: Sequence[str] = FAULT_MODES,
-    only: tuple[int, str] | None = None,
+    only: tuple[int, str] | None = None, one_per_cell: bool = False,
 ) -> PowerSweepResult:
     """Every case of the profile's scenario for ``seed`` (or ``only`` one), on the store
-    ``factory`` opens (it must take ``fs=``); the module's docstring says what is judged."""
+    ``way`` reaches the disk with (``StoreDiskWay``; a factory taking ``fs=``: in
+    process); the module's docstring says what is judged. ``one_per_cell``: one case per
+    (call kind, fault mode) cell, at its last point (inside the operations rather than
+    the first open): what a store that costs seconds a case can afford."""
+    way = as_way(way)
     profile = STORE_PROFILES[profile_name]
     started = time.perf_counter()
     recorded = record_store_scenario(profile, seed, steps)
     result = PowerSweepResult(profile_name, seed, impl, profile.flush, len(recorded))
-    with quiet_recovery():
-        result.base_problem, points = _points(factory, profile, recorded)
-        result.cases = [PowerCase(point, step, mode) for step, point in points for mode in modes
-                        if (mode != "sync-error" or point.is_sync)
-                        and (only is None or only == (point.index, mode))]
-        for case in result.cases:
-            result.counts[(case.point.call, case.mode)] += 1
-            problem, cut = run_store_case(factory, profile, recorded,
-                                          (case.point.index, case.mode), seed,
-                                          batch_atomic(factory))
-            if problem is not None:
-                result.failures.append(PowerFailure(case, problem, cut))
+    try:
+        with quiet_recovery():
+            result.base_problem, points = _points(way, profile, recorded)
+            result.cases = [PowerCase(point, step, mode) for step, point in points
+                            for mode in modes if (mode != "sync-error" or point.is_sync)
+                            and (only is None or only == (point.index, mode))]
+            if one_per_cell:
+                result.cases = _last_of_each_cell(result.cases)
+            for case in result.cases:
+                result.counts[(case.point.call, case.mode)] += 1
+                problem, cut = run_store_case(way, profile, recorded,
+                                              (case.point.index, case.mode), seed)
+                if problem is not None:
+                    result.failures.append(PowerFailure(case, problem, cut))
+    finally:
+        way.close()
     result.wall_s = time.perf_counter() - started
     return result
+
+
+class StoreDiskWay(Protocol):
+    """How the store under test reaches a simulated disk: in process (``fs=``) or as a
+    child process through FUSE."""
+
+    #: ``fs`` or ``fuse``.
+    through: str
+    #: Whether the store promises batches all or nothing (``torn-batch``).
+    batch_atomic: bool
+
+    def open(self, disk: SimDisk, store_config: StoreConfig, clock: Any) -> Any:
+        """The store at the sweep's path on ``disk``, opened (recovering what is there);
+        ``PowerCut`` when the disk lost power during the open."""
+        ...
+
+    def release(self, disk: SimDisk) -> None:
+        """Nothing reaches ``disk`` any more (a child killed, a mount removed)."""
+        ...
+
+    def close(self) -> None:
+        """Release every disk still in use."""
+        ...
+
+
+class InProcessWay:
+    """The store in rmqsim's process, the disk passed as ``fs=``."""
+
+    through = "fs"
+
+    def __init__(self, factory: Callable[..., Any]) -> None:
+        self.factory = factory
+        self.batch_atomic = batch_atomic(factory)
+
+    def open(self, disk: SimDisk, store_config: StoreConfig, clock: Any) -> Any:
+        return self.factory(path=_SIM_ROOT / "store", store_config=store_config, clock=clock,
+                            faults=None, fs=disk)
+
+    def release(self, disk: SimDisk) -> None:
+        del disk  # the store's objects hold the dead disk; nothing else writes to it
+
+    def close(self) -> None:
+        pass
+
+
+class FuseWay:
+    """The store as a child process (a protocol server: ``exec:``, a named driver, or a
+    Python factory served by the reference server) on a FUSE mount of the disk
+    (``conformance.power_fuse.FuseAccess``)."""
+
+    through = "fuse"
+
+    def __init__(self, impl: str) -> None:
+        from rmqsim.conformance.power_fuse import FuseAccess
+
+        self.access = FuseAccess(impl, str(_SIM_ROOT / "store"))
+        self.batch_atomic = batch_atomic(self.access.factory)
+
+    def open(self, disk: SimDisk, store_config: StoreConfig, clock: Any) -> Any:
+        return self.access.open_with(disk, store_config=store_config, clock=clock, faults=None)
+
+    def release(self, disk: SimDisk) -> None:
+        self.access.release(disk)
+
+    def close(self) -> None:
+        self.access.close()
+
+
+def as_way(way: StoreDiskWay | Callable[..., Any]) -> StoreDiskWay:
+    """``way``, or a factory taking ``fs=`` as the in-process way."""
+    if isinstance(way, InProcessWay | FuseWay):
+        return way
+    if hasattr(way, "through"):
+        return way  # type: ignore[return-value]  # another StoreDiskWay (a test's)
+    return InProcessWay(way)
+
+
+def store_disk_way(impl: str, through: str = "fs") -> StoreDiskWay:
+    """The way ``impl`` reaches the disk: in process (its factory must take ``fs=``) or
+    through FUSE (any storage-layer implementation the wire protocol's child runs);
+    ``FuseUnavailableError`` says why FUSE cannot be used here."""
+    if through == "fuse":
+        loaded = load_impl(impl)
+        if loaded.layer != "store":
+            raise BadImplError(f"--impl {impl}: a storage profile's power-loss sweep needs a "
+                               "message store (docs/STORAGE.md)")
+        return FuseWay(impl)
+    return InProcessWay(power_factory(impl))
 
 
 def power_factory(impl: str) -> Callable[..., Any]:
