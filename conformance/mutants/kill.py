@@ -249,17 +249,9 @@ def kill_mutant(
         kill = _kill_by_gate(mutant, seeds, tuple(profiles), out_dir, steps, shrink)
     except BadImplError as exc:  # a driver that is not built: said, not run
         return Kill(mutant, NOT_RUN, note=str(exc))
-    if mutant.layer == "store" and kill.status == SURVIVED and _runs_on_simdisk(mutant):
+    if mutant.layer == "store" and kill.status == SURVIVED:
         _kill_by_store_power(kill, seeds.start, tuple(profiles))
     return kill
-
-
-def _runs_on_simdisk(mutant: Mutant) -> bool:
-    """Whether a storage-layer mutant's factory takes ``fs=`` (the in-process sweep)."""
-    from rmqsim.conformance.adapter import load_impl
-    from rmqsim.conformance.store.power import takes_fs
-
-    return takes_fs(load_impl(mutant.impl).factory)
 
 
 def _kill_by_gate(
@@ -302,12 +294,32 @@ def _kill_by_gate(
 
 def _kill_by_store_power(kill: Kill, seed: int, profiles: tuple[str, ...]) -> None:
     """A storage-layer mutant the profile runs missed, against the storage power-loss
-    sweeps (``conformance.store.power``) of ``seed``, profile by profile."""
-    from rmqsim.conformance.store.power import power_factory, store_power_sweep
+    sweeps (``conformance.store.power``) of ``seed``, profile by profile, as the gate
+    runs them: in process when its factory takes ``fs=``, else through FUSE (its
+    ``FUSE_GATE_PROFILES``, one case per cell; not run where FUSE cannot be used)."""
+    from rmqsim.conformance.adapter import load_impl
+    from rmqsim.conformance.power_fuse import FuseUnavailableError
+    from rmqsim.conformance.store.power import (
+        DEFAULT_STORE_POWER_STEPS,
+        FUSE_GATE_PROFILES,
+        FUSE_GATE_STEPS,
+        store_disk_way,
+        store_power_sweep,
+        takes_fs,
+    )
 
-    factory = power_factory(kill.mutant.impl)
+    in_process = takes_fs(load_impl(kill.mutant.impl).factory)
+    try:
+        way = store_disk_way(kill.mutant.impl, "fs" if in_process else "fuse")
+    except FuseUnavailableError as exc:
+        kill.note = f"power loss not run: FUSE cannot be used here: {exc}"
+        return
+    steps = DEFAULT_STORE_POWER_STEPS if in_process else FUSE_GATE_STEPS
+    if not in_process:
+        profiles = tuple(p for p in profiles if p in FUSE_GATE_PROFILES)
     for profile in profiles:
-        sweep = store_power_sweep(profile, seed, factory, impl=kill.mutant.impl)
+        sweep = store_power_sweep(profile, seed, way, impl=kill.mutant.impl,
+                                  one_per_cell=not in_process, steps=steps)
         kill.runs += 1
         kill.operations += sweep.steps * max(len(sweep.cases), 1)
         kill.seconds += sweep.wall_s
