@@ -79,13 +79,22 @@ def run_power_sweeps(
     return sweeps
 
 
+def _with_traces(sweep: PowerSweepResult) -> list[tuple[Any, Path | None]]:
+    """Each failing case with its trace (None: a sweep that writes none, the storage
+    layer's)."""
+    paths: list[Path | None] = list(sweep.trace_paths)
+    return list(zip(sweep.failures, paths + [None] * (len(sweep.failures) - len(paths)),
+                    strict=True))
+
+
 def _problems(sweep: PowerSweepResult) -> list[str]:
     """One line per failing case (the first ``_LISTED``): what, and its trace."""
     lines = []
     if sweep.base_problem is not None:
         lines.append(f"the run without power cuts failed: {sweep.base_problem}")
-    for failure, path in list(zip(sweep.failures, sweep.trace_paths, strict=False))[:_LISTED]:
-        lines.append(f"{failure.case.label()}: {failure.problem}  rmqsim replay {path}")
+    for failure, path in _with_traces(sweep)[:_LISTED]:
+        repro = f"  rmqsim replay {path}" if path is not None else ""
+        lines.append(f"{failure.case.label()}: {failure.problem}{repro}")
     if len(sweep.failures) > _LISTED:
         lines.append(f"... {len(sweep.failures) - _LISTED} more failing case(s)")
     return lines
@@ -126,8 +135,9 @@ def power_summary(sweeps: list[PowerSweepResult]) -> dict[str, Any]:
             "shrunk_trace": str(s.shrunk[0]) if s.shrunk else None,
             "shrunk_steps": s.shrunk[1] if s.shrunk else None,
             "failures": [
-                {"case": f.case.label(), "problem": f.problem, "trace": str(path)}
-                for f, path in list(zip(s.failures, s.trace_paths, strict=False))[:_LISTED]
+                {"case": f.case.label(), "problem": f.problem,
+                 "trace": None if path is None else str(path)}
+                for f, path in _with_traces(s)[:_LISTED]
             ],
         }
         for s in sweeps

@@ -728,6 +728,7 @@ def _gate_store_power(gate: Any, plan: Any, names: Sequence[str], steps: int | N
 def _gate_verdict(gate: Any, junit: Path, summary: Path) -> None:
     """The first failures' reports, the one-line verdict and the exit code."""
     from rmqsim.conformance.report import render_failure
+    from rmqsim.conformance.store.power import case_command
 
     for failure in (gate.failures + gate.sweep_failures)[:5]:
         click.echo(render_failure(failure), err=True)
@@ -737,7 +738,8 @@ def _gate_verdict(gate: Any, junit: Path, summary: Path) -> None:
                    f"{len(power.failures)} failing case(s)"
                    + (f"; first: {first.case.label()}: {first.problem}" if first else
                       f"; the run without power cuts failed: {power.base_problem}")
-                   + (f"\n  rmqsim replay {power.trace_paths[0]}" if power.trace_paths else ""),
+                   + (f"\n  rmqsim replay {power.trace_paths[0]}" if power.trace_paths else
+                      f"\n  {case_command(power, first.case)}" if first else ""),
                    err=True)  # fmt: skip
     click.echo(
         f"rmqsim gate: {'PASS' if gate.ok else 'FAIL'} ({len(gate.failures)} failing runs, "

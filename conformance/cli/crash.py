@@ -209,6 +209,7 @@ def _store_sweep(
     from rmqsim.conformance.power_loss import parse_case
     from rmqsim.conformance.store.power import (
         DEFAULT_STORE_POWER_STEPS,
+        case_command,
         store_disk_way,
         store_power_sweep,
     )
@@ -227,11 +228,9 @@ def _store_sweep(
         result = store_power_sweep(profile_name, seed, way, impl=name, steps=steps, only=only)
     if result.base_problem is not None:
         click.echo(f"the run without power cuts failed: {result.base_problem}", err=True)
-    via = "" if through == "fs" else f" --through {through}"
     for failure in result.failures:
         click.echo(f"  FAIL {failure.case.label()}: {failure.problem}\n"
-                   f"    rmqsim crash-sweep --profile {profile_name} --seed {seed} --steps "
-                   f"{steps} --impl {name}{via} --case {failure.case.spec}")
+                   f"    {case_command(result, failure.case)}")
     click.echo(
         f"rmqsim crash-sweep: storage profile {profile_name} ({result.promise} flush) seed "
         f"{seed} impl {name}: {result.steps} steps, {len(result.cases)} power-cut cases, "

@@ -63,6 +63,7 @@ __all__ = [
     "StoreDiskWay",
     "as_way",
     "batch_atomic",
+    "case_command",
     "power_factory",
     "record_store_scenario",
     "run_store_case",
@@ -316,7 +317,8 @@ def store_power_sweep(
     profile = STORE_PROFILES[profile_name]
     started = time.perf_counter()
     recorded = record_store_scenario(profile, seed, steps)
-    result = PowerSweepResult(profile_name, seed, impl, profile.flush, len(recorded))
+    result = PowerSweepResult(profile_name, seed, impl, profile.flush, len(recorded),
+                              through=way.through)
     try:
         with quiet_recovery():
             result.base_problem, points = _points(way, profile, recorded)
@@ -423,6 +425,13 @@ def store_disk_way(impl: str, through: str = "fs") -> StoreDiskWay:
                                "message store (docs/STORAGE.md)")
         return FuseWay(impl)
     return InProcessWay(power_factory(impl))
+
+
+def case_command(result: PowerSweepResult, case: PowerCase) -> str:
+    """The command that runs one failing case of a storage sweep again."""
+    via = "" if result.through == "fs" else f" --through {result.through}"
+    return (f"rmqsim crash-sweep --profile {result.profile} --seed {result.seed} --steps "
+            f"{result.steps} --impl {result.impl}{via} --case {case.spec}")
 
 
 def power_factory(impl: str) -> Callable[..., Any]:
