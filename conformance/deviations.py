@@ -23,8 +23,10 @@ The file is TOML::
     every_diff = "^group .*sut='absent'"   # a regex every state difference must match
     # (each difference is written "AREA WHERE: model=REPR sut=REPR", unabridged)
 
-``--expect milvus`` names the profile kept beside a driver of ``EXTERNAL_DRIVERS``;
-any other value is a path.
+``--expect milvus`` (or ``rocketmq-store``) names the profile kept beside a driver of
+``EXTERNAL_DRIVERS``; any other value is a path. A failing power-cut case of a power-loss
+sweep matches a deviation too (``DeviationProfile.match_power``): its operation is
+``power-cut``, its report ``MODE CALL PATH: PROBLEM``.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ __all__ = ["DRIVER_PROFILES", "Deviation", "DeviationProfile", "load_profile"]
 
 #: ``--expect NAME`` for the drivers of real systems: the file beside the driver, under
 #: the ``impl`` package.
-DRIVER_PROFILES = {"milvus": "external/milvus_rocksmq/deviations.toml"}
+DRIVER_PROFILES = {"milvus": "external/milvus_rocksmq/deviations.toml",
+                   "rocketmq-store": "external/rocketmq_store/deviations.toml"}
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,18 @@ class DeviationProfile:
             return None
         return next((d for d in self.deviations if d.matches(divergence)), None)
 
+    def match_power(self, failure: Any) -> Deviation | None:
+        """The listed deviation a failing power-cut case (``power_loss.PowerFailure``)
+        shows, or None: its anomaly is its problem's first word, its operation
+        ``power-cut``, and its report its mode, the call cut and the problem."""
+        case = failure.case
+        shim = _PowerDivergence(
+            anomaly=failure.problem.partition(":")[0],
+            step=_PowerStep(_PowerOp()),
+            detail=f"{case.mode} {case.point.call} {case.point.path}: {failure.problem}",
+        )
+        return next((d for d in self.deviations if d.matches(shim)), None)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "profile": str(self.path),
@@ -96,6 +111,28 @@ class DeviationProfile:
                 for d in self.deviations
             ],
         }
+
+
+@dataclass(frozen=True)
+class _PowerOp:
+    kind: str = "power-cut"
+
+
+@dataclass(frozen=True)
+class _PowerStep:
+    op: _PowerOp
+
+
+@dataclass(frozen=True)
+class _PowerDivergence:
+    """A failing power-cut case as ``Deviation.matches`` reads a divergence."""
+
+    anomaly: str
+    step: _PowerStep
+    detail: str
+    diffs: tuple[Any, ...] = ()
+    expected: str = ""
+    actual: str = ""
 
 
 def _text(entry: dict[str, Any], key: str, where: str, default: str | None = None) -> str:

@@ -187,12 +187,24 @@ class GateResult:
         those that show a listed deviation."""
         return [r for r in self._all_sweep_failures() if self._unexpected(r)]
 
+    def power_deviations(self) -> list[tuple[Any, Deviation]]:
+        """Every failing power-cut case that shows a listed deviation, with it."""
+        if self.expected is None:
+            return []
+        found = [(f, self.expected.match_power(f)) for s in self.power_sweeps for f in s.failures]
+        return [(f, d) for f, d in found if d is not None]
+
+    def _power_ok(self) -> bool:
+        """Every power-loss sweep passed, but for failing cases that show a listed
+        deviation."""
+        listed = {id(f) for f, _ in self.power_deviations()}
+        return all(s.base_problem is None and all(id(f) in listed for f in s.failures)
+                   for s in self.power_sweeps)
+
     @property
     def ok(self) -> bool:
         if self.expected is not None:
-            return not self.failures and not self.sweep_failures and all(
-                s.ok for s in self.power_sweeps
-            )
+            return not self.failures and not self.sweep_failures and self._power_ok()
         return (not self.failures and all(s.ok for s in self.sweeps)
                 and all(s.ok for s in self.steered)
                 and all(s.ok for s in self.power_sweeps))
@@ -779,7 +791,7 @@ def _deviations_json(gate: GateResult) -> dict[str, Any] | None:
     """What ``--expect`` listed, and how many runs and crash cases ended at each."""
     if gate.expected is None:
         return None
-    seen = Counter(d.name for _, d in gate.deviations())
+    seen = Counter(d.name for _, d in [*gate.deviations(), *gate.power_deviations()])
     return {**gate.expected.to_json(), "seen": dict(sorted(seen.items()))}
 
 

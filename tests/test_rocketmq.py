@@ -6,6 +6,7 @@ reason, where the driver is not built, unless RMQSIM_REQUIRE_ROCKETMQ=1 (CI)."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -78,3 +79,20 @@ def test_a_driver_not_built_names_its_script(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setitem(EXTERNAL_DRIVERS, "rocketmq-store", missing)
     with pytest.raises(BadImplError, match=r"build-rocketmq\.sh.*Java 17 and Maven"):
         load_impl("rocketmq-store")
+
+
+def test_the_power_loss_sweep_through_fuse_shows_only_the_listed_deviations(
+        tmp_path: Path) -> None:
+    """The gate's power-loss sweep of the real store through FUSE (store-async: the
+    refusal to open of docs/FINDINGS.md R4): every failing case is a listed deviation."""
+    from tests.fuse_programs import fuse_or_skip
+
+    fuse_or_skip()
+    result = CliRunner().invoke(cli, [
+        "gate", "--impl", "rocketmq-store", "--profiles", "store-async", "--seeds", "0:1",
+        "--expect", "rocketmq-store", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    power = summary["power_loss"]["store-async"]
+    assert power["cases"] > 20 and power["failed"] > 0  # cut in every cell; R4 shows
+    assert summary["deviations"]["seen"].get("unsynced-size-refuses-open", 0) > 0

@@ -744,7 +744,7 @@ def _gate_verdict(gate: Any, junit: Path, summary: Path) -> None:
     click.echo(
         f"rmqsim gate: {'PASS' if gate.ok else 'FAIL'} ({len(gate.failures)} failing runs, "
         f"{len(gate.sweep_failures)} failing crash cases"
-        + (f", {sum(len(s.failures) for s in gate.power_sweeps)} failing power-cut cases"
+        + (f", {_unlisted_power_cases(gate)} failing power-cut cases"
            if gate.power_sweeps else "")
         + _expected_note(gate)
         + f"); {junit}, {summary}"
@@ -752,9 +752,14 @@ def _gate_verdict(gate: Any, junit: Path, summary: Path) -> None:
     sys.exit(EXIT_OK if gate.ok else EXIT_DIVERGENCE)
 
 
+def _unlisted_power_cases(gate: Any) -> int:
+    """Failing power-cut cases that show no listed deviation."""
+    return sum(len(s.failures) for s in gate.power_sweeps) - len(gate.power_deviations())
+
+
 def _expected_note(gate: Any) -> str:
     """``, N ended at listed deviations (name: count, ...)`` under ``--expect``."""
-    seen = Counter(d.name for _, d in gate.deviations())
+    seen = Counter(d.name for _, d in [*gate.deviations(), *gate.power_deviations()])
     return _seen_note(seen, gate.expected, "ended at listed deviations")
 
 

@@ -72,6 +72,7 @@ __all__ = [
     "ChildDiedError",
     "Hello",
     "Session",
+    "StoreOpenError",
     "WireQueue",
     "WireStore",
     "exec_argv",
@@ -89,6 +90,10 @@ Launcher = Callable[[], ServerChild]
 #: How long a server may take to answer ``hello`` when its command is checked (a JVM or a
 #: cold Go binary starts in well under this).
 HELLO_TIMEOUT_S = 60.0
+
+
+class StoreOpenError(RuntimeError):
+    """A store server refused to open (its error reply, with the end of its stderr)."""
 
 
 class ChildDiedError(RuntimeError):
@@ -406,6 +411,14 @@ class WireStore:
         try:
             self._call("hello", protocol=PROTOCOL_VERSION, layer="store")
             self._call("open", path=str(path), config=config)
+        except Exception as exc:  # a refusal to open: with the store's own reason
+            self.crash()
+            self._session.child.wait_exit(2.0)
+            tail = self._session.child.stderr_tail(30)
+            if not tail or isinstance(exc, WireProtocolError | ChildDiedError):
+                raise
+            raise StoreOpenError(f"{type(exc).__name__}: {exc}; its stderr ended with: "
+                                 + tail.replace("\n", " | ")[-1500:]) from None
         except BaseException:
             self.crash()
             raise

@@ -189,3 +189,23 @@ def test_the_command_line_takes_storage_profiles(tmp_path: Path) -> None:
     assert gate.exit_code == 0 and "0 failing power-cut cases" in gate.output, gate.output
     summary = json.loads((tmp_path / "gate" / "summary.json").read_text())
     assert set(summary["power_loss"]) == set(STORE_PROFILES)
+
+
+def test_a_power_cut_case_matches_a_listed_deviation_by_mode_and_anomaly() -> None:
+    from rmqsim.conformance.deviations import load_profile
+    from rmqsim.conformance.power_loss import PowerCase, PowerFailure
+    from rmqsim.conformance.simdisk import PointRecord
+
+    profile = load_profile("rocketmq-store")
+    point = PointRecord(76, "write", "/sim/store/consumequeue/orders/0/00000000000000000000")
+
+    def failure(mode: str, problem: str) -> PowerFailure:
+        return PowerFailure(PowerCase(point, 3, mode), problem, None)
+
+    refused = failure("keep-prefix", "unrecoverable: the store did not open: LoadFailed: x")
+    assert profile.match_power(refused).name == "unsynced-size-refuses-open"  # type: ignore[union-attr]
+    vanished = failure("lose-unsynced", "lost-write: orders/1 recovered up to 0")
+    assert profile.match_power(vanished).name == "dir-entries-never-synced"  # type: ignore[union-attr]
+    # A loss in a mode that keeps the namespace is no listed deviation: it fails the gate.
+    assert profile.match_power(failure("keep-prefix", "lost-write: orders/1 ...")) is None
+    assert profile.match_power(failure("torn-write", "corrupt-body: offset 1")) is None
