@@ -73,6 +73,7 @@ __all__ = [
     "Hello",
     "Session",
     "StoreOpenError",
+    "WireEnd",
     "WireQueue",
     "WireStore",
     "exec_argv",
@@ -264,56 +265,28 @@ def _bound_s() -> float:
     return 2 * op_timeout_s()
 
 
-class WireQueue:
-    """A ``MessageQueue`` served by a protocol server in a child process, which ``start``
-    starts."""
+class WireEnd:
+    """What a queue and a store served by a protocol server share: the session with the
+    child, its process, SIGKILL as ``crash``, and ``close`` (the reply, then the child's
+    exit). ``noun`` names what the child serves (``queue``, ``store``)."""
 
-    def __init__(
-        self,
-        start: Launcher,
-        *,
-        path: Path,
-        config: MQConfig,
-        clock: Clock,
-        faults: FaultHook | None,
-    ) -> None:
+    noun = "implementation"
+
+    def __init__(self, start: Launcher, faults: FaultHook | None, clock: Clock) -> None:
         self._session = Session(start, faults, clock)
         self._closed = False
-        try:
-            hello = Hello(self._call("hello", protocol=PROTOCOL_VERSION, layer="queue"), "hello")
-            self._call("open", path=str(path), config=_config_json(config))
-        except BaseException:
-            self.crash()
-            raise
-        if "topics" not in hello.snapshot_arguments:
-            self.snapshot = self._full_snapshot  # type: ignore[method-assign,assignment]  # narrower on purpose: the lockstep reads the signature
-        elif "messages_from" not in hello.snapshot_arguments:
-            self.snapshot = self._topics_snapshot  # type: ignore[method-assign,assignment]  # as above
 
     def _call(self, op: str, **arguments: Any) -> Any:
         if self._closed:
-            # The child closed its queue and exited; this proxy is that closed queue and
-            # answers as SPEC says a closed queue does (the lockstep probes it).
-            raise NotServingError("the queue is closed")
+            # The child closed and exited; this proxy is that closed queue or store and
+            # answers as a closed one does (the lockstep probes it).
+            raise NotServingError(f"the {self.noun} is closed")
         return self._session.request(op, arguments, bound_s=_bound_s())
-
-    def _named(self, op: str, **names: Any) -> Any:
-        """A request naming topics or groups. A name without a UTF-8 form (a lone
-        surrogate) cannot cross a UTF-8 wire: SPEC makes it ``InvalidArgument``, and the
-        queue is answered so on the server's behalf (docs/PROTOCOL.md "Names")."""
-        if self._closed:
-            raise NotServingError("the queue is closed")
-        for what, name in names.items():
-            if isinstance(name, str) and not _has_utf8(name):
-                raise InvalidArgumentError(f"{what} name has no UTF-8 form")
-        return self._call(op, **names)
 
     @property
     def process(self) -> ServerChild:
         """The server's process (its ``returncode`` is ``-9`` after a crash)."""
         return self._session.child
-
-    # -- lifecycle
 
     def crash(self) -> None:
         """SIGKILL the server's process group: nothing more is written."""
@@ -326,12 +299,51 @@ class WireQueue:
             return
         try:
             if self._session.dead is None:
-                self._call("close")
-                self._session.dead = "closed its queue"
+                _none(self._call("close"), "close")
+                self._session.dead = f"closed its {self.noun}"
                 self._session.child.finish()
         finally:
             self._closed = True
             self._session.child.kill()
+
+
+class WireQueue(WireEnd):
+    """A ``MessageQueue`` served by a protocol server in a child process, which ``start``
+    starts."""
+
+    noun = "queue"
+
+    def __init__(
+        self,
+        start: Launcher,
+        *,
+        path: Path,
+        config: MQConfig,
+        clock: Clock,
+        faults: FaultHook | None,
+    ) -> None:
+        super().__init__(start, faults, clock)
+        try:
+            hello = Hello(self._call("hello", protocol=PROTOCOL_VERSION, layer="queue"), "hello")
+            self._call("open", path=str(path), config=_config_json(config))
+        except BaseException:
+            self.crash()
+            raise
+        if "topics" not in hello.snapshot_arguments:
+            self.snapshot = self._full_snapshot  # type: ignore[method-assign,assignment]  # narrower on purpose: the lockstep reads the signature
+        elif "messages_from" not in hello.snapshot_arguments:
+            self.snapshot = self._topics_snapshot  # type: ignore[method-assign,assignment]  # as above
+
+    def _named(self, op: str, **names: Any) -> Any:
+        """A request naming topics or groups. A name without a UTF-8 form (a lone
+        surrogate) cannot cross a UTF-8 wire: SPEC makes it ``InvalidArgument``, and the
+        queue is answered so on the server's behalf (docs/PROTOCOL.md "Names")."""
+        if self._closed:
+            raise NotServingError("the queue is closed")
+        for what, name in names.items():
+            if isinstance(name, str) and not _has_utf8(name):
+                raise InvalidArgumentError(f"{what} name has no UTF-8 form")
+        return self._call(op, **names)
 
     # -- the queue
 
@@ -398,14 +410,15 @@ class WireQueue:
         _none(self._call("run_retention"), "run_retention")
 
 
-class WireStore:
+class WireStore(WireEnd):
     """A ``model.store.api.MessageStore`` served by a protocol server whose ``hello`` said
     ``"layer": "store"`` (docs/PROTOCOL.md "The storage layer")."""
 
+    noun = "store"
+
     def __init__(self, start: Launcher, *, path: Path, store_config: StoreConfig, clock: Clock,
                  faults: FaultHook | None) -> None:
-        self._session = Session(start, faults, clock)
-        self._closed = False
+        super().__init__(start, faults, clock)
         config = {"flush": store_config.flush, "segment_bytes": store_config.segment_bytes,
                   "max_body_bytes": store_config.max_body_bytes}
         try:
@@ -422,33 +435,6 @@ class WireStore:
         except BaseException:
             self.crash()
             raise
-
-    def _call(self, op: str, **arguments: Any) -> Any:
-        if self._closed:
-            raise NotServingError("the store is closed")
-        return self._session.request(op, arguments, bound_s=_bound_s())
-
-    @property
-    def process(self) -> ServerChild:
-        return self._session.child
-
-    def crash(self) -> None:
-        """SIGKILL the server's process group."""
-        if self._session.dead is None:
-            self._session.dead = "was crashed"
-        self._session.child.kill()
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        try:
-            if self._session.dead is None:
-                _none(self._call("close"), "close")
-                self._session.dead = "closed its store"
-                self._session.child.finish()
-        finally:
-            self._closed = True
-            self._session.child.kill()
 
     def put(self, topic: str, queue: int, bodies: Sequence[bytes]) -> int:
         if not _has_utf8(topic):
