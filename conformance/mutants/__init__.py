@@ -31,6 +31,9 @@ class Mutant:
     #: ``process``: the gate runs it in a child process through the wire protocol
     #: (``rmqsim mutants --crash-mode process``), crashed by SIGKILL.
     crash_mode: str = "inprocess"
+    #: The deviation profile (``--expect``) of the real system the bug is seeded in: its
+    #: listed deviations are not a kill (the unmodified system shows them too).
+    expect: str | None = None
 
     def __post_init__(self) -> None:
         assert self.name and self.name == self.name.lower() and " " not in self.name, self.name

@@ -57,11 +57,11 @@ _MODULE = __name__
 MUTANTS: tuple[Mutant, ...] = (
     Mutant("rocketmq-cq-drop", "rocketmq",
            "the real store's consume-queue dispatcher drops every 5th entry",
-           f"{_MODULE}:open_cq_drop", "store"),
+           f"{_MODULE}:open_cq_drop", "store", expect="rocketmq-store"),
     Mutant("rocketmq-flush-lies", "rocketmq",
            "the real store opened with async flush though sync was asked; flush a no-op",
-           f"{_MODULE}:open_flush_lies", "store"),
+           f"{_MODULE}:open_flush_lies", "store", expect="rocketmq-store"),
     Mutant("rocketmq-retain-forcibly", "rocketmq",
            "the real store's retention deletes every file but the last",
-           f"{_MODULE}:open_retain_forcibly", "store"),
+           f"{_MODULE}:open_retain_forcibly", "store", expect="rocketmq-store"),
 )
