@@ -295,7 +295,8 @@ def test_gate_runs_the_stream_profiles_of_a_stream_factory_and_its_corpus_files(
                   "--corpus", str(REPO_CORPUS), "--out", "out")  # fmt: skip
     assert done.exit_code == 0, done.output
     summary = _summary(user_folder / "out")
-    assert sorted(summary["profiles"]) == sorted((*STREAM_GATE_PROFILES, "regressions"))
+    # (stream-steer: the runs the gate aims at stream cells its profiles left empty)
+    assert set(summary["profiles"]) - {"stream-steer"} == {*STREAM_GATE_PROFILES, "regressions"}
     stream_files = [p for p in REPO_CORPUS.glob("*.jsonl") if '"layer":"stream"' in
                     p.read_text().partition("\n")[0].replace(" ", "")]  # fmt: skip
     assert stream_files and summary["regressions"]["files"] == len(stream_files)
