@@ -82,8 +82,10 @@ GATE_STREAM_PROFILES = STREAM_LAYER.gate_profiles
 def all_gate_profiles() -> tuple[str, ...]:
     """The profiles ``rmqsim gate`` and ``rmqsim sweep`` run by default: every registered
     layer's gate profiles, in the order the layers were registered (queue, consumer,
-    stream, then any a user registered)."""
-    return tuple(name for layer in registered_layers() for name in layer.gate_profiles)
+    stream, then any a user registered) that run above a queue: not the storage layer's,
+    whose runs take a message store (``Layer.above_queue`` false)."""
+    return tuple(name for layer in registered_layers() if getattr(layer, "above_queue", True)
+                 for name in layer.gate_profiles)
 
 
 def gate_profiles_for(impl_layer: str) -> tuple[str, ...]:

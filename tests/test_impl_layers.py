@@ -330,6 +330,7 @@ def test_fuzz_drives_the_layer_of_its_impl_by_default(user_folder: Path) -> None
 
 def test_an_impl_that_names_nothing_says_what_an_impl_looks_like() -> None:
     with pytest.raises(BadImplError, match="--impl must be module:factory, exec:COMMAND or one "
-                       "of rocksmq, commitlog, commitlog-async, stream, stream-threaded, milvus, "
+                       "of rocksmq, commitlog, commitlog-async, stream, stream-threaded, "
+                       "commitlog-store, milvus, rocketmq-store, "
                        "got 'strem'"):
         load_impl("strem")

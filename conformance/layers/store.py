@@ -55,6 +55,8 @@ class StoreLayer:
 
     name = "store"
     implicit_in_header = False
+    #: Its runs take a message store, not a queue: a queue's gate does not run them.
+    above_queue = False
     anomalies: Mapping[str, str] = MappingProxyType(STORE_ANOMALIES)
     gate_profiles = STORE_GATE_PROFILES
     codec = StepCodec(
