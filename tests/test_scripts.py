@@ -42,8 +42,9 @@ def repo(tmp_path: Path) -> Path:
     shutil.copy(ROOT / "pyproject.toml", repo / "pyproject.toml")
     for name in ("python", "ruff", "mypy", "rmqsim"):
         _stand_in(repo / ".venv" / "bin" / name)
-    # The Milvus driver's build (Go, cgo, RocksDB) stands in too: it logs that it ran.
+    # The drivers' builds (Go, cgo, RocksDB; Java, Maven) stand in too: they log that they ran.
     _stand_in(repo / "scripts" / "build-milvus.sh")
+    _stand_in(repo / "scripts" / "build-rocketmq.sh")
     digest = hashlib.sha256((repo / "pyproject.toml").read_bytes()).hexdigest()
     (repo / ".venv" / ".bootstrap-stamp").write_text(digest + "\n")
     bin_dir = tmp_path / "bin"
@@ -206,6 +207,7 @@ def test_ci_runs_exactly_the_readme_test_command(repo: Path) -> None:
     assert installs(log) == ["openjdk-17-jre-headless", "fuse3", "libfuse3-3", "chromium",
                              "chromium-driver"]
     assert "build-milvus.sh  [require=1]" in log  # the Milvus driver is built, and required
+    assert "build-rocketmq.sh  [require=1]" in log  # and the RocketMQ store's
     assert log[-1] == "python -m pytest -n 2 --dist worksteal [require=1]"
 
 
@@ -223,7 +225,8 @@ def test_bootstrap_refuses_an_unknown_option(repo: Path) -> None:
     done, _ = run(repo, ["./scripts/bootstrap.sh", "--jvm"])
     assert done.returncode == 2
     assert done.stderr.strip() == (
-        "bootstrap: unknown option --jvm (the options are --java, --milvus and --fuse)"
+        "bootstrap: unknown option --jvm (the options are --java, --milvus, --rocketmq and "
+        "--fuse)"
     )
     assert os.access(repo / "scripts" / "bootstrap.sh", os.X_OK)
 
