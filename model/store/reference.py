@@ -128,9 +128,6 @@ class ReferenceStore:
             log.truncate(log.durable)
             log.min_offset = min(log.min_offset, log.max_offset)
 
-    def reopen(self) -> None:
-        self.serving = True
-
     # ---------------------------------------------------------------- for checkers
 
     def queue_keys(self) -> Iterator[QueueKey]:

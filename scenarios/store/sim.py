@@ -200,7 +200,7 @@ class StoreSimulation:
         chosen = {
             "below-min": low - 1,
             "min": low,
-            "inside": self.rng.randint(low, high) if high > low else low,
+            "inside": self.rng.randint(low, high - 1) if high > low else low,
             "last": high - 1,
             "max": high,
             "beyond": high + self.rng.randint(1, 5),
