@@ -534,6 +534,8 @@ def base_run(
         run.sut.close()
     except (RuntimeError, _Cut) as exc:
         return str(exc), []
+    except DiskAccessError:  # the way to the disk failed: the harness's, never the backend's
+        raise
     except Exception as exc:  # the backend's close: a finding, as its steps' exceptions are
         return f"close() raised {type(exc).__name__}: {exception_text(exc)}", []
     finally:

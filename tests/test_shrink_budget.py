@@ -110,7 +110,13 @@ def test_progress_is_told_after_every_candidate_run() -> None:
     assert operations == sorted(set(operations)) and operations[-1] == FULL_SEARCH_OPERATIONS
 
 
-def test_the_shrink_line_of_a_progress_bar_follows_the_search_and_hides_after_it() -> None:
+def test_the_shrink_line_of_a_progress_bar_follows_the_search_and_hides_after_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rich.console import Console
+
+    # A terminal draws the bar (elsewhere, a CI log, the bar is plain lines).
+    monkeypatch.setattr(Console, "is_terminal", property(lambda self: True))
     bar = progress(10, "run smoke")
     shrink_bar = ShrinkBar(bar, ShrinkBudget(max_operations=5_000))
     (task,) = (t for t in bar.tasks if t.description == "shrink")
