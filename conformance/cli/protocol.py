@@ -37,7 +37,7 @@ def protocol_check_command(impl: str) -> None:
     """Check a protocol server (docs/PROTOCOL.md) before the gate: handshake, every
     operation and error, snapshots, the clock, retention, kill and restart, close and
     reopen, and a crash at each fault point of a produce."""
-    from rmqsim.conformance.process_sut import process_factory
+    from rmqsim.conformance.running.process_sut import process_factory
     from rmqsim.conformance.wire.check import run_checks
 
     factory = process_factory(impl)  # a Python queue: the reference server serves it

@@ -21,7 +21,7 @@ from typing import Any
 import simpy
 from simpy.core import EmptySchedule
 
-from rmqsim.scenarios.ops import Outcome, Step
+from rmqsim.scenarios.queue.ops import Outcome, Step
 from rmqsim.scenarios.store.ops import (
     CrashStore,
     Flush,
