@@ -11,13 +11,12 @@ finished (acknowledged or dead-lettered) every produced message, or ``drain_limi
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Generator
 from typing import Any
 
 import simpy
-from simpy.core import EmptySchedule
 
+from rmqsim.scenarios.actors_base import ActorSimulation
 from rmqsim.scenarios.consumer.ops import (
     Complete,
     ConsumerOp,
@@ -80,22 +79,14 @@ class ConsumerWorld:
                 self.incarnation[client] += 1
 
 
-class ConsumerSimulation:
+class ConsumerSimulation(ActorSimulation[ConsumerOp, ConsumerWorld]):
     """One run of a consumer profile; runs once."""
 
     def __init__(self, profile: ConsumerProfile, seed: int, steps: int | None = None) -> None:
-        if type(seed) is not int:
-            raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+        super().__init__(seed, ConsumerWorld(profile.clients))
         self.profile = profile
-        self.seed = seed
         self.steps = profile.steps if steps is None else steps
-        self.env = simpy.Environment()
-        self.rng = random.Random(seed)
-        self.world = ConsumerWorld(profile.clients)
         self.draining = False
-        self.executed = 0
-        self._execute: Execute | None = None
-        self._failure: BaseException | None = None
 
     @property
     def drained(self) -> bool:
@@ -103,10 +94,10 @@ class ConsumerSimulation:
 
     def run(self, execute: Execute) -> int:
         """Run the active phase and the drain; return the operations executed."""
-        self._execute = execute
+        self.execute = execute
         env = self.env
         for client in self.profile.clients:
-            self._emit("setup", StartClient(client.group))
+            self.emit("setup", StartClient(client.group))
         for index in range(self.profile.producers):
             env.process(self._producer(f"producer-{index}"))
         for client in self.profile.clients:
@@ -118,74 +109,53 @@ class ConsumerSimulation:
             env.process(self._crasher())
         if self.profile.retention_every_s is not None:
             env.process(self._retainer(self.profile.retention_every_s))
-        deadline_s: int | None = None  # set when the drain starts
-        while True:
-            if deadline_s is None and self.executed >= self.steps:
+        deadline_s: list[int] = []  # set when the drain starts
+
+        def done() -> bool:
+            if not deadline_s and self.executed >= self.steps:
                 self.draining = True
-                deadline_s = int(env.now) + self.profile.drain_limit_s
-            if deadline_s is not None and (self.drained or env.now > deadline_s):
-                break
-            try:
-                env.step()
-            except EmptySchedule:
-                break
-            if self._failure is not None:
-                raise self._failure
+                deadline_s.append(int(env.now) + self.profile.drain_limit_s)
+            return bool(deadline_s) and (self.drained or env.now > deadline_s[0])
+
+        self.step_until(done)
         return self.executed
-
-    def _emit(self, actor: str, op: ConsumerOp) -> Outcome:
-        step = Step(int(self.env.now), actor, op)
-        execute = self._execute
-        assert execute is not None, "actors run only inside run(), which sets the executor"
-        try:
-            outcome = execute(step)
-        except BaseException as exc:  # stop the run at once (see Simulation._emit)
-            self._failure = exc
-            raise
-        self.executed += 1
-        self.world.learn(op, outcome)
-        return outcome
-
-    def _between(self, span: tuple[int, int]) -> int:
-        low, high = span
-        return low if low == high else self.rng.randint(low, high)
 
     # ------------------------------------------------------------------ actors
 
     def _producer(self, name: str) -> Generator[simpy.Event, Any, None]:
         profile = self.profile
         while True:
-            yield self.env.timeout(self._between(profile.produce_every_s))
+            yield self.env.timeout(self.between(profile.produce_every_s))
             if self.draining:
                 return
-            count = self._between(profile.batch_size)
+            count = self.between(profile.batch_size)
             payloads = tuple(
-                self.rng.randbytes(self._between(profile.payload_size_bytes)) for _ in range(count)
+                self.rng.randbytes(self.between(profile.payload_size_bytes)) for _ in range(count)
             )
-            self._emit(name, ProduceBatch(profile.topic, payloads))
+            self.emit(name, ProduceBatch(profile.topic, payloads))
 
     def _puller(self, client: ClientSpec) -> Generator[simpy.Event, Any, None]:
         while not (self.draining and self.drained):
-            yield self.env.timeout(self._between(client.pull_every_s))
-            self._emit(f"{client.group}-puller", Pull(client.group))
+            yield self.env.timeout(self.between(client.pull_every_s))
+            self.emit(f"{client.group}-puller", Pull(client.group))
 
     def _persister(self, client: ClientSpec) -> Generator[simpy.Event, Any, None]:
         while not (self.draining and self.drained):
             yield self.env.timeout(max(1, client.persist_interval_s))
-            self._emit(f"{client.group}-persist", Persist(client.group))
+            self.emit(f"{client.group}-persist", Persist(client.group))
 
     def _worker(self, client: ClientSpec, name: str) -> Generator[simpy.Event, Any, None]:
         group, rng = client.group, self.rng
         failure = "suspend" if client.mode == "orderly" else "retry_later"
         while not (self.draining and self.drained):
             incarnation = self.world.incarnation[group]
-            batch = self._emit(name, Deliver(group)).value
+            batch = self.emit(name, Deliver(group)).value
             if batch is None:
                 yield self.env.timeout(IDLE_S)
                 continue
             assert type(batch) is tuple, "a batch is (seq, queue, messages)"
             seq, _queue, messages = batch
-            yield self.env.timeout(self._between(client.process_time_s))
+            yield self.env.timeout(self.between(client.process_time_s))
             if self.world.incarnation[group] != incarnation:
                 continue  # the client crashed while we worked: the batch is gone
             result = failure if rng.random() < client.fail_fraction else "success"
@@ -193,24 +163,24 @@ class ConsumerSimulation:
             if result == "retry_later" and client.send_fail_fraction:
                 fraction = client.send_fail_fraction
                 refused = tuple(i for i in range(len(messages)) if rng.random() < fraction)
-            self._emit(name, Complete(group, seq, result, refused))
+            self.emit(name, Complete(group, seq, result, refused))
 
     def _retainer(self, every_s: tuple[int, int]) -> Generator[simpy.Event, Any, None]:
         """Retention passes at the simulated clock, through the drain: only the guard
         groups keep what a consumer has not finished."""
         while not (self.draining and self.drained):
-            yield self.env.timeout(self._between(every_s))
-            self._emit("retention", RunRetention())
+            yield self.env.timeout(self.between(every_s))
+            self.emit("retention", RunRetention())
 
     def _crasher(self) -> Generator[simpy.Event, Any, None]:
         profile = self.profile
         assert profile.crash_every_s is not None
         groups = [c.group for c in profile.clients]
         while True:
-            yield self.env.timeout(self._between(profile.crash_every_s))
+            yield self.env.timeout(self.between(profile.crash_every_s))
             if self.draining:
                 return
             if self.rng.random() < profile.queue_crash_fraction:
-                self._emit("crasher", CrashQueue())
+                self.emit("crasher", CrashQueue())
             else:
-                self._emit("crasher", CrashClient(self.rng.choice(groups)))
+                self.emit("crasher", CrashClient(self.rng.choice(groups)))

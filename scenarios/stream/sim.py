@@ -19,14 +19,13 @@ consumer has delivered up to it and each plain consumer found nothing more, or
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
 import simpy
-from simpy.core import EmptySchedule
 
+from rmqsim.scenarios.actors_base import ActorSimulation
 from rmqsim.scenarios.queue.ops import Outcome, RunRetention, Step
 from rmqsim.scenarios.stream.ops import (
     CREATE_COLLECTION,
@@ -118,23 +117,15 @@ class StreamWorld:
         return all(r.end_ts >= self.last_tick if r.tt else r.idle for r in self.readers.values())
 
 
-class StreamSimulation:
+class StreamSimulation(ActorSimulation[StreamOp, StreamWorld]):
     """One run of a stream profile (resolved: not a swarm family); runs once."""
 
     def __init__(self, profile: StreamProfile, seed: int, steps: int | None = None) -> None:
-        if type(seed) is not int:
-            raise TypeError(f"seed must be an int, got {type(seed).__name__}")
         assert not (profile.swarm or profile.steered), "resolve a family first (resolve_stream)"
+        super().__init__(seed, StreamWorld(profile))
         self.profile = profile
-        self.seed = seed
         self.steps = profile.steps if steps is None else steps
-        self.env = simpy.Environment()
-        self.rng = random.Random(seed)
-        self.world = StreamWorld(profile)
         self.draining = False
-        self.executed = 0
-        self._execute: Execute | None = None
-        self._failure: BaseException | None = None
 
     @property
     def producers(self) -> list[str]:
@@ -142,21 +133,17 @@ class StreamSimulation:
 
     def run(self, execute: Execute) -> int:
         """Run the active phase and the drain; return the operations executed."""
-        self._execute = execute
+        self.execute = execute
         self._open_all()
         self._start_actors()
-        deadline_s: int | None = None
-        while True:
-            if deadline_s is None and self.executed >= self.steps:
-                deadline_s = self._start_drain()
-            if deadline_s is not None and (self.world.drained() or self.env.now > deadline_s):
-                break
-            try:
-                self.env.step()
-            except EmptySchedule:
-                break
-            if self._failure is not None:
-                raise self._failure
+        deadline_s: list[int] = []
+
+        def done() -> bool:
+            if not deadline_s and self.executed >= self.steps:
+                deadline_s.append(self._start_drain())
+            return bool(deadline_s) and (self.world.drained() or self.env.now > deadline_s[0])
+
+        self.step_until(done)
         return self.executed
 
     def _start_actors(self) -> None:
@@ -180,28 +167,12 @@ class StreamSimulation:
         self._tick_all(self.world.last_tick + TICK_STEP, to_all=True)
         return int(self.env.now) + self.profile.drain_limit_s
 
-    def _emit(self, actor: str, op: StreamOp) -> Outcome:
-        execute = self._execute
-        assert execute is not None, "actors run only inside run(), which sets the executor"
-        try:
-            outcome = execute(Step(int(self.env.now), actor, op))
-        except BaseException as exc:  # stop the run at once (see Simulation._emit)
-            self._failure = exc
-            raise
-        self.executed += 1
-        self.world.learn(op, outcome)
-        return outcome
-
-    def _between(self, span: tuple[int, int]) -> int:
-        low, high = span
-        return low if low == high else self.rng.randint(low, high)
-
     # ------------------------------------------------------------------ opening
 
     def _open_producers(self, actor: str) -> None:
         whole = set(self.producers[len(self.producers) - self.profile.whole_producers :])
         for name in [*self.producers, TICKER, DDL]:
-            self._emit(actor, OpenProducer(name, name in whole))
+            self.emit(actor, OpenProducer(name, name in whole))
 
     def _open_all(self) -> None:
         self._open_producers("setup")
@@ -216,7 +187,7 @@ class StreamSimulation:
             reader.group = f"{name}-{reader.generation}"
         fraction = self.profile.latest_fraction
         latest = bool(fraction) and self.rng.random() < fraction
-        self._emit(name, OpenConsumer(name, reader.tt, reader.group, latest))
+        self.emit(name, OpenConsumer(name, reader.tt, reader.group, latest))
         reader.generation += 1
         if latest:  # it starts where its group was moved: at the latest message
             return
@@ -224,7 +195,7 @@ class StreamSimulation:
             self._resume_tt(name, reader)
         elif not reader.tt and reader.delivered:
             last: dict[str, PlainPosition] = {p[0]: p for p in reader.delivered}
-            self._emit(name, Seek(name, tuple(last[c] for c in sorted(last)), False))
+            self.emit(name, Seek(name, tuple(last[c] for c in sorted(last)), False))
 
     def _resume_tt(self, name: str, reader: _Reader) -> None:
         """Seek a reopened time-tick consumer to its checkpoint, or now and then (the
@@ -233,7 +204,7 @@ class StreamSimulation:
         positions = reader.checkpoint
         kind = self._wild_kind(tt=True)
         if kind == "after-consume":
-            self._emit(name, Consume(name))
+            self.emit(name, Consume(name))
         elif kind is not None:
             index = self.rng.randrange(len(positions))
             wild = self._wild_position(kind, list(positions), positions[index])
@@ -242,7 +213,7 @@ class StreamSimulation:
                 positions = (*kept[:index], wild, *kept[index:])
             else:  # a channel it does not consume: named as well
                 positions = (*positions, wild)
-        self._emit(name, Seek(name, positions, include_current=True))
+        self.emit(name, Seek(name, positions, include_current=True))
 
     def _wild_kind(self, *, tt: bool) -> str | None:
         """The class of a seek position other than the consumer's own (None: its own),
@@ -291,7 +262,7 @@ class StreamSimulation:
     def _dml(self, late: bool) -> StreamMsg:
         world, rng = self.world, self.rng
         msg_type = DELETE if rng.random() < self.profile.delete_fraction else INSERT
-        count = self._between(self.profile.rows)
+        count = self.between(self.profile.rows)
         rows = []
         for _ in range(count):
             rows.append((world.next_row_id, self._row_ts(late)))
@@ -306,7 +277,7 @@ class StreamSimulation:
 
     def _pack(self) -> tuple[StreamMsg, ...]:
         late = self.rng.random() < self.profile.late_write_fraction
-        msgs = [self._dml(late) for _ in range(self._between(self.profile.pack_size))]
+        msgs = [self._dml(late) for _ in range(self.between(self.profile.pack_size))]
         if self.rng.random() < self.profile.retry_fraction:
             if self.rng.random() < 0.5:
                 msgs.append(msgs[-1])  # a producer's retry: the very same message
@@ -319,19 +290,19 @@ class StreamSimulation:
 
     def _producer(self, name: str) -> Generator[simpy.Event, Any, None]:
         while True:
-            yield self.env.timeout(self._between(self.profile.produce_every_s))
+            yield self.env.timeout(self.between(self.profile.produce_every_s))
             if self.draining:
                 return
-            self._emit(name, Produce(name, self._pack()))
+            self.emit(name, Produce(name, self._pack()))
 
     def _ddl(self, every_s: tuple[int, int]) -> Generator[simpy.Event, Any, None]:
         while True:
-            yield self.env.timeout(self._between(every_s))
+            yield self.env.timeout(self.between(every_s))
             if self.draining:
                 return
             self.world.next_msg_id += 1
             msg = StreamMsg(CREATE_COLLECTION, self.world.next_msg_id, self._row_ts(False), (0,))
-            self._emit(DDL, Broadcast(DDL, (msg,)))
+            self.emit(DDL, Broadcast(DDL, (msg,)))
 
     # ------------------------------------------------------------------ ticks
 
@@ -339,23 +310,23 @@ class StreamSimulation:
         """Tick every channel (``to_all``) or every channel but the delayed last one."""
         self.world.last_tick = tick
         if to_all or self.profile.tick_delay_s is None:
-            self._emit(TICKER, Broadcast(TICKER, (StreamMsg(TIME_TICK, 0, tick, (0,)),)))
+            self.emit(TICKER, Broadcast(TICKER, (StreamMsg(TIME_TICK, 0, tick, (0,)),)))
             return
         delayed = self.profile.channels - 1
         ticks = tuple(StreamMsg(TIME_TICK, 0, tick, (key,)) for key in range(delayed))
         if ticks:
-            self._emit(TICKER, Produce(TICKER, ticks))
+            self.emit(TICKER, Produce(TICKER, ticks))
         self.env.process(self._late_tick(tick, delayed, self.profile.tick_delay_s))
 
     def _late_tick(
         self, tick: int, channel: int, delay_s: int
     ) -> Generator[simpy.Event, Any, None]:
         yield self.env.timeout(delay_s)
-        self._emit(TICKER, Produce(TICKER, (StreamMsg(TIME_TICK, 0, tick, (channel,)),)))
+        self.emit(TICKER, Produce(TICKER, (StreamMsg(TIME_TICK, 0, tick, (channel,)),)))
 
     def _ticker(self) -> Generator[simpy.Event, Any, None]:
         while True:
-            yield self.env.timeout(self._between(self.profile.tick_every_s))
+            yield self.env.timeout(self.between(self.profile.tick_every_s))
             if self.draining:
                 return
             repeat = (
@@ -369,17 +340,17 @@ class StreamSimulation:
     def _consumer(self, name: str) -> Generator[simpy.Event, Any, None]:
         profile, reader = self.profile, self.world.readers[name]
         every_s = profile.restart_every_s if reader.tt else profile.seek_every_s
-        next_s = None if every_s is None else self._between(every_s)
+        next_s = None if every_s is None else self.between(every_s)
         while not (self.draining and self.world.drained()):
-            yield self.env.timeout(self._between(profile.consume_every_s))
+            yield self.env.timeout(self.between(profile.consume_every_s))
             if next_s is not None and self.env.now >= next_s and not self.draining:
-                next_s = int(self.env.now) + self._between(every_s or (1, 1))
+                next_s = int(self.env.now) + self.between(every_s or (1, 1))
                 if reader.tt:
                     self._reopen(name)
                 else:
                     self._seek(name, reader)
             for _ in range(self.rng.randint(1, BURST)):
-                if self._emit(name, Consume(name)).value is None:
+                if self.emit(name, Consume(name)).value is None:
                     break
 
     def _seek(self, name: str, reader: _Reader) -> None:
@@ -394,7 +365,7 @@ class StreamSimulation:
                 position = self._wild_position(kind, reader.delivered[-20:], position)
             chosen[position[0]] = position
         positions = tuple(chosen[c] for c in sorted(chosen))
-        self._emit(name, Seek(name, positions, rng.random() < 0.5))
+        self.emit(name, Seek(name, positions, rng.random() < 0.5))
 
     # ------------------------------------------------------------------ faults
 
@@ -402,26 +373,26 @@ class StreamSimulation:
         self, span: tuple[int, int], actor: str, make: Callable[[], StreamOp]
     ) -> Generator[simpy.Event, Any, None]:
         while not (self.draining and self.world.drained()):
-            yield self.env.timeout(self._between(span))
-            self._emit(actor, make())
+            yield self.env.timeout(self.between(span))
+            self.emit(actor, make())
 
     def _recreator(self, span: tuple[int, int]) -> Generator[simpy.Event, Any, None]:
         """Now and then one channel is destroyed and created again underneath; every
         consumer opens its stream again (its group is gone there) and resumes."""
         while True:
-            yield self.env.timeout(self._between(span))
+            yield self.env.timeout(self.between(span))
             if self.draining:
                 return
-            self._emit("recreator", RecreateChannel(self.rng.choice(self.profile.channel_names)))
+            self.emit("recreator", RecreateChannel(self.rng.choice(self.profile.channel_names)))
             for name in self.world.readers:
                 self._reopen(name)
 
     def _crasher(self, span: tuple[int, int]) -> Generator[simpy.Event, Any, None]:
         while True:
-            yield self.env.timeout(self._between(span))
+            yield self.env.timeout(self.between(span))
             if self.draining:
                 return
-            self._emit("crasher", CrashQueue())
+            self.emit("crasher", CrashQueue())
             self._open_producers("crasher")
             for name in self.world.readers:
                 self._reopen(name)
