@@ -674,7 +674,8 @@ def _print_breakdown(console: Console, seeds: int) -> list[Figure]:
     """Where a lockstep operation's CPU time goes on smoke, part by part (bench_breakdown)."""
     from rich.table import Table
 
-    from rmqsim.conformance.bench_breakdown import measure_breakdown
+    from rmqsim.conformance.bench_breakdown import measure_breakdown, measure_reopen
+    from rmqsim.conformance.bench_data import Figure
 
     measured = measure_breakdown("smoke", range(seeds))
     console.print(f"where a lockstep operation's CPU time goes: smoke, seeds 0:{seeds}, "
@@ -687,4 +688,17 @@ def _print_breakdown(console: Console, seeds: int) -> list[Figure]:
         table.add_row(part, f"{us:,.1f}", f"{us / measured.cpu_us_per_op:.0%}")
     table.add_row("all (CPU per operation)", f"{measured.cpu_us_per_op:,.1f}", "100%")
     console.print(table)
-    return breakdown_figures(measured)
+    figures = breakdown_figures(measured)
+    reopen_ms, parts = measure_reopen()
+    console.print(f"one crash and reopen of impl.RocksMQ (smoke crashes and reopens about 4 "
+                  f"times a run): {reopen_ms:,.2f} ms of CPU", highlight=False)
+    table = Table()
+    for column in ("part", "ms", "share"):
+        table.add_column(column, justify="left" if column == "part" else "right")
+    for part, ms in parts.items():
+        table.add_row(part, f"{ms:,.2f}", f"{ms / reopen_ms:.0%}")
+    console.print(table)
+    figures.append(Figure("breakdown.reopen.cpu_ms", reopen_ms, "ms"))
+    integrity = sum(ms for part, ms in parts.items() if part.startswith("integrity"))
+    figures.append(Figure("breakdown.reopen.integrity_ms", integrity, "ms"))
+    return figures

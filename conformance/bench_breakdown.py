@@ -35,7 +35,15 @@ from typing import Any
 from rmqsim.conformance.adapter import DEFAULT_IMPL
 from rmqsim.conformance.run import run_seed
 
-__all__ = ["PARTS", "Breakdown", "attribute", "measure_breakdown"]
+__all__ = [
+    "PARTS",
+    "REOPEN_PARTS",
+    "Breakdown",
+    "attribute",
+    "attribute_reopen",
+    "measure_breakdown",
+    "measure_reopen",
+]
 
 #: The parts of a lockstep operation, in table order.
 PARTS = (
@@ -48,6 +56,18 @@ PARTS = (
     "trace",
     "simulation",
     "lockstep",
+)
+
+#: The parts of a crash and reopen of ``impl.RocksMQ`` (``measure_reopen``), in order: by
+#: the names of the functions of ``impl/storage.py`` and ``impl/rocksmq.py`` that do them.
+REOPEN_PARTS = (
+    "crash (freeze, stop RocksDB, thaw)",
+    "integrity: check the record",
+    "integrity: read-only pre-open",
+    "read-write open",
+    "integrity: write the record",
+    "read the database back",
+    "rest",
 )
 
 # pstats' key of a function: (file, line, name); a built-in's file is "~".
@@ -157,3 +177,72 @@ def measure_breakdown(profile: str, seeds: range, impl: str = DEFAULT_IMPL) -> B
     cpu_us_per_op = cpu_s / max(operations, 1) * 1e6
     return Breakdown(profile, operations, cpu_us_per_op,
                      {part: cpu_us_per_op * profiled[part] / whole for part in PARTS})
+
+
+def _named(stats: dict[_Key, Any], file_suffix: str, *names: str) -> float:
+    return sum(_cumulative(stats, file_suffix, name) for name in names)
+
+
+def attribute_reopen(stats: dict[_Key, Any]) -> dict[str, float]:
+    """Profiled seconds per part (``REOPEN_PARTS``) of crash-and-reopen loops."""
+    storage, rocksmq = "/impl/storage.py", "/impl/rocksmq.py"
+    total = _named(stats, storage, "crash") + _named(stats, rocksmq, "open")
+    store_open = _named(stats, storage, "open")
+    verify = _named(stats, storage, "_verify")
+    pre_open = _named(stats, storage, "_check_recovery", "_check_unrecorded")
+    record = _named(stats, storage, "_record")
+    parts = {
+        "crash (freeze, stop RocksDB, thaw)": _named(stats, storage, "crash"),
+        "integrity: check the record": verify - pre_open,
+        "integrity: read-only pre-open": pre_open,
+        "read-write open": store_open - verify - record,
+        "integrity: write the record": record,
+        "read the database back": _named(stats, rocksmq, "read_database",
+                                         "_check_message_bounds"),
+    }
+    parts["rest"] = max(total - sum(parts.values()), 0.0)
+    return parts
+
+
+def _reopen_loop(path: str, reopens: int) -> None:
+    from rmqsim.impl import RocksMQ
+    from rmqsim.model.api import MQConfig, ProducerMessage
+
+    mq = RocksMQ.open(path, MQConfig())
+    for _ in range(reopens):
+        mq.produce("t", [ProducerMessage(b"m")])
+        mq.crash()
+        mq = RocksMQ.open(path, MQConfig())
+    mq.crash()
+
+
+def measure_reopen(reopens: int = 20) -> tuple[float, dict[str, float]]:
+    """CPU ms of one crash and reopen of ``impl.RocksMQ`` (a database of 5 topics, 450
+    messages, one message written before each crash), and its parts (``REOPEN_PARTS``)."""
+    import tempfile
+
+    from rmqsim.conformance.scratch import scratch_root
+    from rmqsim.impl import RocksMQ
+    from rmqsim.model.api import MQConfig, ProducerMessage
+
+    with tempfile.TemporaryDirectory(prefix="rmqsim-bench-", dir=scratch_root()) as tmp:
+        path = f"{tmp}/db"
+        mq = RocksMQ.open(path, MQConfig())
+        for topic in ("t", "u", "v", "w", "x"):
+            mq.create_topic(topic)
+            mq.create_consumer_group(topic, "g")
+            mq.produce(topic, [ProducerMessage(b"p" * 100)] * 90)
+        mq.close()
+        _reopen_loop(path, 2)  # warm-up
+        started = time.process_time()
+        _reopen_loop(path, reopens)
+        cpu_ms = (time.process_time() - started) / reopens * 1e3
+        profiler = cProfile.Profile()
+        profiler.enable()
+        try:
+            _reopen_loop(path, reopens)
+        finally:
+            profiler.disable()
+    profiled = attribute_reopen(pstats.Stats(profiler).stats)  # type: ignore[attr-defined]  # pstats keeps it untyped
+    whole = sum(profiled.values()) or 1.0
+    return cpu_ms, {part: cpu_ms * profiled[part] / whole for part in REOPEN_PARTS}

@@ -73,6 +73,11 @@ def test_bench_breakdown_prints_where_a_lockstep_operation_goes(tmp_path: Path) 
     whole = rows["breakdown.smoke.cpu_us_per_op"]["value"]
     assert abs(sum(parts) - whole) <= 0.01 * whole + 0.01, (parts, whole)
     assert all(rows[name]["target"] is None for name in rows if name.startswith("breakdown."))
+    # A crash and reopen, with the integrity record's share of it on its own.
+    assert "one crash and reopen of impl.RocksMQ" in result.output
+    assert "integrity: read-only pre-open" in result.output
+    assert 0 < rows["breakdown.reopen.integrity_ms"]["value"] < rows["breakdown.reopen.cpu_ms"][
+        "value"]
 
 
 def test_breakdown_attributes_time_to_the_group_of_code_that_spent_it() -> None:
@@ -91,6 +96,17 @@ def test_breakdown_attributes_time_to_the_group_of_code_that_spent_it() -> None:
     assert all(seconds >= 0 for seconds in parts.values()), parts
     # A run opens and drives the implementation, reads it back, and steps the model.
     for part in ("implementation", "model", "comparison: read back", "simulation"):
+        assert parts[part] > 0, parts
+
+
+def test_reopen_breakdown_names_every_part_of_a_crash_and_reopen() -> None:
+    from rmqsim.conformance.bench_breakdown import REOPEN_PARTS, measure_reopen
+
+    cpu_ms, parts = measure_reopen(reopens=3)
+    assert list(parts) == list(REOPEN_PARTS) and cpu_ms > 0
+    assert abs(sum(parts.values()) - cpu_ms) <= 0.01 * cpu_ms
+    for part in ("crash (freeze, stop RocksDB, thaw)", "integrity: read-only pre-open",
+                 "read-write open", "integrity: write the record"):
         assert parts[part] > 0, parts
 
 
