@@ -16,7 +16,8 @@ nothing is counted twice:
 - ``watchdog``: the call bound around every call into the implementation;
 - ``trace``: building the result and its trace lines;
 - ``simulation``: the scenario (``scenarios/``, simpy) choosing the next operation;
-- ``lockstep``: the rest (dispatch, records, fault hook, scratch directory).
+- ``lockstep``: the rest (dispatch, comparing the outcomes, records, fault hook, the run's
+  scratch directory and set-up).
 
 A profiler costs more per Python call than per call into C, so the shares lean towards
 Python-heavy parts (measured: within a few per cent of a timer around each part); the
@@ -85,8 +86,11 @@ class Breakdown:
 
 
 def _group(key: _Key) -> str:
-    """The group of code a function belongs to."""
+    """The group of code a function belongs to. An outcome's equality lives with the
+    operations (``scenarios/ops.py``) but is the lockstep's comparison of outcomes."""
     path = key[0].replace("\\", "/")
+    if path.endswith("/scenarios/ops.py") and key[2] in ("__eq__", "__ne__", "_same_types"):
+        return "harness"
     for marker, group in (("/impl/", "impl"), ("/model/", "model"), ("/scenarios/", "sim"),
                           ("/simpy/", "sim"), ("/conformance/watchdog.py", "watchdog"),
                           ("/conformance/trace.py", "trace"),
