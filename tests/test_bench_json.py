@@ -60,10 +60,15 @@ def test_bench_json_writes_a_record_per_figure_agreeing_with_what_it_prints(
         _check_record(row)
     by_name = {row["name"]: row for row in rows}
     assert len(by_name) == len(rows), "figure names are unique"
-    # Consume has no target; produce's ratios do; smoke's lockstep rate has one.
-    assert by_name["consume.rocksmq.ratio"]["target"] is None
+    # Issue 40's targets; produce's ratios have one; smoke's lockstep rate has one (per
+    # wall and per CPU second).
+    assert by_name["consume.rocksmq.ratio"]["target"] == 0.8
+    assert by_name["consume.commitlog.cpu_ratio"]["target"] == 0.5
+    assert by_name["produce.rocksmq.ratio"]["target"] == 0.8
     assert by_name["produce.commitlog.cpu_ratio"]["target"] == 0.5
     assert by_name["lockstep.smoke.ops_per_s"]["target"] == 10_000
+    assert by_name["lockstep.smoke.ops_per_cpu_s"]["target"] == 10_000
+    assert by_name["lockstep.smoke.cpu_slowdown_vs_sut"]["target"] == 1.5
     assert by_name["lockstep.swarm.ops_per_s"]["target"] is None
     assert rows[0]["params"]["messages"] == 100 and rows[0]["cpus"] >= 1
     # What is printed: one verdict line per targeted record, with the record's verdict.

@@ -5,6 +5,7 @@ are for the report, not a test."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -41,13 +42,72 @@ def test_bench_command_prints_ratios() -> None:
     lines = result.output.splitlines()
     tables = "\n".join(line for line in lines if not line.startswith("target "))
     assert len(re.findall(r"\d+\.\d\dx", tables)) == 12 + 2 + 9, result.output
-    # Below the tables, a verdict per target: the three produce rows' wall and CPU ratios,
-    # commitlog-async over rocksmq, smoke's lockstep rate and the three slowdowns vs SUT
-    # (wall and CPU); consume has no target, so no verdict.
+    # Below the tables, a verdict per target: the three produce rows' and (issue 40) the
+    # three consume rows' wall and CPU ratios, commitlog-async over rocksmq, smoke's
+    # lockstep rate per wall and per CPU second and the three slowdowns vs SUT (wall and
+    # CPU).
     verdicts = [line for line in lines if line.startswith("target ")]
-    assert len(verdicts) == 6 + 2 + 1 + 6, verdicts
+    assert len(verdicts) == 6 + 6 + 2 + 2 + 6, verdicts
     assert all(line.endswith((", met", ", MISSED")) for line in verdicts), verdicts
-    assert not any("consume" in line for line in verdicts), verdicts
+    assert "target consume.rocksmq.cpu_ratio >= 0.8x" in result.output
+    assert "target consume.commitlog.ratio >= 0.5x" in result.output
+    assert "target lockstep.smoke.cpu_slowdown_vs_sut <= 1.5x" in result.output
+    assert "target lockstep.swarm.cpu_slowdown_vs_sut <= 3x" in result.output
+
+
+def test_bench_breakdown_prints_where_a_lockstep_operation_goes(tmp_path: Path) -> None:
+    out = tmp_path / "bench.jsonl"
+    args = ["bench", "--messages", "100", "--repeats", "1", "--backend", "rocksmq",
+            "--lockstep-seeds", "0", "--protocol-seeds", "0", "--power-steps", "0",
+            "--breakdown", "--json", str(out)]
+    result = CliRunner().invoke(cli, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "where a lockstep operation's CPU time goes: smoke, seeds 0:1" in result.output
+    for part in ("implementation", "comparison: read back", "watchdog", "simulation"):
+        assert part in result.output
+    rows = {r["name"]: r for r in map(json.loads, out.read_text().splitlines())}
+    parts = [r["value"] for name, r in rows.items()
+             if name.startswith("breakdown.smoke.") and name != "breakdown.smoke.cpu_us_per_op"]
+    assert len(parts) == 9 and all(value >= 0 for value in parts), rows
+    # The parts add up to the CPU time per operation, and carry no target.
+    whole = rows["breakdown.smoke.cpu_us_per_op"]["value"]
+    assert abs(sum(parts) - whole) <= 0.01 * whole + 0.01, (parts, whole)
+    assert all(rows[name]["target"] is None for name in rows if name.startswith("breakdown."))
+    # A crash and reopen, with the integrity record's share of it on its own.
+    assert "one crash and reopen of impl.RocksMQ" in result.output
+    assert "integrity: read-only pre-open" in result.output
+    assert 0 < rows["breakdown.reopen.integrity_ms"]["value"] < rows["breakdown.reopen.cpu_ms"][
+        "value"]
+
+
+def test_breakdown_attributes_time_to_the_group_of_code_that_spent_it() -> None:
+    import cProfile
+    import pstats
+
+    from rmqsim.conformance.bench.breakdown import PARTS, attribute
+    from rmqsim.conformance.running.run import run_seed
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    run_seed("smoke", 0, steps=60)
+    profiler.disable()
+    parts = attribute(pstats.Stats(profiler).stats)  # type: ignore[attr-defined]
+    assert list(parts) == list(PARTS)
+    assert all(seconds >= 0 for seconds in parts.values()), parts
+    # A run opens and drives the implementation, reads it back, and steps the model.
+    for part in ("implementation", "model", "comparison: read back", "simulation"):
+        assert parts[part] > 0, parts
+
+
+def test_reopen_breakdown_names_every_part_of_a_crash_and_reopen() -> None:
+    from rmqsim.conformance.bench.breakdown import REOPEN_PARTS, measure_reopen
+
+    cpu_ms, parts = measure_reopen(reopens=3)
+    assert list(parts) == list(REOPEN_PARTS) and cpu_ms > 0
+    assert abs(sum(parts.values()) - cpu_ms) <= 0.01 * cpu_ms
+    for part in ("crash (freeze, stop RocksDB, thaw)", "integrity: read-only pre-open",
+                 "read-write open", "integrity: write the record"):
+        assert parts[part] > 0, parts
 
 
 def test_bench_lockstep_cadence_reaches_the_runs(monkeypatch) -> None:
@@ -140,7 +200,11 @@ def test_bench_command_prints_the_commit_log_rows_and_the_cpu_columns() -> None:
     assert "msgs/CPU-s" in result.output and "CPU ratio" in result.output
     assert "commitlog-async produce / rocksmq produce:" in result.output
     assert "per CPU second" in result.output
-    assert result.output.count("ops/CPU-s") == 3  # lockstep, SUT alone, model alone
+    tables = "\n".join(line for line in result.output.splitlines()
+                        if not line.startswith("target "))
+    assert tables.count("ops/CPU-s") == 3  # lockstep, SUT alone, model alone
+    # Smoke's rate per CPU second has its target (issue 40), with its verdict.
+    assert "target lockstep.smoke.ops_per_cpu_s >= 10,000 ops/CPU-s: " in result.output
     assert " commitlog " not in result.output  # only the backends asked for
     assert CliRunner().invoke(cli, [*args[:6], "--backend", "nope"]).exit_code == 2
 

@@ -30,13 +30,17 @@ from rmqsim.scenarios.queue.ops import Step
 __all__ = [
     "TARGET_LOCKSTEP_OPS_PER_S",
     "TARGET_SLOWDOWN_VS_SUT",
+    "TARGET_SLOWDOWN_VS_SUT_40",
     "LockstepMeasurement",
     "measure_lockstep",
 ]
 
-#: Issue 4's targets: lockstep ops/s on smoke, and lockstep / SUT-alone time.
+#: Issue 4's targets: lockstep ops/s on smoke, and lockstep / SUT-alone time; issue 40
+#: holds smoke and the stream layer to ``TARGET_SLOWDOWN_VS_SUT_40`` (the ops/s target also
+#: per CPU second: on a shared machine the wall figure measures the other jobs).
 TARGET_LOCKSTEP_OPS_PER_S = 10_000
 TARGET_SLOWDOWN_VS_SUT = 3.0
+TARGET_SLOWDOWN_VS_SUT_40 = 1.5
 
 
 @dataclass(frozen=True, slots=True)
