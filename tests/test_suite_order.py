@@ -28,6 +28,14 @@ class _Item:
         return self.nodeid
 
 
+class _NotQuick:
+    """A pytest config without ``--quick``."""
+
+    def getoption(self, name: str) -> bool:
+        assert name == "quick"
+        return False
+
+
 def test_the_slowest_tests_come_first_in_their_order_and_the_rest_keep_theirs(
     pytestconfig: pytest.Config,
 ) -> None:
@@ -44,7 +52,7 @@ def test_the_slowest_tests_come_first_in_their_order_and_the_rest_keep_theirs(
     items: list[Any] = [_Item(n) for n in nodeids]
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(conftest, "SLOWEST_FIRST", (slow_test, slow_file))
-        conftest.pytest_collection_modifyitems(items)
+        conftest.pytest_collection_modifyitems(_NotQuick(), items)
     assert [item.nodeid for item in items] == [
         slow_test,
         f"{slow_file}::test_x",
