@@ -20,6 +20,7 @@ from rmqsim.conformance.adapter import (
     BUILTIN_IMPLS,
     DEFAULT_IMPL,
     LAYER_FORMS,
+    QUEUE_FACTORY_ATTRIBUTE,
     QUEUE_LAYERS,
     BadImplError,
     Factory,
@@ -76,8 +77,9 @@ def resolve_stream_impl(impl: Any) -> tuple[str, StreamSut]:
     if impl == DEFAULT_IMPL:  # our streams over our queue
         impl = "stream"
     loaded = load_impl(impl)
-    if loaded.layer == "stream":
-        return loaded.name, (load_factory(DEFAULT_IMPL), loaded.factory)
+    if loaded.layer == "stream":  # over our queue, or the one it names (a protocol server's)
+        queue = getattr(loaded.factory, QUEUE_FACTORY_ATTRIBUTE, None)
+        return loaded.name, (queue or load_factory(DEFAULT_IMPL), loaded.factory)
     if loaded.layer not in QUEUE_LAYERS:
         raise BadImplError(
             f"--impl {loaded.name} is a {LAYER_FORMS[loaded.layer]} factory; a stream "
