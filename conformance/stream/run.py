@@ -29,6 +29,7 @@ from rmqsim.conformance.adapter import (
     load_factory,
     load_impl,
 )
+from rmqsim.conformance.anomalies import is_protocol_error
 from rmqsim.conformance.apply import exception_text
 from rmqsim.conformance.layer import OperationCrashes, RunSpec
 from rmqsim.conformance.lockstep import Divergence, Stats, StepRecord
@@ -43,6 +44,7 @@ from rmqsim.conformance.stream.check import (
 from rmqsim.conformance.stream.side import StreamSide
 from rmqsim.conformance.trace import Trace, TraceFormatError
 from rmqsim.conformance.watchdog import CallBound, OperationHang
+from rmqsim.conformance.wire.codec import WireProtocolError
 from rmqsim.model import ReferenceMQ
 from rmqsim.model.api import InvalidArgumentError, MessageQueue, MQConfig
 from rmqsim.model.stream import StreamModelFactory
@@ -167,6 +169,7 @@ class StreamLockstep(OperationCrashes):
         self.last: Step[Any] | None = None
         self.sut: StreamSide | None = None
         self.open_failure: str | None = None
+        self.open_anomaly = "unrecoverable"
         self.exits = contextlib.ExitStack()
         self.bound = CallBound()
 
@@ -199,6 +202,8 @@ class StreamLockstep(OperationCrashes):
         except OperationHang as hang:
             self.open_failure = f"opening a fresh directory: {hang.detail}"
         except Exception as exc:
+            if isinstance(exc, WireProtocolError):  # a server's reply broke the protocol
+                self.open_anomaly = "protocol-error"
             self.open_failure = (f"opening a fresh directory raised {type(exc).__name__}: "
                                  f"{exception_text(exc)}")
 
@@ -218,7 +223,8 @@ class StreamLockstep(OperationCrashes):
             assert self.open_failure is not None
             want = _outcome(lambda: self.model.apply(step.op))
             self.records.append(StepRecord(step, want))
-            raise Divergence("unrecoverable", self.index, step, want, None, [], self.open_failure)
+            raise Divergence(self.open_anomaly, self.index, step, want, None, [],
+                             self.open_failure)  # fmt: skip
         try:
             got = _outcome(lambda: self.bound.call(step.op.kind, sut.apply, step.op))
         except OperationHang as hang:
@@ -232,6 +238,8 @@ class StreamLockstep(OperationCrashes):
         return want
 
     def _compare(self, step: Step[Any], want: Outcome, got: Outcome) -> None:
+        if is_protocol_error(got.error):  # a stream server's reply broke the protocol
+            self._diverge("protocol-error", step, want, got, str(got.error))
         try:
             self.checker.observe(step.op, got, want)
         except StreamViolation as violation:
@@ -285,7 +293,9 @@ class StreamLockstep(OperationCrashes):
             raise _SnapshotFailed("hang", hang.detail) from None
         except Exception as exc:
             detail = f"{what} raised {type(exc).__name__}: {exception_text(exc)}"
-            raise _SnapshotFailed("stream-state-mismatch", detail) from None
+            anomaly = ("protocol-error" if isinstance(exc, WireProtocolError)
+                       else "stream-state-mismatch")  # fmt: skip
+            raise _SnapshotFailed(anomaly, detail) from None
 
     def _diverge(
         self, anomaly: str, step: Step[Any], want: Outcome, got: Outcome, detail: str
