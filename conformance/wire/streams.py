@@ -36,7 +36,7 @@ from rmqsim.conformance.wire.stream_codec import (
     encode_positions,
     encode_ts_msgs,
 )
-from rmqsim.model.api import Clock, MQConfig
+from rmqsim.model.api import Clock, InvalidArgumentError, MQConfig
 from rmqsim.model.stream.api import (
     MAX_TIMESTAMP,
     InvalidPackError,
@@ -98,8 +98,10 @@ class WireStream:
         group: str,
         initial_position: SubscriptionPosition = SubscriptionPosition.EARLIEST,
     ) -> None:
-        start = str(initial_position.value) if isinstance(
-            initial_position, SubscriptionPosition) else initial_position
+        if not isinstance(initial_position, SubscriptionPosition):
+            raise InvalidArgumentError("initial_position must be a SubscriptionPosition "
+                                       "(refused by rmqsim: it has no wire form)")
+        start = str(initial_position.value)
         reply = self._request("stream_as_consumer", channels=list(channels), group=group,
                               initial_position=start)  # fmt: skip
         _none(reply, "stream_as_consumer")
