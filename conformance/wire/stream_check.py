@@ -295,9 +295,9 @@ class _Side:
                 return None
             return getattr(self.factory.mq, call.method)(*call.args)
         if call.method == "new":
-            factory = self.factory
-            tt = call.args[0] == "tt"
-            self.streams[call.stream] = factory.new_tt_msg_stream() if tt else factory.new_msg_stream()
+            tt, factory = call.args[0] == "tt", self.factory
+            stream = factory.new_tt_msg_stream() if tt else factory.new_msg_stream()
+            self.streams[call.stream] = stream
             return None
         return getattr(self.streams[call.stream], call.method)(*call.args)
 
