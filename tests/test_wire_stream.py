@@ -275,3 +275,43 @@ def test_a_wrong_stream_state_kind_is_a_protocol_error() -> None:
     wrong["kind"] = "tick-tock"
     with pytest.raises(WireProtocolError, match="'plain' or 'time_tick'"):
         decode_stream_state(wrong, "state")
+
+
+PROTOCOL_MD = Path(__file__).resolve().parents[1] / "docs" / "PROTOCOL.md"
+
+
+def _stream_section() -> str:
+    text = PROTOCOL_MD.read_text()
+    return text[text.index("## The stream layer"):text.index("## Fault points: crashing")]
+
+
+def test_the_protocol_page_lists_every_stream_operation_with_its_arguments() -> None:
+    from rmqsim.conformance.wire.stream_codec import STREAM_OPS
+
+    rows = {line.split("`")[1]: line for line in _stream_section().splitlines()
+            if line.startswith("| `stream_")}  # fmt: skip
+    assert set(rows) == set(STREAM_OPS)
+    for op, arguments in STREAM_OPS.items():
+        for argument in arguments:
+            assert f"`{argument}`" in rows[op], (op, argument)
+
+
+def test_the_protocol_pages_stream_exchange_is_what_the_reference_server_says(
+    tmp_path: Path,
+) -> None:
+    """The example exchange, replayed on the reference server, line for line."""
+    import subprocess
+
+    block = _stream_section().split("### One exchange", 1)[1].split("```text\n", 1)[1]
+    lines = block.split("```", 1)[0].splitlines()
+    path = str(tmp_path / "queue")
+    requests = [line[2:].replace("/tmp/rmqsim-x/queue", path) for line in lines
+                if line.startswith("→ ")]  # fmt: skip
+    replies = [line[2:] for line in lines if line.startswith("← ")]
+    served = subprocess.run(
+        [sys.executable, "-m", "rmqsim.conformance.wire.server", "stream"],
+        input="\n".join(requests) + "\n", capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )  # fmt: skip
+    assert served.returncode == 0, served.stderr
+    assert served.stdout.splitlines() == replies
