@@ -29,15 +29,17 @@ __all__ = ["protocol_check_command"]
     "--impl",
     required=True,
     metavar="exec:COMMAND",
-    help="The protocol server: exec:'COMMAND ARGS' (or a Python queue, served by the "
-    "reference server).",
+    help="The protocol server: exec:'COMMAND ARGS' (or a Python queue, message store or "
+    "stream factory, served by the reference server).",
 )
 @op_timeout_option
 @friendly_errors
 def protocol_check_command(impl: str) -> None:
     """Check a protocol server (docs/PROTOCOL.md) before the gate: handshake, every
     operation and error, snapshots, the clock, retention, kill and restart, close and
-    reopen, and a crash at each fault point of a produce."""
+    reopen, and a crash at each fault point of a produce (a stream server: its stream
+    operations and errors, the queue operations the stream layer sends, the clock, kill
+    and restart, a crash at each fault point of a stream produce)."""
     from rmqsim.conformance.process_sut import process_factory
     from rmqsim.conformance.wire.check import run_checks
     from rmqsim.conformance.wire.stream_check import run_stream_checks

@@ -369,6 +369,8 @@ def _run(factory: Any, check: StreamCheck, root: Path) -> StreamCheckResult:
     model = _Side(lambda: StreamModelFactory(model_queue), killed=False)
     try:
         wire = _Side(open_wire, killed=True)
+    except OperationHang as hang:
+        return StreamCheckResult(check, f"open: hang: {hang.detail}")
     except Exception as exc:
         return StreamCheckResult(check, f"open failed: {type(exc).__name__}: {exception_text(exc)}")
     try:
