@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from rmqsim.conformance.bad_impl import BadImplError
 from rmqsim.conformance.stream.side import whole_messages
@@ -45,6 +45,7 @@ from rmqsim.model.stream.api import (
     MsgPosition,
     RepackFunc,
     Row,
+    StreamClosedError,
     StreamKind,
     StreamState,
     SubscriptionPosition,
@@ -89,6 +90,13 @@ class WireStream:
     def _request(self, op: str, **arguments: Any) -> Any:
         return self.queue.request(op, stream=self.number, **arguments)
 
+    def _refuse(self, error: Exception) -> NoReturn:
+        """Refuse an argument that has no wire form on the server's behalf, after the
+        check that comes first (closed: ``StreamClosed``, asked of the server)."""
+        if self.snapshot().closed:
+            raise StreamClosedError("the stream is closed")
+        raise error
+
     def as_producer(self, channels: Sequence[str]) -> None:
         _none(self._request("stream_as_producer", channels=list(channels)), "stream_as_producer")
 
@@ -99,8 +107,8 @@ class WireStream:
         initial_position: SubscriptionPosition = SubscriptionPosition.EARLIEST,
     ) -> None:
         if not isinstance(initial_position, SubscriptionPosition):
-            raise InvalidArgumentError("initial_position must be a SubscriptionPosition "
-                                       "(refused by rmqsim: it has no wire form)")
+            self._refuse(InvalidArgumentError("initial_position must be a SubscriptionPosition "
+                                              "(refused by rmqsim: it has no wire form)"))
         start = str(initial_position.value)
         reply = self._request("stream_as_consumer", channels=list(channels), group=group,
                               initial_position=start)  # fmt: skip
@@ -108,25 +116,35 @@ class WireStream:
 
     def set_repack_func(self, repack_func: RepackFunc | None) -> None:
         names = [name for name, known in REPACKS.items() if known is repack_func]
+        if repack_func is not None and not callable(repack_func):
+            self._refuse(InvalidArgumentError("the repack function must be callable"))
         if repack_func is not None and not names:
             raise TypeError(f"a repack function crosses the wire by name: one of {list(REPACKS)}")
         _none(self._request("stream_set_repack", repack=names[0] if names else None),
               "stream_set_repack")  # fmt: skip
 
+    def _msgs(self, pack: object) -> list[dict[str, Any]]:
+        try:
+            return _wire_msgs(pack)
+        except InvalidPackError as error:
+            self._refuse(error)
+
     def produce(self, pack: MsgPack) -> dict[str, list[int]]:
-        reply = self._request("stream_produce", msgs=_wire_msgs(pack))
+        reply = self._request("stream_produce", msgs=self._msgs(pack))
         return decode_written(reply, "the reply to stream_produce: ok")
 
     def broadcast(self, pack: MsgPack) -> dict[str, list[int]]:
-        reply = self._request("stream_broadcast", msgs=_wire_msgs(pack))
+        reply = self._request("stream_broadcast", msgs=self._msgs(pack))
         return decode_written(reply, "the reply to stream_broadcast: ok")
 
     def consume(self) -> MsgPack | None:
         return decode_pack(self._request("stream_consume"), "the reply to stream_consume: ok")
 
     def seek(self, positions: Sequence[MsgPosition], include_current: bool = False) -> None:
-        if not _travels_as_positions(positions) or type(include_current) is not bool:
-            raise InvalidPositionError("positions with no wire form (refused by rmqsim)")
+        if not _travels_as_positions(positions):
+            self._refuse(InvalidPositionError("positions with no wire form (refused by rmqsim)"))
+        if type(include_current) is not bool:
+            self._refuse(InvalidArgumentError("include_current must be a bool"))
         reply = self._request("stream_seek", positions=encode_positions(positions),
                               include_current=include_current)  # fmt: skip
         _none(reply, "stream_seek")
