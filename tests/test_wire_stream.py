@@ -315,3 +315,14 @@ def test_the_protocol_pages_stream_exchange_is_what_the_reference_server_says(
     )  # fmt: skip
     assert served.returncode == 0, served.stderr
     assert served.stdout.splitlines() == replies
+
+
+def test_protocol_check_fails_a_stream_server_torn_by_a_crash_inside_a_produce() -> None:
+    """A crash at each fault point of a stream produce: the queue under these streams
+    writes a produce in two steps, and a SIGKILL between them is neither before nor after."""
+    impl = "tests.wire_stream_impls:torn_streams"
+    torn = CliRunner().invoke(cli, ["protocol-check", "--impl", impl])
+    assert torn.exit_code == 1, torn.output
+    assert "PASS crash-at-produce.before_write" in torn.output
+    assert ("FAIL crash-at-produce.between_writes: call 5 (p.produce(" in torn.output
+            and "holds neither the records before the call nor those after it" in torn.output)
