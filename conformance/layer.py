@@ -38,7 +38,7 @@ A layer (one object, registered with ``register_layer``) supplies:
 
 The registry (``register_layer``, ``layer_for_profile``, ``layer_for_header``,
 ``registered_layers``) is filled with the built-in layers when
-``rmqsim.conformance.layers`` is imported (``conformance.run`` does); a layer defined
+``rmqsim.conformance.layers`` is imported (``conformance.running.run`` does); a layer defined
 elsewhere (a test, a plugin) registers itself. A header of a built-in layer whose traces
 predate the ``layer`` header field (queue, consumer: ``implicit_in_header``) does not name
 its layer, so that their traces stay byte-identical; ``claims_header`` recognises it.
@@ -57,11 +57,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from rmqsim.conformance.crash_record import ArmedCrash, CrashRecord, CrashRecordError
-from rmqsim.conformance.lockstep import PointPass, Stats, StepRecord
-from rmqsim.conformance.trace import FORMAT, FORMAT_VERSION, Trace
-from rmqsim.scenarios.ops import Outcome, Step
-from rmqsim.scenarios.profiles import UnknownProfileError
+from rmqsim.conformance.crashing.crash_record import ArmedCrash, CrashRecord, CrashRecordError
+from rmqsim.conformance.running.lockstep import PointPass, Stats, StepRecord
+from rmqsim.conformance.running.trace import FORMAT, FORMAT_VERSION, Trace
+from rmqsim.scenarios.queue.ops import Outcome, Step
+from rmqsim.scenarios.queue.profiles import UnknownProfileError
 
 __all__ = [
     "CRASH_MODES",
@@ -164,7 +164,7 @@ class ResolvedProfile:
 
 
 class ShrinkSearch(Protocol):
-    """What a shrink pass gets of the search (``conformance.shrink``): ``fails(steps)``
+    """What a shrink pass gets of the search (``conformance.searching.shrink``): ``fails(steps)``
     runs a candidate and returns it (cut after its divergence) if it fails as wanted,
     else None; ``best`` is the last run that did (a ``RunResult``)."""
 

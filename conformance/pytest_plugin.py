@@ -87,7 +87,7 @@ def _layer_profiles(impl: Any) -> list[str]:
     """The gate profiles of ``impl``'s layer: the queue's for a queue or a storage backend,
     the consumer's or the streams' for a push consumer or a stream factory."""
     from rmqsim.conformance.adapter import QUEUE_LAYERS, BadImplError, load_impl
-    from rmqsim.conformance.gate import GATE_PROFILES, gate_profiles_for
+    from rmqsim.conformance.running.gate import GATE_PROFILES, gate_profiles_for
 
     try:
         layer = load_impl(impl).layer
@@ -101,7 +101,7 @@ def _profiles(config: pytest.Config, kwargs: dict[str, Any]) -> list[str]:
     else the gate profiles of the implementation's layer; each checked now so that a typo
     is a usage error, not a failure."""
     from rmqsim.scenarios.catalog import get_profile
-    from rmqsim.scenarios.profiles import ProfileError
+    from rmqsim.scenarios.queue.profiles import ProfileError
 
     given = config.getoption("--rmqsim-profile")
     if given:
@@ -122,7 +122,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """One test item per profile (and one for the corpus) for a test using the fixture."""
     if FIXTURE not in metafunc.fixturenames:
         return
-    from rmqsim.conformance.corpus import DEFAULT_CORPUS, corpus_files
+    from rmqsim.conformance.running.corpus import DEFAULT_CORPUS, corpus_files
 
     names = _profiles(metafunc.config, _marker_kwargs(metafunc.definition))
     if corpus_files(metafunc.config.rootpath / DEFAULT_CORPUS):
@@ -142,9 +142,9 @@ class GateCheck:
     corpus: Path | None = None
 
     def run(self) -> Any:
-        """Run it and return the ``conformance.gate.GateResult``."""
+        """Run it and return the ``conformance.running.gate.GateResult``."""
         from rmqsim.conformance.adapter import resolve_impl
-        from rmqsim.conformance.gate import GatePlan, GateResult, run_corpus, run_profiles
+        from rmqsim.conformance.running.gate import GatePlan, GateResult, run_corpus, run_profiles
 
         if self.profile == CORPUS_ITEM:
             assert self.corpus is not None
@@ -156,7 +156,7 @@ class GateCheck:
     def check(self) -> Any:
         """Run it; fail the test with rmqsim's report when anything diverges."""
         from rmqsim.conformance.adapter import BadImplError
-        from rmqsim.conformance.report import render_failure
+        from rmqsim.conformance.reporting.report import render_failure
 
         try:
             gate = self.run()
@@ -179,8 +179,8 @@ class GateCheck:
 def rmqsim_gate(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The gate for this item's profile; call ``.check()`` (or ``.run()`` to inspect)."""
     from rmqsim.conformance.cli.common import SEEDS
-    from rmqsim.conformance.corpus import DEFAULT_CORPUS
-    from rmqsim.conformance.gate import DEFAULT_GATE_SEEDS
+    from rmqsim.conformance.running.corpus import DEFAULT_CORPUS
+    from rmqsim.conformance.running.gate import DEFAULT_GATE_SEEDS
 
     config = request.config
     kwargs = _marker_kwargs(request.node)

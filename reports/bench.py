@@ -28,7 +28,7 @@ import click
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL
 from rmqsim.conformance.cli.common import friendly_errors
-from rmqsim.conformance.scratch import scratch_root
+from rmqsim.conformance.running.scratch import scratch_root
 
 #: Masters the sweep benchmark compares.
 SWEEP_MASTERS = ("local[1]", "local[2]")

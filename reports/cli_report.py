@@ -11,7 +11,8 @@ from typing import Any
 
 import click
 
-from rmqsim.conformance.cli.common import EXIT_DIVERGENCE, EXIT_OK, UsageError, friendly_errors
+from rmqsim.conformance.cli.common import friendly_errors
+from rmqsim.conformance.errors import EXIT_DIVERGENCE, EXIT_OK, UsageError
 from rmqsim.reports.cli_sweep import master_option
 
 #: File names under the sweep directory.
@@ -26,7 +27,7 @@ def writable_target(path: Path, option: str, given: bool) -> Path:
     sweep directory for the defaults) costs a fraction of a second, not a Spark job. A
     missing parent directory is created, as ``--out`` is by the other commands.
     """
-    from rmqsim.conformance.scratch import unwritable_dir
+    from rmqsim.conformance.running.scratch import unwritable_dir
 
     where = f"{option} {path}" if given else f"{path} (the default of {option})"
     if path.is_dir():

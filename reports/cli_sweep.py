@@ -22,7 +22,7 @@ from rmqsim.conformance.cli.common import (
     steps_option,
     writable_dir,
 )
-from rmqsim.conformance.shrink_budget import ShrinkBudget
+from rmqsim.conformance.searching.shrink_budget import ShrinkBudget
 from rmqsim.reports.spark import DEFAULT_MASTER
 from rmqsim.reports.sweep import DEFAULT_DETERMINISM_SAMPLE
 
@@ -91,7 +91,7 @@ def sweep_command(
     usage, 3 when rmqsim itself failed on some run.
     """
     from rmqsim.conformance.adapter import DEFAULT_IMPL, load_impl
-    from rmqsim.conformance.gate import gate_profiles_for
+    from rmqsim.conformance.running.gate import gate_profiles_for
     from rmqsim.reports.spark import Shipping, check_master, spark_session
     from rmqsim.reports.sweep import SweepSpec, check_appendable, run_sweep
 

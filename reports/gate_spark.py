@@ -2,7 +2,7 @@
 
 conformance/ cannot import reports/ (layering), so ``rmqsim gate`` finds this runner
 through the ``rmqsim.gate_runners`` entry point group. It takes the arguments of
-``conformance.gate.run_profiles`` and returns the same ``GateResult``, so the gate's
+``conformance.running.gate.run_profiles`` and returns the same ``GateResult``, so the gate's
 table, JUnit XML and JSON summary are made by the same code either way. The rows also go
 to Parquet under ``out`` (``rmqsim report OUT`` works on a gate's directory).
 """
@@ -13,9 +13,9 @@ import shlex
 from collections.abc import Callable
 
 from rmqsim.conformance.adapter import resolve_impl
-from rmqsim.conformance.gate import GatePlan, GateResult, ProfileSummary
-from rmqsim.conformance.run import RunResult
-from rmqsim.conformance.shrink_budget import OnRun
+from rmqsim.conformance.running.gate import GatePlan, GateResult, ProfileSummary
+from rmqsim.conformance.running.run import RunResult
+from rmqsim.conformance.searching.shrink_budget import OnRun
 from rmqsim.reports.schema import STATUS_ERROR
 from rmqsim.reports.spark import DEFAULT_MASTER, Shipping, spark_session
 from rmqsim.reports.sweep import SweepSpec, run_sweep
@@ -33,7 +33,7 @@ def run_profiles_spark(
     master: str | None = None,
 ) -> GateResult:
     """Every seed of every profile of ``plan`` on Spark ``master``; failing traces under
-    ``plan.out`` (``conformance.gate.run_profiles``'s arguments, plus ``master``).
+    ``plan.out`` (``conformance.running.gate.run_profiles``'s arguments, plus ``master``).
 
     The normal gate does not re-run seeds for determinism, so neither does this one. Each
     task shrinks its first failure of each signature within ``plan.shrink`` (None:

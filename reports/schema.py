@@ -5,16 +5,16 @@ by another version of rmqsim; ``SCHEMA_VERSION`` (in every row and in the direct
 ``sweep.json``) lets the report refuse a layout it does not know instead of misreading it.
 Bump it whenever a column is added, removed, renamed or changes type.
 
-Version 2: rows of consumer profiles (``scenarios.consumer_profiles``) too. A ``layer``
+Version 2: rows of consumer profiles (``scenarios.consumer.profiles``) too. A ``layer``
 column says which kind of run a row is; ``op_counts`` holds both vocabularies; the queue
 config columns may be null; ``consumer_config`` carries a consumer profile's own knobs.
 
-Version 3: rows of stream profiles (``scenarios.stream_profiles``) too: ``layer``
+Version 3: rows of stream profiles (``scenarios.stream.profiles``) too: ``layer``
 "stream", ``op_counts`` holds the stream vocabulary as well, ``consumer_config`` carries a
 stream profile's own knobs (each layer's ``Layer.sweep_fields``).
 
 Version 4: ``coverage_reached`` and ``coverage_crashed``, a queue run's coverage map
-(``conformance.coverage``: operation cells run and crash points passed, crashes armed) by
+(``conformance.searching.coverage``: operation cells run and crash points passed, crashes armed) by
 cell label; empty for the other layers. ``rmqsim report`` still reads version 3 rows
 (``READABLE_SCHEMA_VERSIONS``), whose report says that no coverage map was recorded.
 
@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from rmqsim.scenarios.consumer_ops import CONSUMER_OP_TYPES
-from rmqsim.scenarios.ops import OP_KINDS
-from rmqsim.scenarios.stream_ops import STREAM_OP_TYPES
+from rmqsim.scenarios.consumer.ops import CONSUMER_OP_TYPES
+from rmqsim.scenarios.queue.ops import OP_KINDS
+from rmqsim.scenarios.stream.ops import STREAM_OP_TYPES
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -71,10 +71,10 @@ STATUS_ERROR = "error"
 #: Longest divergence detail kept in a row (characters); the full story is in the trace.
 MAX_DETAIL_CHARS = 500
 
-#: Which layer a run checks (``Layer.name``): the queue (``scenarios.profiles``,
-#: ``conformance.lockstep``), the push consumer on top of it
-#: (``scenarios.consumer_profiles``, ``conformance.consumer_run``) or the message streams
-#: on top of it (``scenarios.stream_profiles``, ``conformance.stream``). The layer decides
+#: Which layer a run checks (``Layer.name``): the queue (``scenarios.queue.profiles``,
+#: ``conformance.running.lockstep``), the push consumer on top of it
+#: (``scenarios.consumer.profiles``, ``conformance.consumer.run``) or the message streams
+#: on top of it (``scenarios.stream.profiles``, ``conformance.stream``). The layer decides
 #: the vocabulary of a row's operations.
 LAYER_QUEUE = "queue"
 LAYER_CONSUMER = "consumer"
@@ -125,7 +125,8 @@ ARROW_SCHEMA = pa.schema(
         pa.field("fault_points", pa.map_(pa.string(), pa.int64()), nullable=False),
         # queue runs: coverage cell label ("kind/condition/point") -> operations run under
         # that condition (point "-") or times that point was passed; and -> crashes armed
-        # there (``conformance.coverage.CoverageMap.label_counts``). Empty for other layers.
+        # there (``conformance.searching.coverage.CoverageMap.label_counts``). Empty for other
+        # layers.
         pa.field("coverage_reached", pa.map_(pa.string(), pa.int64()), nullable=False),
         pa.field("coverage_crashed", pa.map_(pa.string(), pa.int64()), nullable=False),
         *(pa.field(name, pa.int64()) for name in CONFIG_COLUMNS),

@@ -22,7 +22,7 @@ import zipfile
 from pathlib import Path
 
 from rmqsim.conformance.adapter import BUILTIN_IMPLS, LEGACY_PACKAGES, Factory
-from rmqsim.conformance.cli.common import UsageError
+from rmqsim.conformance.errors import UsageError
 
 __all__ = [
     "ENV_ALIAS",

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from rmqsim.conformance.adapter import Factory
-from rmqsim.conformance.cli.common import UsageError
+from rmqsim.conformance.errors import UsageError
 from rmqsim.reports.jvm_archive import (
     DRIVER_JAVA_OPTIONS,
     archive_path,
@@ -349,7 +349,7 @@ def workers_scratch(master: str) -> Iterator[None]:
     if not is_local(master):
         yield
         return
-    from rmqsim.conformance.scratch import WORKDIR_ENV, scratch_root
+    from rmqsim.conformance.running.scratch import WORKDIR_ENV, scratch_root
 
     before = os.environ.get(WORKDIR_ENV)
     with tempfile.TemporaryDirectory(

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rmqsim.conformance.adapter import Factory, resolve_impl
-from rmqsim.conformance.cli.common import UsageError
-from rmqsim.conformance.run import RunResult, git_commit
-from rmqsim.conformance.shrink_budget import DEFAULT_SHRINK_BUDGET, ShrinkBudget
+from rmqsim.conformance.errors import UsageError
+from rmqsim.conformance.running.run import RunResult, git_commit
+from rmqsim.conformance.searching.shrink_budget import DEFAULT_SHRINK_BUDGET, ShrinkBudget
 from rmqsim.reports.schema import (
     MANIFEST,
     RUNS_DIR,

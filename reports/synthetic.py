@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from rmqsim.conformance.coverage import APPLICABLE
-from rmqsim.conformance.gate import GATE_PROFILES
+from rmqsim.conformance.running.gate import GATE_PROFILES
+from rmqsim.conformance.searching.coverage import APPLICABLE
 from rmqsim.impl import FAULT_POINTS
 from rmqsim.reports.schema import (
     ALL_OP_KINDS,
@@ -27,7 +27,7 @@ from rmqsim.reports.schema import (
     RUNS_DIR,
     SCHEMA_VERSION,
 )
-from rmqsim.scenarios.ops import OP_KINDS
+from rmqsim.scenarios.queue.ops import OP_KINDS
 
 #: Rows written per Parquet file (and generated at once: bounds the memory used).
 ROWS_PER_FILE = 1_000_000

@@ -19,14 +19,14 @@ from typing import Any
 
 from rmqsim.conformance.adapter import Factory
 from rmqsim.conformance.cli.common import signals_raise
-from rmqsim.conformance.coverage import CoverageMap, MappedRun, with_coverage
-from rmqsim.conformance.gate import save_failure
 from rmqsim.conformance.layer import RunSpec, layer_for_profile, layer_named
-from rmqsim.conformance.run import RunResult, git_commit, run, spec_for_seed
-from rmqsim.conformance.scratch import scratch_root
-from rmqsim.conformance.shrink import shrink_and_save
-from rmqsim.conformance.shrink_budget import DEFAULT_SHRINK_BUDGET, ShrinkBudget
-from rmqsim.conformance.statediff import clip
+from rmqsim.conformance.running.gate import save_failure
+from rmqsim.conformance.running.run import RunResult, git_commit, run, spec_for_seed
+from rmqsim.conformance.running.scratch import scratch_root
+from rmqsim.conformance.running.statediff import clip
+from rmqsim.conformance.searching.coverage import CoverageMap, MappedRun, with_coverage
+from rmqsim.conformance.searching.shrink import shrink_and_save
+from rmqsim.conformance.searching.shrink_budget import DEFAULT_SHRINK_BUDGET, ShrinkBudget
 from rmqsim.reports.schema import (
     ALL_OP_KINDS,
     COLUMNS,
@@ -38,7 +38,7 @@ from rmqsim.reports.schema import (
     TRACES_DIR,
     trace_hash,
 )
-from rmqsim.scenarios.profiles import UnknownProfileError
+from rmqsim.scenarios.queue.profiles import UnknownProfileError
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +66,7 @@ class TaskSpec:
     #: the code shipped from the driver, where no git checkout says which commit it is.
     code_version: str | None = None
     #: Log the crash points each run passes and give its result its coverage map, as
-    #: ``rmqsim gate`` does (``conformance.coverage``): ``gate --spark``'s results.
+    #: ``rmqsim gate`` does (``conformance.searching.coverage``): ``gate --spark``'s results.
     coverage: bool = False
     #: The driver's git commit, written in every trace header of the task's runs (None:
     #: the task's own checkout's, if any): a cluster's executors run code shipped as a zip,
@@ -266,7 +266,7 @@ def run_item(
 ) -> tuple[RunResult, tuple]:
     """Run one item; save its failing trace; return the result and its row.
 
-    A failing run is shrunk (``conformance.shrink``, within ``spec.shrink``) when
+    A failing run is shrunk (``conformance.searching.shrink``, within ``spec.shrink``) when
     it is the task's first failure of its signature: the report shows the smallest
     reproducer per signature, and shrinking a thousand runs of one bug would cost a
     thousand budgets for nothing. The row then points to the shrunk trace. A passing run's

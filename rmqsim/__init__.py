@@ -16,3 +16,7 @@ try:
     __version__ = version("rmqsim")
 except PackageNotFoundError:  # a source tree that was never installed
     __version__ = "0+unknown"
+
+from rmqsim.moved import install as _install_moved_names
+
+_install_moved_names()

@@ -14,7 +14,7 @@ This is a leaf package: it imports nothing of ``model``, ``impl``, ``conformance
 """
 
 from rmqsim.scenarios.catalog import get_profile, queue_profile
-from rmqsim.scenarios.ops import (
+from rmqsim.scenarios.queue.ops import (
     ERROR_KINDS,
     OP_KINDS,
     OP_TYPES,
@@ -49,14 +49,14 @@ from rmqsim.scenarios.ops import (
     step_from_json,
     step_to_json,
 )
-from rmqsim.scenarios.profiles import (
+from rmqsim.scenarios.queue.profiles import (
     PROFILES,
     Profile,
     ProfileError,
     UnknownProfileError,
     resolve,
 )
-from rmqsim.scenarios.simulation import Simulation
+from rmqsim.scenarios.queue.sim import Simulation
 
 __all__ = [
     "ERROR_KINDS",

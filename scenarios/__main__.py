@@ -16,9 +16,9 @@ import time
 from collections import Counter
 
 from rmqsim.scenarios.catalog import queue_profile
-from rmqsim.scenarios.ops import OP_KINDS, Outcome, Step, step_to_json
-from rmqsim.scenarios.profiles import PROFILES, ProfileError
-from rmqsim.scenarios.simulation import Simulation
+from rmqsim.scenarios.queue.ops import OP_KINDS, Outcome, Step, step_to_json
+from rmqsim.scenarios.queue.profiles import PROFILES, ProfileError
+from rmqsim.scenarios.queue.sim import Simulation
 
 _OK = Outcome()
 

@@ -6,10 +6,10 @@ knows them all."""
 
 from __future__ import annotations
 
-from rmqsim.scenarios.consumer_profiles import CONSUMER_PROFILES, ConsumerProfile
-from rmqsim.scenarios.profiles import PROFILES, Profile, ProfileError, UnknownProfileError
+from rmqsim.scenarios.consumer.profiles import CONSUMER_PROFILES, ConsumerProfile
+from rmqsim.scenarios.queue.profiles import PROFILES, Profile, ProfileError, UnknownProfileError
 from rmqsim.scenarios.store.profiles import STORE_PROFILES, StoreProfile
-from rmqsim.scenarios.stream_profiles import STREAM_PROFILES, StreamProfile
+from rmqsim.scenarios.stream.profiles import STREAM_PROFILES, StreamProfile
 
 __all__ = ["get_profile", "queue_profile"]
 

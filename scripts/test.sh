@@ -18,8 +18,18 @@
 # count, 0 for none). --dist worksteal: each worker starts with half of the tests in their
 # collection order (tests/conftest.py puts the slowest first), and a worker that runs out
 # takes half of what the other has left, so neither idles at the end.
+#
+# --quick (first argument): a development run of about two minutes. The set-up, ruff and mypy
+# as always; pytest leaves out the tests that take a second or more
+# (tests/slow_tests.txt, written by tests/slow_list.py from a full run) and those marked
+# slow. It is not the test command: CI runs the whole suite.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+quick=()
+if [ "${1:-}" = "--quick" ]; then
+    shift
+    quick=(--quick)
+fi
 bash "$root/scripts/bootstrap.sh" --java --fuse
 if ! bash "$root/scripts/install-chromium.sh"; then
     if [ -n "${RMQSIM_REQUIRE_BROWSER:-}" ]; then
@@ -55,4 +65,5 @@ fi
 cd "$root"
 .venv/bin/ruff check .
 .venv/bin/mypy
-exec .venv/bin/python -m pytest -n "${RMQSIM_TEST_WORKERS:-2}" --dist worksteal "$@"
+exec .venv/bin/python -m pytest -n "${RMQSIM_TEST_WORKERS:-2}" --dist worksteal \
+    ${quick[@]+"${quick[@]}"} "$@"

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rmqsim.conformance.adapter import QUEUE_METHODS, make_model_factory
-from rmqsim.conformance.consumer_run import impl_consumer_factory
+from rmqsim.conformance.consumer.run import impl_consumer_factory
 from rmqsim.impl.commitlog import open_queue as commitlog_open_queue
 from rmqsim.impl.stream import stream_factory
 from rmqsim.model import ReferenceMQ

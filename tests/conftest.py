@@ -238,9 +238,65 @@ def _slowness_rank(item: pytest.Item) -> int:
     return len(SLOWEST_FIRST)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests of ``SLOWEST_FIRST`` first, in its order; the rest keep theirs (a stable
-    sort: every worker of a run sees the same order, as pytest-xdist requires)."""
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--quick", action="store_true", default=False,
+        help="leave out the tests of tests/slow_tests.txt and those marked slow: a "
+        "development run of about 2 minutes (./scripts/test.sh --quick); not what CI runs",
+    )
+
+
+#: pytest's cache key of each test's last measured seconds (setup + call + teardown).
+DURATIONS_KEY = "rmqsim/durations"
+_measured_s: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Add up each test's phases (under pytest-xdist the reports reach the controller)."""
+    _measured_s[report.nodeid] = _measured_s.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Record this run's durations over the earlier ones (for ``--quick``)."""
+    cache = getattr(session.config, "cache", None)
+    if cache is None or hasattr(session.config, "workerinput") or not _measured_s:
+        return
+    recorded = cache.get(DURATIONS_KEY, {})
+    recorded = recorded if isinstance(recorded, dict) else {}
+    cache.set(DURATIONS_KEY, {**recorded, **{k: round(v, 3) for k, v in _measured_s.items()}})
+
+
+def _slow_tests(config: pytest.Config) -> frozenset[str]:
+    """The slow tests by this machine's recorded durations; tests/slow_tests.txt before
+    the whole suite has run here."""
+    from tests.slow_list import read_slow_list, slow_entries
+
+    cache = getattr(config, "cache", None)
+    recorded = cache.get(DURATIONS_KEY, None) if cache is not None else None
+    if isinstance(recorded, dict) and len(recorded) >= 1000:  # a whole run, not a file's
+        return frozenset(node for _, node in slow_entries(recorded))
+    return read_slow_list()
+
+
+def _quick_selection(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``--quick``: deselect the slow tests (``tests.slow_list``)."""
+    slow = _slow_tests(config)
+    kept, left_out = [], []
+    for item in items:
+        is_slow = (item.nodeid in slow or item.nodeid.split("::", 1)[0] in slow
+                   or item.get_closest_marker("slow") is not None)
+        (left_out if is_slow else kept).append(item)
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = kept
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With ``--quick``, the slow tests left out. The tests of ``SLOWEST_FIRST`` first, in
+    its order; the rest keep theirs (a stable sort: every worker of a run sees the same
+    order, as pytest-xdist requires)."""
+    if config.getoption("quick"):
+        _quick_selection(config, items)
     items.sort(key=_slowness_rank)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from rmqsim.conformance.fuse_disk import fuse_available, fuse_required
+from rmqsim.conformance.crashing.fuse_disk import fuse_available, fuse_required
 from rmqsim.impl.commitlog import open_queue
 from rmqsim.impl.commitlog.fs import FileSystem, OsFileSystem
 from rmqsim.model.api import Clock, MessageQueue, MQConfig

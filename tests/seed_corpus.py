@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL, make_model_factory
-from rmqsim.conformance.corpus import DEFAULT_CORPUS, save_regression
-from rmqsim.conformance.run import replay_trace
-from rmqsim.conformance.stateful import fuzz
-from rmqsim.conformance.trace import parse_lines
+from rmqsim.conformance.running.corpus import DEFAULT_CORPUS, save_regression
+from rmqsim.conformance.running.run import replay_trace
+from rmqsim.conformance.running.trace import parse_lines
+from rmqsim.conformance.searching.stateful import fuzz
 from tests import fuzz_wrong_models, wrong_models
 
 #: Budget per wrong model: examples and steps of the campaign, and the seeds tried.

@@ -21,9 +21,9 @@ from rmqsim.conformance.adapter import (
     rocksmq_factory,
 )
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.consumer_run import impl_consumer_factory
-from rmqsim.conformance.lockstep import InjectedCrash
-from rmqsim.conformance.run import run_seed
+from rmqsim.conformance.consumer.run import impl_consumer_factory
+from rmqsim.conformance.running.lockstep import InjectedCrash
+from rmqsim.conformance.running.run import run_seed
 from rmqsim.model import ReferenceMQ
 from rmqsim.model.api import State, validate_name
 from rmqsim.scenarios.names import is_valid_name

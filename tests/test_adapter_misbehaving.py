@@ -13,12 +13,19 @@ import pytest
 from click.testing import CliRunner
 
 from rmqsim.conformance.adapter import make_model_factory
-from rmqsim.conformance.apply import apply_op
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.run import run_seed
+from rmqsim.conformance.running.apply import apply_op
+from rmqsim.conformance.running.run import run_seed
 from rmqsim.model import ReferenceMQ
 from rmqsim.model.api import ConsumerMessage, ProducerMessage
-from rmqsim.scenarios.ops import Consume, CreateGroup, CreateTopic, GetLatest, Message, Produce
+from rmqsim.scenarios.queue.ops import (
+    Consume,
+    CreateGroup,
+    CreateTopic,
+    GetLatest,
+    Message,
+    Produce,
+)
 
 
 class Unprintable(RuntimeError):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rmqsim.conformance.anomalies import classify_state
-from rmqsim.conformance.statediff import MessageDiff, diff_topic
+from rmqsim.conformance.reporting.anomalies import classify_state
+from rmqsim.conformance.running.statediff import MessageDiff, diff_topic
 from rmqsim.model.api import ConsumerMessage, TopicState
 
 

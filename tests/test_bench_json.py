@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from rmqsim.conformance.bench_data import RECORD_FIELDS, Figure, verdict_lines
+from rmqsim.conformance.bench.data import RECORD_FIELDS, Figure, verdict_lines
 from rmqsim.conformance.cli import cli
 
 ROOT = Path(__file__).resolve().parent.parent

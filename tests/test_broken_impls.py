@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.power_loss import power_loss_sweep
-from rmqsim.conformance.run import run_seed
+from rmqsim.conformance.crashing.power_loss import power_loss_sweep
+from rmqsim.conformance.running.run import run_seed
 
 _MOD = "tests.broken_impls"
 
@@ -104,7 +104,7 @@ def test_the_stream_layer_reports_a_stream_snapshot_raising_after_some_operation
 
 def test_the_power_loss_base_run_reports_a_backend_whose_snapshot_raises() -> None:
     """The power-loss sweep's run without cuts reads the final state (the known hole of
-    ``conformance/power_loss.py``): its exception is the sweep's base problem."""
+    ``conformance/crashing/power_loss.py``): its exception is the sweep's base problem."""
     sweep = power_loss_sweep("smoke", 0, impl=f"{_MOD}:storage_snapshot_raises", steps=4)
     assert not sweep.ok and not sweep.cases
     assert sweep.base_problem is not None

@@ -10,8 +10,12 @@ import pytest
 from click.testing import CliRunner
 
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.gate import CORPUS_SUITE, GATE_CONSUMER_PROFILES, GATE_STREAM_PROFILES
-from rmqsim.conformance.trace import TraceFormatError, parse_lines, read_trace
+from rmqsim.conformance.running.gate import (
+    CORPUS_SUITE,
+    GATE_CONSUMER_PROFILES,
+    GATE_STREAM_PROFILES,
+)
+from rmqsim.conformance.running.trace import TraceFormatError, parse_lines, read_trace
 
 MODEL = "rmqsim.conformance.adapter:model_factory"
 WRONG = "tests.test_cli:lost_write_factory"

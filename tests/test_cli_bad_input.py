@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rmqsim.conformance import scratch
 from rmqsim.conformance.adapter import BadImplError, load_factory
 from rmqsim.conformance.cli import cli
+from rmqsim.conformance.running import scratch
 
-CONSUMER_IMPL = "rmqsim.conformance.consumer_run:impl_consumer_factory"
+CONSUMER_IMPL = "rmqsim.conformance.consumer.run:impl_consumer_factory"
 ADAPTER = '''
 from rmqsim.conformance.adapter import rocksmq_factory
 
@@ -171,7 +171,7 @@ def test_seeds_beyond_64_bits_exit_2(seeds: str) -> None:
 
 
 def test_a_consumer_trace_with_a_bad_client_config_names_its_header(tmp_path: Path) -> None:
-    from rmqsim.conformance.run import run_seed
+    from rmqsim.conformance.running.run import run_seed
 
     lines = run_seed("consumer", 0, steps=10).trace_lines
     header = json.loads(lines[0])

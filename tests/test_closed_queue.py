@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from rmqsim.conformance.adapter import model_factory
-from rmqsim.conformance.lockstep import Lockstep
-from rmqsim.conformance.run import replay_trace, run_seed
-from rmqsim.conformance.trace import parse_lines
+from rmqsim.conformance.running.lockstep import Lockstep
+from rmqsim.conformance.running.run import replay_trace, run_seed
+from rmqsim.conformance.running.trace import parse_lines
 from rmqsim.model.api import InvalidArgumentError, MQConfig
-from rmqsim.scenarios import ops
-from rmqsim.scenarios.ops import Step
+from rmqsim.scenarios.queue import ops
+from rmqsim.scenarios.queue.ops import Step
 
 
 class _Wrapped:

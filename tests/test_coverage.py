@@ -1,4 +1,4 @@
-"""The gate's coverage map (conformance/coverage.py): each condition is classified from a
+"""The gate's coverage map (conformance/searching/coverage.py): each condition is classified from a
 hand-made run, crash records and crash-sweep cases arm crash cells, the fault log makes
 crash cells reachable, and the map's JSON is sorted and stable."""
 
@@ -13,7 +13,18 @@ from typing import Any
 from click.testing import CliRunner
 
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.coverage import (
+from rmqsim.conformance.crashing.crash_record import CrashRecord
+from rmqsim.conformance.running.gate import (
+    GatePlan,
+    SweepPlan,
+    run_profiles,
+    run_sweeps,
+    summary_json,
+)
+from rmqsim.conformance.running.lockstep import PointPass
+from rmqsim.conformance.running.run import run_seed
+from rmqsim.conformance.running.trace import parse_lines
+from rmqsim.conformance.searching.coverage import (
     FIRST_OPEN,
     LARGE_BACKLOG_MESSAGES,
     NO_POINT,
@@ -27,13 +38,8 @@ from rmqsim.conformance.coverage import (
     run_coverage,
     with_coverage,
 )
-from rmqsim.conformance.crash_record import CrashRecord
-from rmqsim.conformance.gate import GatePlan, SweepPlan, run_profiles, run_sweeps, summary_json
-from rmqsim.conformance.lockstep import PointPass
-from rmqsim.conformance.run import run_seed
-from rmqsim.conformance.trace import parse_lines
 from rmqsim.model.api import MQConfig
-from rmqsim.scenarios.ops import (
+from rmqsim.scenarios.queue.ops import (
     AdvanceClock,
     Consume,
     CrashReopen,

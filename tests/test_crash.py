@@ -10,11 +10,11 @@ from click.testing import CliRunner
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.crash_sweep import crash_cases, crash_sweep
+from rmqsim.conformance.crashing.crash_sweep import crash_cases, crash_sweep
 from rmqsim.conformance.mutants.crash import MUTANTS
-from rmqsim.conformance.run import replay_trace, run_seed
-from rmqsim.conformance.shrink import shrink_result
-from rmqsim.conformance.trace import parse_lines, read_trace
+from rmqsim.conformance.running.run import replay_trace, run_seed
+from rmqsim.conformance.running.trace import parse_lines, read_trace
+from rmqsim.conformance.searching.shrink import shrink_result
 from rmqsim.impl import RocksMQ
 
 MUTANT_IMPL = {m.name: m.impl for m in MUTANTS}
@@ -53,7 +53,7 @@ def test_the_case_list_is_deterministic() -> None:
         base = run_seed("smoke", 3, steps=25, log_faults=True)
         steps = [s.op for s in parse_lines(base.trace_lines).steps]
         assert steps
-        from rmqsim.scenarios.ops import Step
+        from rmqsim.scenarios.queue.ops import Step
 
         recorded = [Step(s.time_s, s.actor, s.op) for s in parse_lines(base.trace_lines).steps]
         return crash_cases(base.fault_log, recorded)

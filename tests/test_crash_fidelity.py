@@ -8,19 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from rmqsim.conformance.anomalies import Before, classify_consume
-from rmqsim.conformance.crash_sweep import crash_sweep
+from rmqsim.conformance.crashing.crash_sweep import crash_sweep
 from rmqsim.conformance.mutants.blind import POLL_CAP, UnloggedPositions
-from rmqsim.conformance.run import run_seed
-from rmqsim.conformance.shrink import shrink_and_save
-from rmqsim.conformance.shrink_budget import DEFAULT_SHRINK_BUDGET
-from rmqsim.conformance.trace import write_lines
+from rmqsim.conformance.reporting.anomalies import Before, classify_consume
+from rmqsim.conformance.running.run import run_seed
+from rmqsim.conformance.running.trace import write_lines
+from rmqsim.conformance.searching.shrink import shrink_and_save
+from rmqsim.conformance.searching.shrink_budget import DEFAULT_SHRINK_BUDGET
 from rmqsim.impl import RocksMQ
 from rmqsim.impl.errors import StorageError
 from rmqsim.impl.storage import CRASH_HOLD_DIR_NAME
 from rmqsim.model.api import ProducerMessage
-from rmqsim.scenarios.ops import Delivered, Outcome
-from rmqsim.scenarios.profiles import PROFILES
+from rmqsim.scenarios.queue.ops import Delivered, Outcome
+from rmqsim.scenarios.queue.profiles import PROFILES
 
 UNLOGGED = "rmqsim.conformance.mutants.blind:unlogged_positions"
 REAL = "rmqsim.conformance.adapter:rocksmq_factory"

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from rmqsim.conformance.crash_record import ArmedCrash, CrashRecord, CrashRecordError
-from rmqsim.conformance.run import run_seed
-from rmqsim.conformance.trace import TraceFormatError, parse_lines
+from rmqsim.conformance.crashing.crash_record import ArmedCrash, CrashRecord, CrashRecordError
+from rmqsim.conformance.running.run import run_seed
+from rmqsim.conformance.running.trace import TraceFormatError, parse_lines
 
 
 def test_a_crash_record_round_trips_through_json() -> None:

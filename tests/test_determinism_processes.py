@@ -17,10 +17,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 _RUNS = """
-from rmqsim.conformance.gate import GATE_CONSUMER_PROFILES, GATE_PROFILES
+from rmqsim.conformance.running.gate import GATE_CONSUMER_PROFILES, GATE_PROFILES
 from rmqsim.conformance.mutants.catalogue import select
-from rmqsim.conformance.run import run_seed
-from rmqsim.conformance.shrink import shrink_result
+from rmqsim.conformance.running.run import run_seed
+from rmqsim.conformance.searching.shrink import shrink_result
 
 for profile in GATE_PROFILES + GATE_CONSUMER_PROFILES:
     result = run_seed(profile, 3)

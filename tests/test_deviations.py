@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.deviations import load_profile
+from rmqsim.conformance.reporting.deviations import load_profile
 
 PROFILE = """
 [[deviation]]
@@ -86,9 +86,9 @@ def test_the_gate_lists_expected_deviations_and_fails_on_others(
 
 def test_every_difference_must_be_explained(profile: Path) -> None:
     """A group lost beside a message lost is not the listed deviation alone."""
-    from rmqsim.conformance.lockstep import Divergence
-    from rmqsim.conformance.statediff import Difference
-    from rmqsim.scenarios.ops import CrashReopen, Step
+    from rmqsim.conformance.running.lockstep import Divergence
+    from rmqsim.conformance.running.statediff import Difference
+    from rmqsim.scenarios.queue.ops import CrashReopen, Step
 
     deviation = load_profile(str(profile)).deviations[1]
     group = Difference("group", "t/g", -1, "absent")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from rmqsim.conformance.cli.common import SPARK_EXTRA_INSTALL, SPARK_EXTRA_MODULES
-from rmqsim.conformance.scratch import WORKDIR_ENV
+from rmqsim.conformance.running.scratch import WORKDIR_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Runs ``rmqsim`` with a meta path finder first that refuses the extra's modules.

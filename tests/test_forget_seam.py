@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from rmqsim.conformance.adapter import KeepsStateOutsidePath, make_model_factory
-from rmqsim.conformance.run import run_seed
+from rmqsim.conformance.running.run import run_seed
 from rmqsim.model import ReferenceMQ
 
 FORGOTTEN: list[Path] = []

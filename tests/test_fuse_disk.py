@@ -1,4 +1,4 @@
-"""The FUSE disk (conformance/fuse_disk.py): a SimDisk seen by another process through a
+"""The FUSE disk (conformance/crashing/fuse_disk.py): a SimDisk seen by another process through a
 FUSE mount numbers the same points as in process, fails every call with EIO after the cut,
 and gives the same surviving disk; mounts are recorded and cleaned up, a failing mount and
 a child stuck in a FUSE call end with one line."""
@@ -16,16 +16,16 @@ from pathlib import Path
 
 import pytest
 
-import rmqsim.conformance.fuse_disk as fuse_disk
-from rmqsim.conformance.fuse_disk import FuseMountError, cut_power, mount_disk
-from rmqsim.conformance.fuse_mounts import (
+import rmqsim.conformance.crashing.fuse_disk as fuse_disk
+from rmqsim.conformance.crashing.fuse_disk import FuseMountError, cut_power, mount_disk
+from rmqsim.conformance.crashing.fuse_mounts import (
     MountRecord,
     clean_stale_mounts,
     fuse_dir,
     is_mounted,
     process_start,
 )
-from rmqsim.conformance.simdisk import PowerCut, SimDisk
+from rmqsim.conformance.crashing.simdisk import PowerCut, SimDisk
 from tests.fuse_programs import ROOT, fuse_or_skip, program, run_child
 
 pytestmark = pytest.mark.usefixtures("fuse")
@@ -162,8 +162,8 @@ def test_a_mount_that_fails_is_one_line_and_leaves_nothing(tmp_path: Path) -> No
 
 _KILLED_RUN = """
 import subprocess, sys, time
-from rmqsim.conformance.fuse_disk import mount_disk
-from rmqsim.conformance.simdisk import SimDisk
+from rmqsim.conformance.crashing.fuse_disk import mount_disk
+from rmqsim.conformance.crashing.simdisk import SimDisk
 with mount_disk(SimDisk(dirs=("/d",))) as mount:
     child = subprocess.Popen(["sleep", "600"], start_new_session=True)
     mount.add_process(child.pid)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from rmqsim.conformance.fuse_disk import FuseMount, cut_power, mount_disk
-from rmqsim.conformance.simdisk import SimDisk
+from rmqsim.conformance.crashing.fuse_disk import FuseMount, cut_power, mount_disk
+from rmqsim.conformance.crashing.simdisk import SimDisk
 from tests.fuse_programs import fuse_or_skip
 
 PAGE_BYTES = 4096

@@ -16,9 +16,9 @@ from hypothesis import settings
 from rmqsim.conformance.adapter import DEFAULT_IMPL, make_model_factory, model_factory
 from rmqsim.conformance.cli import cli
 from rmqsim.conformance.cli.fuzz import PROFILE_NAMES
-from rmqsim.conformance.run import replay_trace
-from rmqsim.conformance.stateful import FUZZ_PROFILES, fuzz
-from rmqsim.conformance.trace import parse_lines, read_trace
+from rmqsim.conformance.running.run import replay_trace
+from rmqsim.conformance.running.trace import parse_lines, read_trace
+from rmqsim.conformance.searching.stateful import FUZZ_PROFILES, fuzz
 from tests.fuzz_wrong_models import SeekRedelivers
 from tests.wrong_models import AckOffByOne, TwoStepProduce
 
@@ -173,7 +173,7 @@ import importlib, json, sys
 for name in sys.argv[1:]:
     importlib.import_module(name)
 from rmqsim.conformance.adapter import make_model_factory
-from rmqsim.conformance.stateful import fuzz
+from rmqsim.conformance.searching.stateful import fuzz
 from tests.wrong_models import AckOffByOne
 r = fuzz(make_model_factory(AckOffByOne), profile="ci", examples=400, steps=30, seed=7)
 print(json.dumps([r.examples, r.steps, r.failure.trace_digest if r.failure else None]))
@@ -187,8 +187,8 @@ for name in sys.argv[1:]:
     importlib.import_module(name)
 from hypothesis import Phase, seed, settings
 from rmqsim.conformance.adapter import make_model_factory
-from rmqsim.conformance.lockstep import Divergence
-from rmqsim.conformance.stateful import make_machine
+from rmqsim.conformance.running.lockstep import Divergence
+from rmqsim.conformance.searching.stateful import make_machine
 from tests.wrong_models import AckOffByOne
 machine = seed(7)(make_machine(make_model_factory(AckOffByOne)))
 TestQueue = machine.TestCase
@@ -239,7 +239,7 @@ def test_a_campaign_does_not_depend_on_what_the_process_imported(
 OWN_TEST_MODULE = """
 from hypothesis import Phase, seed, settings
 from rmqsim.conformance.adapter import make_model_factory
-from rmqsim.conformance.stateful import make_machine
+from rmqsim.conformance.searching.stateful import make_machine
 from tests.wrong_models import AckOffByOne
 
 TestOurQueue = seed(7)(make_machine()).TestCase

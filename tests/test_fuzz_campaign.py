@@ -14,7 +14,8 @@ from rmqsim.conformance.adapter import make_model_factory
 from rmqsim.conformance.cli import cli
 from rmqsim.conformance.mutants.catalogue import select
 from rmqsim.conformance.mutants.kill import KILLED, NOT_RUN, fuzz_mutant
-from rmqsim.conformance.stateful import (
+from rmqsim.conformance.running.trace import read_trace
+from rmqsim.conformance.searching.stateful import (
     BYSTANDER_TOPIC,
     CAMPAIGN_FILE,
     FUZZ_BUDGETS,
@@ -25,9 +26,8 @@ from rmqsim.conformance.stateful import (
     round_seed,
     state_observations,
 )
-from rmqsim.conformance.trace import read_trace
 from rmqsim.model.api import ConsumerMessage, Page, State, TopicState
-from rmqsim.scenarios import ops
+from rmqsim.scenarios.queue import ops
 from tests.wrong_models import AckOffByOne
 
 #: The reference model as an implementation: fast, and never fails.

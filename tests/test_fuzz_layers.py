@@ -13,11 +13,11 @@ from click.testing import CliRunner
 from rmqsim.conformance.adapter import DEFAULT_IMPL
 from rmqsim.conformance.cli import cli
 from rmqsim.conformance.cli.fuzz import LAYER_NAMES
-from rmqsim.conformance.fuzz_layers import SteeredRandom, fuzzable_layers
 from rmqsim.conformance.mutants.catalogue import select
 from rmqsim.conformance.mutants.kill import KILLED, fuzz_mutant
-from rmqsim.conformance.run import read_run_trace, replay_file
-from rmqsim.conformance.stateful import fuzz
+from rmqsim.conformance.running.run import read_run_trace, replay_file
+from rmqsim.conformance.searching.fuzz_layers import SteeredRandom, fuzzable_layers
+from rmqsim.conformance.searching.stateful import fuzz
 
 #: A consumer mutant the default consumer fuzz finds in its first examples.
 CONSUMER_MUTANT = "failed-send-back-advances"

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from rmqsim.conformance.run import replay_file
-from rmqsim.conformance.scratch import WORKDIR_ENV
-from rmqsim.conformance.trace import read_trace
-from rmqsim.scenarios.ops import ArmCrash
+from rmqsim.conformance.running.run import replay_file
+from rmqsim.conformance.running.scratch import WORKDIR_ENV
+from rmqsim.conformance.running.trace import read_trace
+from rmqsim.scenarios.queue.ops import ArmCrash
 from tests.gate_outputs import without_times
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rmqsim.conformance.scratch import WORKDIR_ENV
+from rmqsim.conformance.running.scratch import WORKDIR_ENV
 from tests.gate_outputs import without_times
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -175,8 +175,8 @@ def test_an_interrupted_parallel_gate_writes_what_finished_and_leaves_nothing(
 def test_sweeps_go_to_the_pool_heaviest_first_and_are_reported_in_order() -> None:
     """The heaviest profile's sweep starts first (no worker idles on a long last sweep);
     a profile the gate did not run counts as light; ties keep the given order."""
-    from rmqsim.conformance.gate import GateResult, sweep_order
-    from rmqsim.conformance.run import run_seed
+    from rmqsim.conformance.running.gate import GateResult, sweep_order
+    from rmqsim.conformance.running.run import run_seed
 
     gate = GateResult(impl="rocksmq", seeds=range(0, 2))
     for profile, walls in (("smoke", (1.0, 3.0)), ("swarm", (5.0, 7.0)), ("churn", (2.0,))):

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rmqsim.conformance.bench import BACKENDS, run_bench, vs_rocksmq
-from rmqsim.conformance.bench_raw import (
+from rmqsim.conformance.bench.backends import BACKENDS, run_bench, vs_rocksmq
+from rmqsim.conformance.bench.raw import (
     FlushRule,
     raw_append_consume,
     raw_append_produce,
@@ -51,7 +51,7 @@ def test_bench_command_prints_ratios() -> None:
 
 
 def test_bench_lockstep_cadence_reaches_the_runs(monkeypatch) -> None:
-    import rmqsim.conformance.bench_lockstep as bench_lockstep
+    import rmqsim.conformance.bench.lockstep as bench_lockstep
 
     cadences: list[int] = []
     real_run_seed = bench_lockstep.run_seed
@@ -87,8 +87,8 @@ def test_bench_reports_the_stream_lockstep_beside_the_stream_implementation_alon
 
 
 def test_measure_stream_lockstep_runs_the_lockstep_s_own_operations() -> None:
-    from rmqsim.conformance.bench_stream import measure_stream_lockstep
-    from rmqsim.conformance.run import run_seed
+    from rmqsim.conformance.bench.stream import measure_stream_lockstep
+    from rmqsim.conformance.running.run import run_seed
 
     measured = measure_stream_lockstep(range(2, 3))
     assert measured.profile == "stream"
@@ -186,7 +186,7 @@ def test_cpu_time_counts_every_thread_of_the_process() -> None:
 def test_raw_append_syncs_as_the_backend_promises(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rule: FlushRule, fsyncs: int
 ) -> None:
-    import rmqsim.conformance.bench_raw as bench_raw
+    import rmqsim.conformance.bench.raw as bench_raw
 
     calls: list[int] = []
     real_fsync = os.fsync

@@ -23,7 +23,7 @@ from rmqsim.conformance.adapter import (
     resolve_impl,
 )
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.gate import (
+from rmqsim.conformance.running.gate import (
     GATE_CONSUMER_PROFILES,
     GATE_STREAM_PROFILES,
     all_gate_profiles,
@@ -31,7 +31,7 @@ from rmqsim.conformance.gate import (
 )
 
 STREAM_GATE_PROFILES = GATE_STREAM_PROFILES
-CONSUMER_IMPL = "rmqsim.conformance.consumer_run:impl_consumer_factory"
+CONSUMER_IMPL = "rmqsim.conformance.consumer.run:impl_consumer_factory"
 
 #: A user's module, written to their folder (the current directory of each test).
 USER_MODULE = '''

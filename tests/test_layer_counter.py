@@ -1,8 +1,9 @@
 """A third layer defined here, in the test folder only: a durable counter (increment, read,
 crash), its model, a correct file-backed implementation and a buggy one that flushes only
 every third increment (a crash loses the others). Run, replay, shrink and the gate work
-for it through the public API (``conformance.layer``, ``conformance.run``,
-``conformance.shrink``, ``conformance.gate``), with no change to the generic code: the
+for it through the public API (``conformance.layer``, ``conformance.running.run``,
+``conformance.searching.shrink``, ``conformance.running.gate``), with no change to the generic
+code: the
 proof that a new layer costs one ``Layer``, not a second harness."""
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from typing import Any, ClassVar
 import pytest
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL, BadImplError, resolve_impl
-from rmqsim.conformance.gate import GatePlan, run_profiles, write_outputs
 from rmqsim.conformance.layer import (
     LayerLockstep,
     OperationCrashes,
@@ -32,12 +32,13 @@ from rmqsim.conformance.layer import (
     register_layer,
     unregister_layer,
 )
-from rmqsim.conformance.lockstep import Divergence, Stats, StepRecord
-from rmqsim.conformance.run import read_run_trace, replay, run, run_seed, spec_for_seed
-from rmqsim.conformance.shrink import shrink_file, shrink_result
-from rmqsim.conformance.shrink_budget import ShrinkBudget
-from rmqsim.conformance.trace import Trace, write_lines
-from rmqsim.scenarios.ops import Outcome, Step
+from rmqsim.conformance.running.gate import GatePlan, run_profiles, write_outputs
+from rmqsim.conformance.running.lockstep import Divergence, Stats, StepRecord
+from rmqsim.conformance.running.run import read_run_trace, replay, run, run_seed, spec_for_seed
+from rmqsim.conformance.running.trace import Trace, write_lines
+from rmqsim.conformance.searching.shrink import shrink_file, shrink_result
+from rmqsim.conformance.searching.shrink_budget import ShrinkBudget
+from rmqsim.scenarios.queue.ops import Outcome, Step
 
 GOOD = "tests.test_layer_counter:good_counter"
 BUGGY = "tests.test_layer_counter:buggy_counter"

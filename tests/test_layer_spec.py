@@ -12,8 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.crash_record import ArmedCrash
-from rmqsim.conformance.gate import GATE_CONSUMER_PROFILES, GATE_PROFILES
+from rmqsim.conformance.crashing.crash_record import ArmedCrash
 from rmqsim.conformance.layer import (
     HeaderError,
     RunSpec,
@@ -22,9 +21,10 @@ from rmqsim.conformance.layer import (
     layer_for_profile,
 )
 from rmqsim.conformance.layers import CONSUMER_LAYER, QUEUE_LAYER
-from rmqsim.conformance.run import run_seed, spec_for_seed
-from rmqsim.conformance.trace import dumps
-from rmqsim.scenarios.profiles import UnknownProfileError
+from rmqsim.conformance.running.gate import GATE_CONSUMER_PROFILES, GATE_PROFILES
+from rmqsim.conformance.running.run import run_seed, spec_for_seed
+from rmqsim.conformance.running.trace import dumps
+from rmqsim.scenarios.queue.profiles import UnknownProfileError
 
 
 @pytest.mark.parametrize("profile", GATE_PROFILES + GATE_CONSUMER_PROFILES)

@@ -1,4 +1,4 @@
-"""The liveness bound (``conformance/watchdog.py``, ``--op-timeout-s``): a queue that
+"""The liveness bound (``conformance/running/watchdog.py``, ``--op-timeout-s``): a queue that
 deadlocks is the anomaly ``hang`` within seconds, in process and in ``--crash-mode
 process``, with the usual report and a trace that replays to ``hang``; shrinking it stays
 quick; a normal run is unaffected. Real processes for the commands (a test that hangs
@@ -21,17 +21,17 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from rmqsim.conformance import watchdog
 from rmqsim.conformance.cli import cli
 from rmqsim.conformance.mutants.catalogue import select
 from rmqsim.conformance.mutants.consumer import core_factory
 from rmqsim.conformance.mutants.kill import KILLED, kill_mutant
-from rmqsim.conformance.process_sut import process_factory
-from rmqsim.conformance.run import parse_run_lines, replay_run_trace, replay_trace, run_seed
-from rmqsim.conformance.shrink import shrink_and_save
-from rmqsim.conformance.shrink_budget import DEFAULT_SHRINK_BUDGET
-from rmqsim.conformance.trace import write_lines
-from rmqsim.conformance.watchdog import CallBound, OperationHang, op_timeout
+from rmqsim.conformance.running import watchdog
+from rmqsim.conformance.running.process_sut import process_factory
+from rmqsim.conformance.running.run import parse_run_lines, replay_run_trace, replay_trace, run_seed
+from rmqsim.conformance.running.trace import write_lines
+from rmqsim.conformance.running.watchdog import CallBound, OperationHang, op_timeout
+from rmqsim.conformance.searching.shrink import shrink_and_save
+from rmqsim.conformance.searching.shrink_budget import DEFAULT_SHRINK_BUDGET
 from rmqsim.impl.consumer import ConsumerCore
 from rmqsim.model.api import MQConfig
 
@@ -214,8 +214,8 @@ def test_a_call_holding_the_gil_ends_the_process_or_is_a_hang_in_process_mode(
     process (its floor lowered here from 30 s); ``--crash-mode process`` reports a hang."""
     script = textwrap.dedent(
         """
-        from rmqsim.conformance import watchdog
-        from rmqsim.conformance.run import run_seed
+        from rmqsim.conformance.running import watchdog
+        from rmqsim.conformance.running.run import run_seed
         watchdog.MIN_DEAD_MAN_S = 1.0
         with watchdog.op_timeout(0.5):
             run_seed("smoke", 0, impl="tests.hang_impls:holds_the_gil")
@@ -243,8 +243,8 @@ def test_a_hang_outside_the_main_thread_ends_the_process_with_a_message() -> Non
     script = textwrap.dedent(
         """
         import threading
-        from rmqsim.conformance import watchdog
-        from rmqsim.conformance.run import run_seed
+        from rmqsim.conformance.running import watchdog
+        from rmqsim.conformance.running.run import run_seed
         with watchdog.op_timeout(0.5):
             impl = "rmqsim.conformance.mutants.liveness:last_group_deadlock"
             worker = threading.Thread(target=run_seed, args=("smoke", 0), kwargs={"impl": impl})
@@ -304,7 +304,7 @@ def test_a_child_forked_during_a_run_bounds_its_own_calls() -> None:
     script = textwrap.dedent(
         """
         import os, threading
-        from rmqsim.conformance.watchdog import CallBound, OperationHang
+        from rmqsim.conformance.running.watchdog import CallBound, OperationHang
         with CallBound(0.3):
             pid = os.fork()
             if pid == 0:

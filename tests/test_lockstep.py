@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from rmqsim.conformance.adapter import make_model_factory, model_factory
-from rmqsim.conformance.run import replay_trace, run_seed
-from rmqsim.conformance.trace import parse_lines
+from rmqsim.conformance.running.run import replay_trace, run_seed
+from rmqsim.conformance.running.trace import parse_lines
 from tests.wrong_models import EXPECTED
 
 #: Seeds tried per profile before a wrong model counts as not caught.
@@ -72,9 +72,9 @@ def test_a_run_ending_on_arm_crash_closes_cleanly(tmp_path) -> None:
     """Regression (found by a 200-seed sweep): a crash armed by the last step must not fire
     when the run releases the SUT; it is disarmed first."""
     from rmqsim.conformance.adapter import rocksmq_factory
-    from rmqsim.conformance.lockstep import Lockstep
+    from rmqsim.conformance.running.lockstep import Lockstep
     from rmqsim.model.api import MQConfig
-    from rmqsim.scenarios.ops import ArmCrash, CreateTopic, Step
+    from rmqsim.scenarios.queue.ops import ArmCrash, CreateTopic, Step
 
     lockstep = Lockstep(rocksmq_factory, MQConfig(), tmp_path)
     lockstep.execute(Step(0, "t", CreateTopic("a")))
@@ -86,7 +86,7 @@ def test_a_run_ending_on_arm_crash_closes_cleanly(tmp_path) -> None:
 
 
 def test_gate_keeps_traces_of_failing_runs_only(tmp_path) -> None:
-    from rmqsim.conformance.gate import GatePlan, run_profiles
+    from rmqsim.conformance.running.gate import GatePlan, run_profiles
     from tests.wrong_models import LostWrite
 
     passing = run_profiles(GatePlan(("smoke",), range(2), model_factory, tmp_path))
@@ -99,8 +99,8 @@ def test_gate_keeps_traces_of_failing_runs_only(tmp_path) -> None:
 def test_model_peek_agrees_with_its_snapshot() -> None:
     """``ReferenceMQ.peek`` (what the runner reads before each operation to name an
     anomaly) says what a full snapshot says, through produce, retention and churn."""
-    from rmqsim.conformance.apply import RUNNER_KINDS, apply_op
-    from rmqsim.conformance.lockstep import SimClock
+    from rmqsim.conformance.running.apply import RUNNER_KINDS, apply_op
+    from rmqsim.conformance.running.lockstep import SimClock
     from rmqsim.model import ReferenceMQ
     from rmqsim.model.api import MQConfig
     from rmqsim.scenarios import Outcome, Simulation, get_profile
@@ -135,7 +135,7 @@ def test_a_runs_trace_is_rendered_on_first_use_and_pickles() -> None:
     passing gate run never asks); rendered late, pickled or not, the lines are the same."""
     import pickle
 
-    from rmqsim.conformance.run import TraceRender
+    from rmqsim.conformance.running.run import TraceRender
 
     first = run_seed("smoke", 5, impl=model_factory)
     second = run_seed("smoke", 5, impl=model_factory)

@@ -17,12 +17,12 @@ from click.testing import CliRunner
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL, EXTERNAL_DRIVERS, BadImplError, load_factory
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.deviations import load_profile
-from rmqsim.conformance.run import replay_trace
-from rmqsim.conformance.trace import read_trace
+from rmqsim.conformance.reporting.deviations import load_profile
+from rmqsim.conformance.running.run import replay_trace
+from rmqsim.conformance.running.trace import read_trace
 from rmqsim.conformance.wire.check import run_program
 from rmqsim.model.api import MQConfig
-from rmqsim.scenarios.ops import (
+from rmqsim.scenarios.queue.ops import (
     Consume,
     CrashReopen,
     CreateGroup,

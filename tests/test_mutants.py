@@ -12,8 +12,6 @@ from click.testing import CliRunner
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL, load_factory
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.gate import DEFAULT_GATE_SEEDS
-from rmqsim.conformance.lockstep import Divergence, Lockstep
 from rmqsim.conformance.mutants import Mutant
 from rmqsim.conformance.mutants.catalogue import MUTANTS, UnknownMutantError, gather, select
 from rmqsim.conformance.mutants.kill import (
@@ -25,13 +23,15 @@ from rmqsim.conformance.mutants.kill import (
     kill_mutant,
     run_matrix,
 )
-from rmqsim.conformance.shrink_budget import DEFAULT_SHRINK_BUDGET
+from rmqsim.conformance.running.gate import DEFAULT_GATE_SEEDS
+from rmqsim.conformance.running.lockstep import Divergence, Lockstep
+from rmqsim.conformance.searching.shrink_budget import DEFAULT_SHRINK_BUDGET
 from rmqsim.conformance.stream.run import resolve_stream_impl
 from rmqsim.impl import RocksMQ
 from rmqsim.impl.errors import CorruptDatabaseError
 from rmqsim.impl.storage import Store
 from rmqsim.model.api import MQConfig, ProducerMessage
-from rmqsim.scenarios.ops import (
+from rmqsim.scenarios.queue.ops import (
     Consume,
     CrashReopen,
     CreateGroup,
@@ -299,9 +299,9 @@ def test_the_gate_and_fuzz_name_pools_hold_case_and_normalization_pairs() -> Non
     Unicode normalization: a queue that merges either pair cannot pass them unseen."""
     import unicodedata
 
-    from rmqsim.conformance.gate import DEFAULT_GATE_SEEDS
-    from rmqsim.conformance.stateful import GROUP_NAMES, TOPIC_NAMES
-    from rmqsim.scenarios.profiles import PROFILES, resolve
+    from rmqsim.conformance.running.gate import DEFAULT_GATE_SEEDS
+    from rmqsim.conformance.searching.stateful import GROUP_NAMES, TOPIC_NAMES
+    from rmqsim.scenarios.queue.profiles import PROFILES, resolve
 
     def merged_by(fold: Any, pool: tuple[str, ...]) -> bool:
         return len({fold(name) for name in pool}) < len(set(pool))
@@ -348,7 +348,7 @@ def test_a_report_tells_the_two_spellings_of_a_name_apart() -> None:
     """The NFD spelling of a name is shown escaped in operation lines (reports, fuzz
     programs), so the normalization mutant's report does not list two identical-looking
     operations with different outcomes."""
-    from rmqsim.conformance.report import render_op
+    from rmqsim.conformance.reporting.report import render_op
 
     nfc, nfd = "gr\u00fcppe", "gru\u0308ppe"
     shown = render_op(CreateGroup("t", nfd))
@@ -359,7 +359,7 @@ def test_a_report_tells_the_two_spellings_of_a_name_apart() -> None:
 
 def _newcomer_program(name: str) -> tuple[MQConfig, list[Step], str]:
     """A short program showing the bug of one newcomer mutant (issue 26), and its anomaly."""
-    from rmqsim.scenarios import ops
+    from rmqsim.scenarios.queue import ops
 
     one_page = (Message(b"x" * 17),)
     if name == "unread-group-holds-nothing":

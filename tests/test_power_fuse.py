@@ -1,4 +1,4 @@
-"""The power-loss sweep through FUSE (conformance/power_fuse.py, ``crash-sweep --storage
+"""The power-loss sweep through FUSE (conformance/crashing/power_fuse.py, ``crash-sweep --storage
 --through fuse``): the commit log as a child process, its store on a FUSE mount of the
 simulated disk, cut at the same points as in process (``fs=``), leaves the same disk and
 recovers the same state; the sweep finds a storage mutant through FUSE; the command says
@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import rmqsim.conformance.fuse_disk as fuse_disk
-import rmqsim.conformance.power_fuse as power_fuse
+import rmqsim.conformance.crashing.fuse_disk as fuse_disk
+import rmqsim.conformance.crashing.power_fuse as power_fuse
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.power_loss import (
+from rmqsim.conformance.crashing.power_loss import (
     FAULT_MODES,
     DiskAccess,
     base_run,

@@ -28,11 +28,11 @@ PACKAGES = ("model", "impl", "scenarios", "conformance", "reports")
 #: (module path, ``value._name`` as written): allowed, with the reason.
 ALLOWED = {
     # The standard library's exit without cleanup: public API despite its underscore.
-    ("conformance/watchdog.py", "os._exit"),
+    ("conformance/running/watchdog.py", "os._exit"),
     # hypothesis has no public switch for its pool of local constants; the function is
     # looked up with getattr and the campaign does without it when it is gone (see there).
-    ("conformance/stateful.py", "providers._get_local_constants"),
-    ("conformance/stateful.py", "getattr(..., '_get_local_constants')"),
+    ("conformance/searching/stateful.py", "providers._get_local_constants"),
+    ("conformance/searching/stateful.py", "getattr(..., '_get_local_constants')"),
     # PySpark keeps the Java exception of a captured error there when it has no public
     # ``java_exception``; read with getattr and a default, so a later PySpark only loses
     # the Java cause in the message.

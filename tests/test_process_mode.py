@@ -15,12 +15,12 @@ from click.testing import CliRunner
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL, BadImplError, model_factory
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.crash_sweep import crash_sweep
-from rmqsim.conformance.lockstep import FaultInjector, InjectedCrash, SimClock
+from rmqsim.conformance.crashing.crash_sweep import crash_sweep
 from rmqsim.conformance.mutants.crash import MUTANTS
-from rmqsim.conformance.process_sut import ChildDiedError, process_factory
-from rmqsim.conformance.run import replay_trace, run_seed
-from rmqsim.conformance.trace import parse_lines
+from rmqsim.conformance.running.lockstep import FaultInjector, InjectedCrash, SimClock
+from rmqsim.conformance.running.process_sut import ChildDiedError, process_factory
+from rmqsim.conformance.running.run import replay_trace, run_seed
+from rmqsim.conformance.running.trace import parse_lines
 from rmqsim.conformance.wire.client import WireQueue
 from rmqsim.model.api import MQConfig, ProducerMessage
 

@@ -117,7 +117,8 @@ def test_the_plugin_is_inert_in_a_project_that_does_not_use_it(tmp_path: Path) -
         import sys
 
         def test_plain():
-            heavy = ("rmqsim.conformance.gate", "rmqsim.conformance.lockstep", "impl")
+            heavy = ("rmqsim.conformance.running.gate", "rmqsim.conformance.running.lockstep",
+                     "impl")
             assert [m for m in heavy if m in sys.modules] == []
         """,
     )
@@ -136,12 +137,16 @@ def test_a_bad_profile_is_a_usage_error(tmp_path: Path) -> None:
 def test_the_default_profiles_are_those_of_the_impls_layer(tmp_path: Path) -> None:
     """A stream factory gets the stream gate profiles, a push consumer the consumer ones,
     a queue the queue's (as ``rmqsim gate --impl``)."""
-    from rmqsim.conformance.gate import GATE_CONSUMER_PROFILES, GATE_PROFILES, GATE_STREAM_PROFILES
+    from rmqsim.conformance.running.gate import (
+        GATE_CONSUMER_PROFILES,
+        GATE_PROFILES,
+        GATE_STREAM_PROFILES,
+    )
 
     project = make_project(tmp_path, "def test_gate(rmqsim_gate):\n    rmqsim_gate.check()\n")
     for impl, profiles in (
         ("stream", GATE_STREAM_PROFILES),
-        ("rmqsim.conformance.consumer_run:impl_consumer_factory", GATE_CONSUMER_PROFILES),
+        ("rmqsim.conformance.consumer.run:impl_consumer_factory", GATE_CONSUMER_PROFILES),
         ("mymq:open_queue", GATE_PROFILES),
     ):
         done = run_pytest(project, "--collect-only", "--rmqsim-impl", impl)

@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL, make_model_factory, model_factory
-from rmqsim.conformance.corpus import (
+from rmqsim.conformance.reporting.report import render_failure
+from rmqsim.conformance.running.corpus import (
     corpus_files,
     program_digest,
     replay_regression,
     save_regression,
 )
-from rmqsim.conformance.gate import GateResult, junit_xml, run_corpus, summary_json
-from rmqsim.conformance.report import render_failure
-from rmqsim.conformance.run import read_run_trace, replay_trace, run_seed
-from rmqsim.conformance.trace import read_trace
+from rmqsim.conformance.running.gate import GateResult, junit_xml, run_corpus, summary_json
+from rmqsim.conformance.running.run import read_run_trace, replay_trace, run_seed
+from rmqsim.conformance.running.trace import read_trace
 from rmqsim.model import ReferenceMQ
 from tests.wrong_models import LostWrite
 

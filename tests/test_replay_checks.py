@@ -17,9 +17,9 @@ from click.testing import CliRunner, Result
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL, model_factory
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.report import render_failure
-from rmqsim.conformance.run import replay_trace, run_seed, trace_header
-from rmqsim.conformance.trace import Trace, TraceStep, parse_lines, write_lines
+from rmqsim.conformance.reporting.report import render_failure
+from rmqsim.conformance.running.run import replay_trace, run_seed, trace_header
+from rmqsim.conformance.running.trace import Trace, TraceStep, parse_lines, write_lines
 from tests.test_replay_crash_flip import CONFIG, PROGRAM
 
 #: ``rmqsim`` in a process of its own, on the code beside these tests.
@@ -170,7 +170,7 @@ def test_an_unusable_impl_in_a_consumer_trace_header_is_named_as_the_headers(
     lines = _edit(_lines("consumer"), 1, lambda o: o.update(impl="rmqsim.nomod:nofactory"))
     path = _write(tmp_path, lines)
     _malformed(invoke("replay", str(path)), f"{path}: the implementation its header names")
-    ours = "rmqsim.conformance.consumer_run:impl_consumer_factory"
+    ours = "rmqsim.conformance.consumer.run:impl_consumer_factory"
     assert invoke("replay", str(path), "--impl", ours).exit_code == 0
 
 

@@ -16,11 +16,11 @@ from click.testing import CliRunner
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL, make_model_factory, model_factory
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.report import render_failure
-from rmqsim.conformance.run import replay_trace, trace_header
-from rmqsim.conformance.trace import Trace, TraceStep, parse_lines, write_lines
+from rmqsim.conformance.reporting.report import render_failure
+from rmqsim.conformance.running.run import replay_trace, trace_header
+from rmqsim.conformance.running.trace import Trace, TraceStep, parse_lines, write_lines
 from rmqsim.model.api import MQConfig
-from rmqsim.scenarios.ops import ArmCrash, Consume, CreateGroup, CreateTopic, Message, Produce
+from rmqsim.scenarios.queue.ops import ArmCrash, Consume, CreateGroup, CreateTopic, Message, Produce
 from tests.wrong_models import FlippedPayload, TwoStepProduce
 
 CONFIG = MQConfig(page_size_bytes=32, retention_size_bytes=64, retention_time_s=10)

@@ -41,7 +41,12 @@ import pytest
 from click.testing import CliRunner
 
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.run import parse_run_lines, read_run_trace, replay_run_trace, run_seed
+from rmqsim.conformance.running.run import (
+    parse_run_lines,
+    read_run_trace,
+    replay_run_trace,
+    run_seed,
+)
 from tests.test_replay_checks import RMQSIM, ROOT
 
 #: Mutations of each trace (the issue asks for at least 150).

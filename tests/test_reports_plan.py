@@ -15,14 +15,14 @@ from click.testing import CliRunner
 from rmqsim.conformance.adapter import DEFAULT_IMPL, make_model_factory, model_factory
 from rmqsim.conformance.cli import cli
 from rmqsim.conformance.cli.common import UsageError
-from rmqsim.conformance.consumer_run import consumer_trace_header
-from rmqsim.conformance.gate import (
+from rmqsim.conformance.consumer.run import consumer_trace_header
+from rmqsim.conformance.running.gate import (
     GATE_CONSUMER_PROFILES,
     GATE_PROFILES,
     GATE_STREAM_PROFILES,
 )
-from rmqsim.conformance.run import replay_file
-from rmqsim.conformance.trace import read_trace
+from rmqsim.conformance.running.run import replay_file
+from rmqsim.conformance.running.trace import read_trace
 from rmqsim.reports.aggregate import SweepDirError, check_sweep_dir
 from rmqsim.reports.page import render_html
 from rmqsim.reports.schema import (
@@ -43,8 +43,8 @@ from rmqsim.reports.schema import (
 from rmqsim.reports.spark import check_master
 from rmqsim.reports.sweep import SweepOutcome, SweepSpec, determinism_sample, plan_chunks
 from rmqsim.reports.tasks import TaskSpec, WorkItem, error_row, run_chunk
-from rmqsim.scenarios.consumer_profiles import CONSUMER_PROFILES
-from rmqsim.scenarios.ops import OP_KINDS
+from rmqsim.scenarios.consumer.profiles import CONSUMER_PROFILES
+from rmqsim.scenarios.queue.ops import OP_KINDS
 from tests.wrong_models import LostWrite
 
 XSS = "<script>alert(1)</script>"
@@ -201,8 +201,8 @@ def test_the_traces_of_a_task_name_the_drivers_git_commit(tmp_path: Path) -> Non
 def test_a_queue_row_carries_its_runs_coverage_cells(tmp_path: Path) -> None:
     """The row's coverage columns are the run's own map by cell label (a consumer row's
     are empty: the map is the queue's vocabulary)."""
-    from rmqsim.conformance.coverage import coverage_of_result
-    from rmqsim.conformance.run import run_seed
+    from rmqsim.conformance.running.run import run_seed
+    from rmqsim.conformance.searching.coverage import coverage_of_result
 
     spec = TaskSpec(impl=DEFAULT_IMPL, out_dir=str(tmp_path), sweep_id="t", steps=60)
     queue = _row(WorkItem("swarm", 2), spec)
@@ -226,7 +226,7 @@ def test_a_conforming_row_carries_counts_and_no_trace(tmp_path: Path) -> None:
     assert record["steps"] == 50 == sum(record["op_counts"].values())
     # Swarm draws a config per seed: the row carries the drawn one.
     from rmqsim.scenarios.catalog import get_profile
-    from rmqsim.scenarios.profiles import resolve
+    from rmqsim.scenarios.queue.profiles import resolve
 
     drawn = resolve(get_profile("swarm"), 3)
     assert record["page_size_bytes"] == drawn.config["page_size_bytes"]
@@ -245,7 +245,7 @@ def test_a_consumer_row_counts_its_own_operations_and_carries_its_config(
                     sweep_id="t", steps=120)  # fmt: skip
     record = _row(WorkItem("consumer-crashy", 0), spec)
     assert record["status"] == "ok" and record["layer"] == "consumer"
-    assert record["implementation"] == "rmqsim.conformance.consumer_run:impl_consumer_factory"
+    assert record["implementation"] == "rmqsim.conformance.consumer.run:impl_consumer_factory"
     counts = record["op_counts"]
     # The counts come from the trace: every step once, in the consumer's vocabulary.
     assert sum(counts.values()) == record["steps"] > 120  # the drain comes after the budget
@@ -479,7 +479,7 @@ def test_the_shipped_zip_holds_rmqsim_with_its_links_resolved(tmp_path: Path) ->
 
     names = set(zipfile.ZipFile(package_zip(tmp_path)).namelist())
     for module in ("__init__.py", "model/api.py", "impl/__init__.py", "reports/tasks.py",
-                   "scenarios/catalog.py", "conformance/run.py"):  # fmt: skip
+                   "scenarios/catalog.py", "conformance/running/run.py"):  # fmt: skip
         assert f"rmqsim/{module}" in names
     assert not [name for name in names if name.endswith(".pyc") or "__pycache__" in name]
 

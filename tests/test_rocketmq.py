@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from rmqsim.conformance import adapter
 from rmqsim.conformance.adapter import EXTERNAL_DRIVERS, BadImplError, ExternalDriver, load_impl
 from rmqsim.conformance.cli.app import cli
-from rmqsim.conformance.gate import GatePlan, run_profiles
-from rmqsim.conformance.run import read_run_trace, replay
+from rmqsim.conformance.running.gate import GatePlan, run_profiles
+from rmqsim.conformance.running.run import read_run_trace, replay
 from rmqsim.scenarios.store.profiles import STORE_GATE_PROFILES
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 
 from rmqsim.scenarios.codec import Field, OpCodec, OpDecodeError, OpEncodeError, decode_str
-from rmqsim.scenarios.consumer_ops import (
+from rmqsim.scenarios.consumer.ops import (
     Pull,
     consumer_op_from_json,
     consumer_op_to_json,
     consumer_outcome_from_json,
 )
-from rmqsim.scenarios.ops import CreateTopic, op_to_json
-from rmqsim.scenarios.stream_ops import (
+from rmqsim.scenarios.queue.ops import CreateTopic, op_to_json
+from rmqsim.scenarios.stream.ops import (
     Consume,
     stream_op_from_json,
     stream_op_to_json,

@@ -24,7 +24,7 @@ import pytest
 
 from rmqsim.scenarios.catalog import get_profile
 from rmqsim.scenarios.names import NAME_MAX_BYTES, is_valid_name
-from rmqsim.scenarios.ops import (
+from rmqsim.scenarios.queue.ops import (
     OP_KINDS,
     AdvanceClock,
     ArmCrash,
@@ -36,8 +36,8 @@ from rmqsim.scenarios.ops import (
     Step,
     step_to_json,
 )
-from rmqsim.scenarios.profiles import PROFILES, ROLE_BOOTSTRAP_KINDS, ROLE_KINDS, resolve
-from rmqsim.scenarios.simulation import Simulation
+from rmqsim.scenarios.queue.profiles import PROFILES, ROLE_BOOTSTRAP_KINDS, ROLE_KINDS, resolve
+from rmqsim.scenarios.queue.sim import Simulation
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,4 @@
-"""Where runs keep their SUT's database (conformance.scratch)."""
+"""Where runs keep their SUT's database (conformance.running.scratch)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from rmqsim.conformance.run import run_seed
-from rmqsim.conformance.scratch import RAM_DIRS, WORKDIR_ENV, scratch_root
+from rmqsim.conformance.running.run import run_seed
+from rmqsim.conformance.running.scratch import RAM_DIRS, WORKDIR_ENV, scratch_root
 
 
 def test_env_var_overrides_the_choice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -73,7 +73,7 @@ def test_consumer_runs_use_the_scratch_root(
 
 def test_fuzz_uses_the_scratch_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``rmqsim fuzz`` opens its databases under RMQSIM_WORKDIR (it ignored the variable)."""
-    from rmqsim.conformance.stateful import fuzz
+    from rmqsim.conformance.searching.stateful import fuzz
 
     monkeypatch.setenv(WORKDIR_ENV, str(tmp_path / "work"))
     (tmp_path / "work").mkdir()

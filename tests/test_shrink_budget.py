@@ -11,20 +11,20 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import rmqsim.conformance.shrink as shrink_module
+import rmqsim.conformance.searching.shrink as shrink_module
 from rmqsim.conformance.cli import cli
 from rmqsim.conformance.cli.common import ShrinkBar, progress
 from rmqsim.conformance.mutants.catalogue import select
-from rmqsim.conformance.report import render_failure
-from rmqsim.conformance.run import RunResult, run_seed
-from rmqsim.conformance.shrink import shrink_and_save, shrink_result
-from rmqsim.conformance.shrink_budget import (
+from rmqsim.conformance.reporting.report import render_failure
+from rmqsim.conformance.running.run import RunResult, run_seed
+from rmqsim.conformance.running.trace import write_lines
+from rmqsim.conformance.searching.shrink import shrink_and_save, shrink_result
+from rmqsim.conformance.searching.shrink_budget import (
     STOPPED_BY_OPERATIONS,
     STOPPED_BY_TIME,
     ShrinkBudget,
     ShrinkStats,
 )
-from rmqsim.conformance.trace import write_lines
 
 #: A failure found after hundreds of operations: smoke seed 49 with the persisted high-water
 #: mark dropped fails at step 432; its search runs 55 candidates, 3,068 operations (measured,
@@ -75,8 +75,8 @@ def test_the_first_run_is_never_refused_by_the_budget() -> None:
 
 
 class _TickingClock:
-    """Stands for ``time`` in ``conformance.shrink``: every reading is one second later, so
-    a time limit stops the search after a known number of runs, whatever the machine."""
+    """Stands for ``time`` in ``conformance.searching.shrink``: every reading is one second
+    later, so a time limit stops the search after a known number of runs, whatever the machine."""
 
     def __init__(self) -> None:
         self._ticks = itertools.count()

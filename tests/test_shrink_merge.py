@@ -1,4 +1,4 @@
-"""The shrink's produce-merging pass (conformance/shrink_merge.py): the candidates it
+"""The shrink's produce-merging pass (conformance/queue/shrink.py): the candidates it
 tries, and the capped-poll mutant's gate failure, which needs a backlog of small produces,
 shrunk to a handful of operations well within the budget."""
 
@@ -7,12 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from rmqsim.conformance.mutants.blind import POLL_CAP
-from rmqsim.conformance.run import run_seed
-from rmqsim.conformance.shrink import shrink_and_save
-from rmqsim.conformance.shrink_budget import DEFAULT_SHRINK_BUDGET
-from rmqsim.conformance.shrink_merge import merged_by_topic, merged_runs, plain_payloads
-from rmqsim.conformance.trace import write_lines
-from rmqsim.scenarios.ops import Consume, CreateTopic, Message, Op, Produce, Step
+from rmqsim.conformance.queue.shrink import merged_by_topic, merged_runs, plain_payloads
+from rmqsim.conformance.running.run import run_seed
+from rmqsim.conformance.running.trace import write_lines
+from rmqsim.conformance.searching.shrink import shrink_and_save
+from rmqsim.conformance.searching.shrink_budget import DEFAULT_SHRINK_BUDGET
+from rmqsim.scenarios.queue.ops import Consume, CreateTopic, Message, Op, Produce, Step
 
 CAPPED = "rmqsim.conformance.mutants.blind:capped_poll"
 

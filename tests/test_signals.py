@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rmqsim.conformance.scratch import WORKDIR_ENV
+from rmqsim.conformance.running.scratch import WORKDIR_ENV
 from tests.signal_impls import SIGNAL_AT_ENV
 
 ROOT = Path(__file__).resolve().parent.parent

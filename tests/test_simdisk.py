@@ -1,4 +1,4 @@
-"""The simulated disk (conformance/simdisk.py): each fault mode, the failed sync, power
+"""The simulated disk (conformance/crashing/simdisk.py): each fault mode, the failed sync, power
 cuts and determinism; and a differential test against the real file system: the disk's
 view is the OS's, its durable image is what the OS file held at its last fsync, and no
 cut keeps anything a real disk could not (never kinder than a real power cut)."""
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rmqsim.conformance.simdisk import SECTOR_SIZE_BYTES, PowerCut, SimDisk
+from rmqsim.conformance.crashing.simdisk import SECTOR_SIZE_BYTES, PowerCut, SimDisk
 from rmqsim.impl.commitlog.fs import OsFileSystem
 
 

@@ -1,4 +1,4 @@
-"""Steering the gate's crashes (conformance/steer.py): after the sweeps, one crash case at
+"""Steering the gate's crashes (conformance/searching/steer.py): after the sweeps, one crash case at
 the first place the runs reached each crash cell no sweep armed; the cases arm those
 cells, find what the sweep missed, and are the same with a worker pool."""
 
@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rmqsim.conformance.coverage import NO_POINT, Cell, merged_coverage
-from rmqsim.conformance.gate import (
+from rmqsim.conformance.running.gate import (
     GatePlan,
     GateResult,
     SweepPlan,
@@ -17,8 +16,9 @@ from rmqsim.conformance.gate import (
     run_sweeps,
     summary_json,
 )
-from rmqsim.conformance.pool import worker_pool
-from rmqsim.conformance.steer import steer_targets
+from rmqsim.conformance.running.pool import worker_pool
+from rmqsim.conformance.searching.coverage import NO_POINT, Cell, merged_coverage
+from rmqsim.conformance.searching.steer import steer_targets
 
 TWO_STEP = "rmqsim.conformance.mutants.blind:two_step_destroy_topic"
 BETWEEN = "destroy_topic.between_writes"

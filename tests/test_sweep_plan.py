@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL
-from rmqsim.conformance.gate import GateResult, SweepPlan, run_sweeps
-from rmqsim.conformance.pool import WorkerPool
-from rmqsim.conformance.run import run_seed
+from rmqsim.conformance.running.gate import GateResult, SweepPlan, run_sweeps
+from rmqsim.conformance.running.pool import WorkerPool
+from rmqsim.conformance.running.run import run_seed
 
 
 class _InlineExecutor:

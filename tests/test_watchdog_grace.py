@@ -1,5 +1,5 @@
 """Slow is not stuck: the liveness bound tells a call that is still computing on a loaded
-machine from one that waits for good (conformance/watchdog.py)."""
+machine from one that waits for good (conformance/running/watchdog.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from rmqsim.conformance.watchdog import CallBound, OperationHang
+from rmqsim.conformance.running.watchdog import CallBound, OperationHang
 
 LIMIT_S = 0.4
 

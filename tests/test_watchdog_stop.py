@@ -1,4 +1,4 @@
-"""Ctrl-Z does not end a run (``conformance/watchdog.py``): SIGTSTP stops the process as
+"""Ctrl-Z does not end a run (``conformance/running/watchdog.py``): SIGTSTP stops the process as
 a terminal program does (the wall-time last resort disarmed, SIGSTOP, re-armed on
 SIGCONT, the time stopped left out of the calls' deadlines), so a run suspended past its
 bound and past the last resort's timer carries on and passes; ``kill -STOP``, which
@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = textwrap.dedent(
     """
     import sys, time
-    from rmqsim.conformance import watchdog
-    from rmqsim.conformance.run import run_seed
+    from rmqsim.conformance.running import watchdog
+    from rmqsim.conformance.running.run import run_seed
     from rmqsim.impl import RocksMQ
 
     def slow(*, path, config, clock, faults):
@@ -50,8 +50,8 @@ SCRIPT = textwrap.dedent(
 WAIT_SCRIPT = textwrap.dedent(
     """
     import sys, time
-    from rmqsim.conformance import watchdog
-    from rmqsim.conformance.run import run_seed
+    from rmqsim.conformance.running import watchdog
+    from rmqsim.conformance.running.run import run_seed
     from rmqsim.impl import RocksMQ
 
     waited = []
@@ -156,7 +156,7 @@ def test_kill_stop_past_the_last_resort_behaves_as_documented() -> None:
 def test_the_stop_key_handler_goes_with_the_watchdog() -> None:
     """SIGTSTP is ours only while a bound of the main thread is active; an ignored one is
     left ignored."""
-    from rmqsim.conformance.watchdog import CallBound
+    from rmqsim.conformance.running.watchdog import CallBound
 
     assert signal.getsignal(signal.SIGTSTP) == signal.SIG_DFL
     with CallBound(5.0):
@@ -173,7 +173,7 @@ def test_the_stop_key_handler_goes_with_the_watchdog() -> None:
 def test_a_child_forked_during_a_run_stops_on_ctrl_z_by_default() -> None:
     """The parent's handler belongs to the parent's watchdog: a child forked while it is
     installed gets SIGTSTP's previous handler back (its own runs install it again)."""
-    from rmqsim.conformance.watchdog import CallBound
+    from rmqsim.conformance.running.watchdog import CallBound
 
     with CallBound(5.0):
         pid = os.fork()

@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.run import run_seed
-from rmqsim.conformance.watchdog import op_timeout
+from rmqsim.conformance.running.run import run_seed
+from rmqsim.conformance.running.watchdog import op_timeout
 from rmqsim.conformance.wire import client
 from rmqsim.conformance.wire.client import WireQueue, server_command
 from rmqsim.conformance.wire.codec import WireProtocolError, decode_state, encode_state

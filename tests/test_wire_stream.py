@@ -18,8 +18,8 @@ from click.testing import CliRunner
 
 from rmqsim.conformance.adapter import load_impl
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.run import run_seed
-from rmqsim.conformance.watchdog import op_timeout
+from rmqsim.conformance.running.run import run_seed
+from rmqsim.conformance.running.watchdog import op_timeout
 from rmqsim.conformance.wire import client
 from rmqsim.conformance.wire.client import WireQueue, server_command
 from rmqsim.conformance.wire.codec import WireProtocolError

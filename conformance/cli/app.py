@@ -50,7 +50,7 @@ from rmqsim.conformance.cli.common import (
     steps_option,
     writable_dir,
 )
-from rmqsim.conformance.shrink_budget import ShrinkBudget
+from rmqsim.conformance.searching.shrink_budget import ShrinkBudget
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -70,7 +70,7 @@ __all__ = [
 #: users add commands through the ``rmqsim.commands`` entry point group instead, so that
 #: conformance never imports the layers built on it.
 LAZY_COMMANDS: dict[str, str] = {
-    "bench": "rmqsim.conformance.bench:bench",
+    "bench": "rmqsim.conformance.bench.backends:bench",
     "crash-sweep": "rmqsim.conformance.cli.crash:crash_sweep_command",
     "shrink": "rmqsim.conformance.cli.crash:shrink_command",
     "fuzz": "rmqsim.conformance.cli.fuzz:fuzz_command",
@@ -80,7 +80,7 @@ LAZY_COMMANDS: dict[str, str] = {
 }
 ENTRY_POINT_GROUP = "rmqsim.commands"
 #: Other ways to run the gate's seeds (``rmqsim gate --spark``), each a function like
-#: ``conformance.gate.run_profiles`` (reports/ registers ``spark``).
+#: ``conformance.running.gate.run_profiles`` (reports/ registers ``spark``).
 GATE_RUNNER_GROUP = "rmqsim.gate_runners"
 
 
@@ -213,10 +213,10 @@ def run_command(
     """Run a profile over seeds in lockstep against the model; report divergences.
 
     A failing run is shrunk (within --shrink-ops-budget) to ``<trace>.shrunk.jsonl``."""
-    from rmqsim.conformance.gate import save_failure_or_note
-    from rmqsim.conformance.report import render_failure
-    from rmqsim.conformance.run import run_seed
-    from rmqsim.conformance.shrink import shrink_and_save
+    from rmqsim.conformance.reporting.report import render_failure
+    from rmqsim.conformance.running.gate import save_failure_or_note
+    from rmqsim.conformance.running.run import run_seed
+    from rmqsim.conformance.searching.shrink import shrink_and_save
 
     seed_range, impl = _checked_run_options(profile_name, seeds, seed, impl, trace_file, out)
     expected = _deviation_profile(expect)
@@ -276,7 +276,7 @@ def _seen_note(seen: Counter[str], expected: Any, what: str = "listed deviation(
 def _write_trace(path: Path, lines: list[str], unwritten: list[str]) -> None:
     """``--trace``: write ``lines`` to ``path``, or note in ``unwritten`` that the machine
     refused it (a full disk); any other error propagates."""
-    from rmqsim.conformance.trace import output_problem, write_lines
+    from rmqsim.conformance.running.trace import output_problem, write_lines
 
     try:
         write_lines(path, lines)
@@ -290,7 +290,7 @@ def _write_trace(path: Path, lines: list[str], unwritten: list[str]) -> None:
 def _deviation_profile(expect: str | None) -> Any:
     if expect is None:
         return None
-    from rmqsim.conformance.deviations import load_profile
+    from rmqsim.conformance.reporting.deviations import load_profile
 
     return load_profile(expect)
 
@@ -319,9 +319,9 @@ def _checked_run_options(
     for a queue profile)."""
     from rmqsim.conformance.adapter import DEFAULT_IMPL, load_impl
     from rmqsim.conformance.layer import layer_for_profile
-    from rmqsim.conformance.run import spec_for_seed  # noqa: F401 (registers the layers)
+    from rmqsim.conformance.running.run import spec_for_seed  # noqa: F401 (registers the layers)
     from rmqsim.scenarios.catalog import get_profile
-    from rmqsim.scenarios.profiles import PROFILES
+    from rmqsim.scenarios.queue.profiles import PROFILES
 
     if (seeds is None) == (seed is None):
         raise UsageError("give exactly one of --seeds A:B or --seed S")
@@ -357,10 +357,10 @@ def replay_command(trace_file: Path, impl: str | None) -> None:
     crash that resolved the other legal way than recorded: then the run says so). A
     power-cut trace (crash-sweep --storage, the gate's power-loss sweep) cuts the power
     where it says and checks the recovery."""
-    from rmqsim.conformance.power_trace import is_power_header
-    from rmqsim.conformance.report import render_failure
-    from rmqsim.conformance.run import parse_run_lines, replay_run_trace
-    from rmqsim.conformance.trace import read_lines
+    from rmqsim.conformance.crashing.power_trace import is_power_header
+    from rmqsim.conformance.reporting.report import render_failure
+    from rmqsim.conformance.running.run import parse_run_lines, replay_run_trace
+    from rmqsim.conformance.running.trace import read_lines
 
     lines = read_lines(trace_file)  # once: the file may be a pipe
     if lines and is_power_header(lines[0]):
@@ -381,7 +381,7 @@ def replay_command(trace_file: Path, impl: str | None) -> None:
 def _replay_power(trace_file: Path, lines: list[str], impl: str | None) -> None:
     """``replay`` of a power-cut trace (its ``lines``): exit 0 when the recovery keeps the
     promise, 1 with the problem when not."""
-    from rmqsim.conformance.power_trace import parse_power_lines, run_power_trace
+    from rmqsim.conformance.crashing.power_trace import parse_power_lines, run_power_trace
 
     trace = parse_power_lines(trace_file, lines)
     result = run_power_trace(trace, impl=impl)
@@ -486,8 +486,9 @@ def gate_command(
     """The CI gate: the gate profiles of --impl's layer over the seeds, then a crash sweep
     of the first seed of each (and a power-loss sweep of a storage backend); JUnit XML and
     a JSON summary."""
-    from rmqsim.conformance.corpus import DEFAULT_CORPUS
-    from rmqsim.conformance.gate import (
+    from rmqsim.conformance.layer import layer_for_profile
+    from rmqsim.conformance.running.corpus import DEFAULT_CORPUS
+    from rmqsim.conformance.running.gate import (
         DEFAULT_GATE_SEEDS,
         GatePlan,
         GateResult,
@@ -495,8 +496,7 @@ def gate_command(
         run_corpus,
         write_outputs,
     )
-    from rmqsim.conformance.layer import layer_for_profile
-    from rmqsim.conformance.pool import default_jobs, worker_pool
+    from rmqsim.conformance.running.pool import default_jobs, worker_pool
 
     impl, layer, promise = _gate_impl(impl, flush)
     names = parse_profiles(profiles, gate_profiles_for(layer))
@@ -544,8 +544,8 @@ def _gate_verdict_unwritten(gate: Any, out: Path, exc: OSError) -> NoReturn:
     """The gate's verdict when its JUnit XML and summary could not be written (a full
     disk): said, and kept (exit 1 for failures, else 2: the outputs are missing); an
     error that is not the machine's state propagates."""
-    from rmqsim.conformance.report import render_failure
-    from rmqsim.conformance.trace import output_problem
+    from rmqsim.conformance.reporting.report import render_failure
+    from rmqsim.conformance.running.trace import output_problem
 
     problem = output_problem(exc)
     if problem is None:
@@ -578,8 +578,8 @@ def _worker_ended() -> Iterator[None]:
 def _gate_profiles(gate: Any, plan: Any, runner: Any, pool: Any) -> None:
     """The gate's profile runs (``runner``: a gate runner; None: ours, in ``pool`` when
     there is one), each added to ``gate`` as it is reported, under one progress bar."""
-    from rmqsim.conformance.gate import run_profiles, run_stream_steering
-    from rmqsim.conformance.run import RunResult
+    from rmqsim.conformance.running.gate import run_profiles, run_stream_steering
+    from rmqsim.conformance.running.run import RunResult
 
     with progress(len(plan.profiles) * len(plan.seeds), "gate") as bar:
         shrink_bar = ShrinkBar(bar, plan.shrink) if plan.shrink is not None else None
@@ -605,8 +605,8 @@ def _gate_sweeps(
 ) -> None:
     """The crash sweep of the first seed of each of ``swept``, added to ``gate`` in that
     order (``gate.run_sweeps``: heaviest first in a pool)."""
-    from rmqsim.conformance.crash_sweep import DEFAULT_SWEEP_STEPS, SweepResult
-    from rmqsim.conformance.gate import SweepPlan, run_sweeps
+    from rmqsim.conformance.crashing.crash_sweep import DEFAULT_SWEEP_STEPS, SweepResult
+    from rmqsim.conformance.running.gate import SweepPlan, run_sweeps
 
     sweeps = SweepPlan(plan.seeds.start, plan.impl, plan.out, steps or DEFAULT_SWEEP_STEPS,
                        crash_mode)  # fmt: skip
@@ -621,8 +621,8 @@ def _gate_sweeps(
 
 def _gate_steer(gate: Any, plan: Any, pool: Any) -> None:
     """A crash case at the first place the runs reached each crash cell the sweeps did
-    not arm (``conformance.steer``), added to ``gate``."""
-    from rmqsim.conformance.gate import run_steering
+    not arm (``conformance.searching.steer``), added to ``gate``."""
+    from rmqsim.conformance.running.gate import run_steering
 
     with progress(0, "steered crash cases"):
         run_steering(gate, plan, pool=pool)
@@ -630,7 +630,11 @@ def _gate_steer(gate: Any, plan: Any, pool: Any) -> None:
 
 def _gate_shrink_cases(gate: Any, plan: Any, pool: Any) -> None:
     """Shrink the first failing crash cases (``gate.shrink_crash_cases``), under a bar."""
-    from rmqsim.conformance.gate import MAX_SHRUNK_FAILURES, crash_case_failures, shrink_crash_cases
+    from rmqsim.conformance.running.gate import (
+        MAX_SHRUNK_FAILURES,
+        crash_case_failures,
+        shrink_crash_cases,
+    )
 
     count = min(len(crash_case_failures(gate)), MAX_SHRUNK_FAILURES)
     if plan.shrink is None or not count:
@@ -664,9 +668,10 @@ def _gate_power(
     gate: Any, plan: Any, swept: list[str], promise: str, steps: int | None, pool: Any
 ) -> None:
     """The power-loss sweep of the first seed of each of ``swept``, added to ``gate``,
-    holding the storage backend ``plan.impl`` to ``promise`` (``conformance.gate_power``)."""
-    from rmqsim.conformance.gate_power import GATE_POWER_STEPS, PowerPlan, run_power_sweeps
-    from rmqsim.conformance.power_loss import PowerSweepResult
+    holding the storage backend ``plan.impl`` to ``promise``
+    (``conformance.crashing.gate_power``)."""
+    from rmqsim.conformance.crashing.gate_power import GATE_POWER_STEPS, PowerPlan, run_power_sweeps
+    from rmqsim.conformance.crashing.power_loss import PowerSweepResult
 
     power = PowerPlan(plan.impl, promise, plan.out, steps or GATE_POWER_STEPS, plan.shrink)
     with progress(len(swept), f"power-loss sweep ({promise})") as bar:
@@ -697,7 +702,7 @@ def _gate_store_power(gate: Any, plan: Any, names: Sequence[str], steps: int | N
     of ``FUSE_GATE_PROFILES`` only, one case per (call, mode) cell; skipped, saying why,
     where FUSE cannot be used."""
     from rmqsim.conformance.adapter import load_impl
-    from rmqsim.conformance.power_fuse import FuseUnavailableError
+    from rmqsim.conformance.crashing.power_fuse import FuseUnavailableError
     from rmqsim.conformance.store.power import (
         DEFAULT_STORE_POWER_STEPS,
         FUSE_GATE_PROFILES,
@@ -727,7 +732,7 @@ def _gate_store_power(gate: Any, plan: Any, names: Sequence[str], steps: int | N
 
 def _gate_verdict(gate: Any, junit: Path, summary: Path) -> None:
     """The first failures' reports, the one-line verdict and the exit code."""
-    from rmqsim.conformance.report import render_failure
+    from rmqsim.conformance.reporting.report import render_failure
     from rmqsim.conformance.store.power import case_command
 
     for failure in (gate.failures + gate.sweep_failures)[:5]:
@@ -798,7 +803,7 @@ def _print_gate_tables(gate: Any, summary: Path) -> None:
                 f"{s.wall_s:.1f}",
             )
         console.print(sweeps)
-    from rmqsim.conformance.coverage import coverage_lines
+    from rmqsim.conformance.searching.coverage import coverage_lines
     from rmqsim.conformance.stream.cells import cells_lines
 
     # The lines say what summary.json says: its coverage entries, as written.
@@ -834,7 +839,7 @@ def _outputs_when_interrupted(gate: Any, out: Path) -> Iterator[None]:
     """Within the block, SIGINT or SIGTERM (``KeyboardInterrupt``, ``Terminated``) first
     writes ``gate``'s JUnit XML and JSON summary of what has finished, marked interrupted,
     then goes on (the command exits 130 or 143)."""
-    from rmqsim.conformance.gate import write_outputs
+    from rmqsim.conformance.running.gate import write_outputs
 
     try:
         yield

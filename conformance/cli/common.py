@@ -20,7 +20,18 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from rmqsim.conformance.shrink_budget import DEFAULT_SHRINK_OPERATIONS, ShrinkBudget, ShrinkStats
+from rmqsim.conformance.errors import (  # the command line's exit codes and usage error
+    EXIT_DIVERGENCE,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageError,
+)
+from rmqsim.conformance.searching.shrink_budget import (
+    DEFAULT_SHRINK_OPERATIONS,
+    ShrinkBudget,
+    ShrinkStats,
+)
 
 __all__ = [
     "DEFAULT_OUT",
@@ -65,16 +76,7 @@ __all__ = [
     "writable_dir",
 ]
 
-EXIT_OK = 0
-EXIT_DIVERGENCE = 1
-EXIT_USAGE = 2
-EXIT_INTERNAL = 3
-
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-class UsageError(Exception):
-    """Bad input from the user: printed as one line, exit code 2."""
 
 
 #: Modules only reports/ uses (sweeps, reports, ``gate --spark``): they come with the
@@ -195,10 +197,10 @@ def friendly_errors(func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from rmqsim.conformance.adapter import BadImplError
-        from rmqsim.conformance.lockstep import InjectedCrash
-        from rmqsim.conformance.scratch import ScratchDirError, scratch_root
-        from rmqsim.conformance.trace import TraceFormatError, output_problem
-        from rmqsim.scenarios.profiles import ProfileError
+        from rmqsim.conformance.running.lockstep import InjectedCrash
+        from rmqsim.conformance.running.scratch import ScratchDirError, scratch_root
+        from rmqsim.conformance.running.trace import TraceFormatError, output_problem
+        from rmqsim.scenarios.queue.profiles import ProfileError
 
         bad_input = (UsageError, BadImplError, TraceFormatError, ProfileError, ScratchDirError)
         try:
@@ -278,7 +280,7 @@ class FiniteFloatRange(click.FloatRange):
 def writable_dir(path: Path, option: str = "--out") -> Path:
     """Create ``path`` if needed and check it is writable, or raise UsageError naming
     ``option``."""
-    from rmqsim.conformance.scratch import unwritable_dir
+    from rmqsim.conformance.running.scratch import unwritable_dir
 
     problem = unwritable_dir(path)
     if problem is not None:
@@ -467,10 +469,14 @@ crash_mode_option = crash_mode_choice(
 
 
 def op_timeout_option(func: F) -> F:
-    """``--op-timeout-s S``: the liveness bound (``conformance.watchdog``) in force while
+    """``--op-timeout-s S``: the liveness bound (``conformance.running.watchdog``) in force while
     the command runs; a call into the implementation that does not return within it is
     the anomaly ``hang``. Handed to no command argument: it is applied around the command."""
-    from rmqsim.conformance.watchdog import DEFAULT_OP_TIMEOUT_S, SHRINK_OP_TIMEOUT_S, op_timeout
+    from rmqsim.conformance.running.watchdog import (
+        DEFAULT_OP_TIMEOUT_S,
+        SHRINK_OP_TIMEOUT_S,
+        op_timeout,
+    )
 
     @functools.wraps(func)
     def wrapper(*args: Any, op_timeout_s: float, **kwargs: Any) -> Any:
@@ -492,7 +498,7 @@ def op_timeout_option(func: F) -> F:
 
 def _writable_regression_dir(ctx: Any, param: Any, value: Path | None) -> Path | None:
     """Check ``--save-regression``'s directory before the run, not after its failure."""
-    from rmqsim.conformance.scratch import unwritable_dir
+    from rmqsim.conformance.running.scratch import unwritable_dir
 
     problem = None if value is None else unwritable_dir(value)
     if problem is not None:
@@ -519,8 +525,8 @@ def save_regressions(results: list[Any], directory: Path | None) -> None:
     if directory is None:
         return
     from rmqsim.conformance.adapter import DEFAULT_IMPL
-    from rmqsim.conformance.corpus import save_regression
-    from rmqsim.conformance.report import replay_command
+    from rmqsim.conformance.reporting.report import replay_command
+    from rmqsim.conformance.running.corpus import save_regression
 
     for result in results:
         if not result.ok:

@@ -29,10 +29,10 @@ from rmqsim.conformance.cli.common import (
     time_budget_option,
     writable_dir,
 )
-from rmqsim.conformance.shrink_budget import ShrinkBudget
+from rmqsim.conformance.searching.shrink_budget import ShrinkBudget
 
 if TYPE_CHECKING:
-    from rmqsim.conformance.power_loss import PowerSweepResult
+    from rmqsim.conformance.crashing.power_loss import PowerSweepResult
 
 __all__ = [
     "DECLARED",
@@ -58,7 +58,7 @@ def shrink_command(
     The shrunk trace fails with the same anomaly on the same implementation (the one in
     the trace's header unless --impl is given); replay it with ``rmqsim replay``.
     """
-    from rmqsim.conformance.shrink import NotFailingError, shrink_file
+    from rmqsim.conformance.searching.shrink import NotFailingError, shrink_file
 
     budget = ShrinkBudget(ops_budget, time_budget_s)
     try:
@@ -139,7 +139,7 @@ def crash_sweep_command(
     then replays it once per logged call with a crash armed there: the state after
     recovery must equal the model's before or after the operation, a second reopen must
     change nothing, and the rest of the scenario must still conform. With --storage, the
-    power is cut on a simulated disk instead (conformance/power_loss.py).
+    power is cut on a simulated disk instead (conformance/crashing/power_loss.py).
     """
     from rmqsim.scenarios.store.profiles import STORE_PROFILES
 
@@ -155,9 +155,9 @@ def crash_sweep_command(
         promise = _storage_promise(impl, storage, flush, through)
         _storage_sweep(profile_name, seed, impl, steps, out, (promise, through), case_spec)
     from rmqsim.conformance.adapter import DEFAULT_IMPL, load_factory
-    from rmqsim.conformance.crash_sweep import DEFAULT_SWEEP_STEPS, crash_sweep
-    from rmqsim.conformance.gate import save_failure
-    from rmqsim.conformance.report import render_failure, replay_command
+    from rmqsim.conformance.crashing.crash_sweep import DEFAULT_SWEEP_STEPS, crash_sweep
+    from rmqsim.conformance.reporting.report import render_failure, replay_command
+    from rmqsim.conformance.running.gate import save_failure
     from rmqsim.scenarios.catalog import get_profile
 
     get_profile(profile_name)
@@ -205,8 +205,8 @@ def _store_sweep(
 ) -> None:  # fmt: skip
     """``crash-sweep --profile STORAGE-PROFILE``: the storage layer's power-loss sweep
     (``conformance.store.power``), each failure with its repro line; exit 0 or 1."""
-    from rmqsim.conformance.power_fuse import FuseUnavailableError
-    from rmqsim.conformance.power_loss import parse_case
+    from rmqsim.conformance.crashing.power_fuse import FuseUnavailableError
+    from rmqsim.conformance.crashing.power_loss import parse_case
     from rmqsim.conformance.store.power import (
         DEFAULT_STORE_POWER_STEPS,
         case_command,
@@ -245,7 +245,7 @@ def _storage_promise(impl: str | None, storage: str, flush: str | None, through:
     """The promise ``crash-sweep --storage`` holds ``impl`` to: ``--storage``'s, else
     ``--flush``'s, else the one ``impl`` declares (``adapter.load_impl``; sync without
     ``--impl``, or for a store that declares none: through FUSE, any queue)."""
-    from rmqsim.conformance.power_loss import storage_factory
+    from rmqsim.conformance.crashing.power_loss import storage_factory
 
     if impl is not None and through == "fs":
         storage_factory(impl)  # BadImplError unless a storage backend
@@ -269,9 +269,9 @@ def _storage_sweep(
     """``crash-sweep --storage``: print the cases by call and mode, each failure with its
     repro line (and its cut's decisions saved as JSON under ``out``); exit 0 or 1.
     ``way``: the promise and ``--through``."""
-    from rmqsim.conformance.power_loss import DEFAULT_POWER_STEPS, parse_case
-    from rmqsim.conformance.power_trace import save_failures
-    from rmqsim.conformance.shrink_budget import DEFAULT_SHRINK_BUDGET
+    from rmqsim.conformance.crashing.power_loss import DEFAULT_POWER_STEPS, parse_case
+    from rmqsim.conformance.crashing.power_trace import save_failures
+    from rmqsim.conformance.searching.shrink_budget import DEFAULT_SHRINK_BUDGET
     from rmqsim.scenarios.catalog import get_profile
 
     get_profile(profile_name)
@@ -322,9 +322,9 @@ def _run_storage_sweep(
     """The sweep, with a progress bar; through FUSE, skipped where FUSE cannot be used
     (one line saying why, exit 0; exit 2 when ``RMQSIM_REQUIRE_FUSE=1``), and a mount
     that fails on the way is one line (exit 3)."""
-    from rmqsim.conformance.fuse_disk import FuseMountError
-    from rmqsim.conformance.power_fuse import FuseUnavailableError
-    from rmqsim.conformance.power_loss import power_loss_sweep
+    from rmqsim.conformance.crashing.fuse_disk import FuseMountError
+    from rmqsim.conformance.crashing.power_fuse import FuseUnavailableError
+    from rmqsim.conformance.crashing.power_loss import power_loss_sweep
 
     promise, through = way
     try:
@@ -343,7 +343,7 @@ def _run_storage_sweep(
 
 def _fuse_skipped(reason: str, what: str = "") -> NoReturn:
     """FUSE cannot be used here: one line, exit 0 (exit 2 with RMQSIM_REQUIRE_FUSE=1)."""
-    from rmqsim.conformance.fuse_disk import fuse_required
+    from rmqsim.conformance.crashing.fuse_disk import fuse_required
 
     if fuse_required():
         raise UsageError(f"--through fuse: FUSE cannot be used here ({reason}), and "

@@ -1,4 +1,5 @@
-"""``rmqsim fuzz``: property-based fuzzing of an implementation (``conformance.stateful``).
+"""``rmqsim fuzz``: property-based fuzzing of an implementation
+(``conformance.searching.stateful``).
 
 Exit 0 when no example failed; 1 with the shrunk program, the failure report and a trace
 file (which ``rmqsim replay`` reproduces) when one did; 2 for bad usage.
@@ -31,12 +32,12 @@ from rmqsim.conformance.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from rmqsim.conformance.stateful import FuzzResult, RoundResult
+    from rmqsim.conformance.searching.stateful import FuzzResult, RoundResult
 
-#: The fuzz profiles (``conformance.stateful.FUZZ_PROFILES``), restated so that ``--help``
+#: The fuzz profiles (``conformance.searching.stateful.FUZZ_PROFILES``), restated so that ``--help``
 #: does not import hypothesis; a test keeps the two equal.
 PROFILE_NAMES = ("dev", "ci", "nightly")
-#: The layers a fuzzer drives (``conformance.fuzz_layers.fuzzable_layers()``), restated
+#: The layers a fuzzer drives (``conformance.searching.fuzz_layers.fuzzable_layers()``), restated
 #: for the same reason.
 LAYER_NAMES = ("queue", "consumer", "stream")
 #: Seconds per unit of ``--budget``.
@@ -72,9 +73,9 @@ class _SettingsProfile(click.Choice):
         try:
             return super().convert(value, param, ctx)
         except click.BadParameter:
-            from rmqsim.scenarios.consumer_profiles import CONSUMER_PROFILES
-            from rmqsim.scenarios.profiles import PROFILES
-            from rmqsim.scenarios.stream_profiles import STREAM_PROFILES
+            from rmqsim.scenarios.consumer.profiles import CONSUMER_PROFILES
+            from rmqsim.scenarios.queue.profiles import PROFILES
+            from rmqsim.scenarios.stream.profiles import STREAM_PROFILES
 
             if value in PROFILES or value in CONSUMER_PROFILES or value in STREAM_PROFILES:
                 self.fail(
@@ -172,10 +173,10 @@ def fuzz_command(
     """Fuzz the implementation with a hypothesis state machine in lockstep with the model;
     a failure is shrunk to a short program and written as a replayable trace."""
     from rmqsim.conformance.adapter import DEFAULT_IMPL, QUEUE_LAYERS, load_impl
-    from rmqsim.conformance.corpus import DEFAULT_CORPUS
-    from rmqsim.conformance.gate import save_failure
-    from rmqsim.conformance.report import render_failure
-    from rmqsim.conformance.stateful import fuzz, render_program
+    from rmqsim.conformance.reporting.report import render_failure
+    from rmqsim.conformance.running.corpus import DEFAULT_CORPUS
+    from rmqsim.conformance.running.gate import save_failure
+    from rmqsim.conformance.searching.stateful import fuzz, render_program
 
     impl = impl or DEFAULT_IMPL
     impl_layer = load_impl(impl).layer

@@ -28,7 +28,7 @@ from rmqsim.conformance.cli.common import (
     steps_option,
     writable_dir,
 )
-from rmqsim.conformance.shrink_budget import ShrinkBudget
+from rmqsim.conformance.searching.shrink_budget import ShrinkBudget
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -78,10 +78,10 @@ def mutants_command(
 
     from rich.console import Console
 
-    from rmqsim.conformance.corpus import DEFAULT_CORPUS
-    from rmqsim.conformance.gate import DEFAULT_GATE_SEEDS
     from rmqsim.conformance.mutants.catalogue import UnknownMutantError, select
     from rmqsim.conformance.mutants.kill import add_fuzz_column, run_matrix, write_outputs
+    from rmqsim.conformance.running.corpus import DEFAULT_CORPUS
+    from rmqsim.conformance.running.gate import DEFAULT_GATE_SEEDS
 
     try:
         mutants = select(only.split(",") if only is not None else None)

@@ -40,7 +40,7 @@ def protocol_check_command(impl: str) -> None:
     reopen, and a crash at each fault point of a produce (a stream server: its stream
     operations and errors, the queue operations the stream layer sends, the clock, kill
     and restart, a crash at each fault point of a stream produce)."""
-    from rmqsim.conformance.process_sut import process_factory
+    from rmqsim.conformance.running.process_sut import process_factory
     from rmqsim.conformance.wire.check import run_checks
     from rmqsim.conformance.wire.stream_check import run_stream_checks
 

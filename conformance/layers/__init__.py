@@ -5,11 +5,11 @@ layer (``layers.store``). See
 
 from __future__ import annotations
 
+from rmqsim.conformance.consumer.layer import CONSUMER_LAYER
 from rmqsim.conformance.layer import register_layer
-from rmqsim.conformance.layers.consumer import CONSUMER_LAYER
-from rmqsim.conformance.layers.queue import QUEUE_LAYER
-from rmqsim.conformance.layers.store import STORE_LAYER
-from rmqsim.conformance.layers.stream import STREAM_LAYER
+from rmqsim.conformance.queue.layer import QUEUE_LAYER
+from rmqsim.conformance.store.layer import STORE_LAYER
+from rmqsim.conformance.stream.layer import STREAM_LAYER
 
 __all__ = ["CONSUMER_LAYER", "QUEUE_LAYER", "STORE_LAYER", "STREAM_LAYER"]
 

@@ -24,7 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL, BadImplError
-from rmqsim.conformance.gate import (
+from rmqsim.conformance.crashing.gate_power import GATE_POWER_STEPS, PowerPlan, run_power_sweeps
+from rmqsim.conformance.crashing.power_trace import power_anomaly
+from rmqsim.conformance.mutants import Mutant
+from rmqsim.conformance.running.gate import (
     GATE_CONSUMER_PROFILES,
     GATE_PROFILES,
     GATE_STREAM_PROFILES,
@@ -33,13 +36,10 @@ from rmqsim.conformance.gate import (
     run_profiles,
     save_failure,
 )
-from rmqsim.conformance.gate_power import GATE_POWER_STEPS, PowerPlan, run_power_sweeps
-from rmqsim.conformance.lockstep import Divergence
-from rmqsim.conformance.mutants import Mutant
-from rmqsim.conformance.power_trace import power_anomaly
-from rmqsim.conformance.shrink import shrink_and_save
-from rmqsim.conformance.shrink_budget import DEFAULT_SHRINK_BUDGET, ShrinkBudget
-from rmqsim.conformance.stateful import fuzz
+from rmqsim.conformance.running.lockstep import Divergence
+from rmqsim.conformance.searching.shrink import shrink_and_save
+from rmqsim.conformance.searching.shrink_budget import DEFAULT_SHRINK_BUDGET, ShrinkBudget
+from rmqsim.conformance.searching.stateful import fuzz
 from rmqsim.scenarios.store.profiles import STORE_GATE_PROFILES
 
 #: The gate profiles that exercise each layer: a consumer-layer mutant is only reached
@@ -51,7 +51,7 @@ LAYER_PROFILES: dict[str, tuple[str, ...]] = {
     "stream": GATE_STREAM_PROFILES,
     "store": STORE_GATE_PROFILES,
 }
-#: A storage mutant dies in a power-loss sweep (``conformance.gate_power``) of the first
+#: A storage mutant dies in a power-loss sweep (``conformance.crashing.gate_power``) of the first
 #: seed of each profile, of this many steps (the default gate's), held to the sync
 #: promise; its baseline is the correct backend over the same sweeps.
 STORAGE_POWER_STEPS = GATE_POWER_STEPS
@@ -298,7 +298,7 @@ def _kill_by_store_power(kill: Kill, seed: int, profiles: tuple[str, ...]) -> No
     runs them: in process when its factory takes ``fs=``, else through FUSE (its
     ``FUSE_GATE_PROFILES``, one case per cell; not run where FUSE cannot be used)."""
     from rmqsim.conformance.adapter import load_impl
-    from rmqsim.conformance.power_fuse import FuseUnavailableError
+    from rmqsim.conformance.crashing.power_fuse import FuseUnavailableError
     from rmqsim.conformance.store.power import (
         DEFAULT_STORE_POWER_STEPS,
         FUSE_GATE_PROFILES,
@@ -341,7 +341,7 @@ def _unlisted(failures: list[Any], expect: str | None) -> list[Any]:
     """The failing power-cut cases that show no deviation of ``expect``'s profile."""
     if expect is None:
         return failures
-    from rmqsim.conformance.deviations import load_profile
+    from rmqsim.conformance.reporting.deviations import load_profile
 
     profile = load_profile(expect)
     return [f for f in failures if profile.match_power(f) is None]

@@ -1,5 +1,5 @@
 """Liveness bugs seeded into ``impl.RocksMQ``: an operation that never returns. The lockstep
-cannot compare an outcome that never comes; the liveness bound (``conformance.watchdog``,
+cannot compare an outcome that never comes; the liveness bound (``conformance.running.watchdog``,
 ``--op-timeout-s``) turns it into the anomaly ``hang``, in process and in
 ``--crash-mode process`` alike. Load with ``--impl conformance.mutants.liveness:<factory>``.
 """

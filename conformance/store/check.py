@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from rmqsim.conformance.statediff import Difference
+from rmqsim.conformance.running.statediff import Difference
 from rmqsim.model.store.api import MessageStore, QueueKey
 from rmqsim.model.store.reference import ReferenceStore
 

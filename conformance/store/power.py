@@ -35,21 +35,21 @@ from typing import Any, Protocol
 
 from rmqsim.conformance.adapter import load_impl
 from rmqsim.conformance.bad_impl import BadImplError
-from rmqsim.conformance.layer import RunSpec
-from rmqsim.conformance.lockstep import Divergence, SimClock
-from rmqsim.conformance.power_loss import (
+from rmqsim.conformance.crashing.power_loss import (
     PowerCase,
     PowerFailure,
     PowerSweepResult,
     quiet_recovery,
 )
-from rmqsim.conformance.simdisk import FAULT_MODES, PointRecord, PowerCut, SimDisk
+from rmqsim.conformance.crashing.simdisk import FAULT_MODES, PointRecord, PowerCut, SimDisk
+from rmqsim.conformance.layer import RunSpec
+from rmqsim.conformance.running.lockstep import Divergence, SimClock
+from rmqsim.conformance.running.watchdog import OperationHang
 from rmqsim.conformance.store.check import StoreViolation, check_recovered, observe
 from rmqsim.conformance.store.run import StoreLockstep
-from rmqsim.conformance.watchdog import OperationHang
 from rmqsim.model.store.api import QueueKey, StoreConfig
 from rmqsim.model.store.reference import ReferenceStore
-from rmqsim.scenarios.ops import Outcome, Step
+from rmqsim.scenarios.queue.ops import Outcome, Step
 from rmqsim.scenarios.store.ops import CrashStore, Offsets, Put, ReopenStore, Retain, StoreOp
 from rmqsim.scenarios.store.profiles import STORE_PROFILES, StoreProfile
 from rmqsim.scenarios.store.sim import StoreSimulation
@@ -385,12 +385,12 @@ class InProcessWay:
 class FuseWay:
     """The store as a child process (a protocol server: ``exec:``, a named driver, or a
     Python factory served by the reference server) on a FUSE mount of the disk
-    (``conformance.power_fuse.FuseAccess``)."""
+    (``conformance.crashing.power_fuse.FuseAccess``)."""
 
     through = "fuse"
 
     def __init__(self, impl: str) -> None:
-        from rmqsim.conformance.power_fuse import FuseAccess
+        from rmqsim.conformance.crashing.power_fuse import FuseAccess
 
         self.access = FuseAccess(impl, str(_SIM_ROOT / "store"))
         self.batch_atomic = batch_atomic(self.access.factory)

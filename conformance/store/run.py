@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from rmqsim.conformance.adapter import BUILTIN_IMPLS, DEFAULT_IMPL, LAYER_FORMS, load_impl
-from rmqsim.conformance.anomalies import is_protocol_error
-from rmqsim.conformance.apply import error_outcome, exception_text
 from rmqsim.conformance.bad_impl import BadImplError
 from rmqsim.conformance.layer import OperationCrashes, RunSpec
-from rmqsim.conformance.lockstep import Divergence, SimClock, Stats, StepRecord
-from rmqsim.conformance.statediff import Difference
+from rmqsim.conformance.reporting.anomalies import is_protocol_error
+from rmqsim.conformance.running.apply import error_outcome, exception_text
+from rmqsim.conformance.running.lockstep import Divergence, SimClock, Stats, StepRecord
+from rmqsim.conformance.running.statediff import Difference
+from rmqsim.conformance.running.watchdog import CallBound, OperationHang
 from rmqsim.conformance.store.check import (
     QueueView,
     StoreViolation,
@@ -37,10 +38,9 @@ from rmqsim.conformance.store.check import (
     check_retained,
     observe,
 )
-from rmqsim.conformance.watchdog import CallBound, OperationHang
 from rmqsim.model.store.api import MessageStore, QueueKey, StoreConfig
 from rmqsim.model.store.reference import ReferenceStore
-from rmqsim.scenarios.ops import Outcome, Step
+from rmqsim.scenarios.queue.ops import Outcome, Step
 from rmqsim.scenarios.store.ops import (
     CrashStore,
     Flush,

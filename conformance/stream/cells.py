@@ -9,7 +9,7 @@ before the model applies the operation) and from what the model's outcomes told 
 (``after``); a seek of several positions is in the cell of each. The counts go into the
 run's ``Stats.cells``; the gate merges them (``cells_summary``), says which cells stayed
 empty (``cells_lines``) and steers runs of ``stream-steer`` at them
-(``conformance.gate.run_stream_steering``).
+(``conformance.running.gate.run_stream_steering``).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any
 
 from rmqsim.model import ReferenceMQ
 from rmqsim.model.api import MQError
-from rmqsim.scenarios.ops import Outcome, RunRetention
-from rmqsim.scenarios.stream_ops import (
+from rmqsim.scenarios.queue.ops import Outcome, RunRetention
+from rmqsim.scenarios.stream.ops import (
     Broadcast,
     Consume,
     CrashQueue,
@@ -34,7 +34,7 @@ from rmqsim.scenarios.stream_ops import (
     Seek,
     StreamOp,
 )
-from rmqsim.scenarios.stream_profiles import SEEK_CLASSES
+from rmqsim.scenarios.stream.profiles import SEEK_CLASSES
 
 __all__ = [
     "SEEK_POSITION_CLASSES",

@@ -3,7 +3,7 @@ the implementation's own outcomes, each named after what breaks, so that a failu
 more than "the values differ". ``StreamChecker.observe(op, got, want)`` sees every step's
 implementation outcome (and the model's) and raises ``StreamViolation``.
 
-Outcomes are plain data (``scenarios.stream_ops``): a pack is ``(begin_ts, end_ts, msgs,
+Outcomes are plain data (``scenarios.stream.ops``): a pack is ``(begin_ts, end_ts, msgs,
 start_positions, end_positions)``, a message ``(msg_type, msg_id, row_ids, begin_ts, end_ts,
 channel, queue_id, hash_keys, payload)``, a position ``(channel, queue_id, timestamp)``.
 """
@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rmqsim.scenarios.ops import Outcome
-from rmqsim.scenarios.stream_ops import (
+from rmqsim.scenarios.queue.ops import Outcome
+from rmqsim.scenarios.stream.ops import (
     DELETE,
     INSERT,
     Broadcast,

@@ -1,6 +1,6 @@
 """The stream layer's lockstep (a ``layer.LayerLockstep``): the model streams over a
 ``ReferenceMQ`` and the streams under test over the queue under test, fed the same steps of
-``scenarios.stream_sim``; each step's outcomes must be equal, every stream's state too
+``scenarios.stream.sim``; each step's outcomes must be equal, every stream's state too
 (``snapshot()``), and the implementation's outcomes must keep the properties of
 ``check.StreamChecker``. At the end both queues must hold the same records.
 
@@ -29,11 +29,13 @@ from rmqsim.conformance.adapter import (
     load_factory,
     load_impl,
 )
-from rmqsim.conformance.anomalies import is_protocol_error
-from rmqsim.conformance.apply import exception_text
 from rmqsim.conformance.layer import OperationCrashes, RunSpec
-from rmqsim.conformance.lockstep import Divergence, Stats, StepRecord
-from rmqsim.conformance.statediff import state_digest
+from rmqsim.conformance.reporting.anomalies import is_protocol_error
+from rmqsim.conformance.running.apply import exception_text
+from rmqsim.conformance.running.lockstep import Divergence, Stats, StepRecord
+from rmqsim.conformance.running.statediff import state_digest
+from rmqsim.conformance.running.trace import Trace, TraceFormatError
+from rmqsim.conformance.running.watchdog import CallBound, OperationHang
 from rmqsim.conformance.stream.cells import CellCounter
 from rmqsim.conformance.stream.check import (
     StreamChecker,
@@ -42,16 +44,14 @@ from rmqsim.conformance.stream.check import (
     describe_states,
 )
 from rmqsim.conformance.stream.side import StreamSide
-from rmqsim.conformance.trace import Trace, TraceFormatError
-from rmqsim.conformance.watchdog import CallBound, OperationHang
 from rmqsim.conformance.wire.codec import WireProtocolError
 from rmqsim.model import ReferenceMQ
 from rmqsim.model.api import InvalidArgumentError, MessageQueue, MQConfig
 from rmqsim.model.stream import StreamModelFactory
 from rmqsim.model.stream.api import StreamFactory, StreamState
-from rmqsim.scenarios.ops import Outcome, Step
-from rmqsim.scenarios.profiles import ProfileError
-from rmqsim.scenarios.stream_profiles import StreamProfile
+from rmqsim.scenarios.queue.ops import Outcome, Step
+from rmqsim.scenarios.queue.profiles import ProfileError
+from rmqsim.scenarios.stream.profiles import StreamProfile
 
 __all__ = [
     "DEFAULT_STREAM_IMPL",

@@ -1,7 +1,7 @@
-"""Shrinking passes that know the stream vocabulary (``scenarios.stream_ops``): a stream
+"""Shrinking passes that know the stream vocabulary (``scenarios.stream.ops``): a stream
 run is mostly ``consume()`` calls that deliver nothing and retention passes, which the
 generic passes drop one chunk at a time. These drop them all at once (each candidate is
-still re-run and kept only if it fails the same way, ``conformance.shrink``)."""
+still re-run and kept only if it fails the same way, ``conformance.searching.shrink``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import json
 from typing import Any
 
 from rmqsim.conformance.layer import ShrinkSearch
-from rmqsim.scenarios.ops import RunRetention, Step
-from rmqsim.scenarios.stream_ops import Consume
+from rmqsim.scenarios.queue.ops import RunRetention, Step
+from rmqsim.scenarios.stream.ops import Consume
 
 __all__ = ["drop_idle_consumes", "drop_retention"]
 

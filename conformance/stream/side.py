@@ -1,6 +1,6 @@
 """One side of a stream run: a ``StreamFactory`` over a queue, the streams the actors
 opened on it (by name), and ``apply(op) -> Outcome`` with plain-data outcomes
-(``scenarios.stream_ops`` lists their shapes). The model side and the implementation side
+(``scenarios.stream.ops`` lists their shapes). The model side and the implementation side
 are both a ``StreamSide``; only how they reopen after a crash differs."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from rmqsim.model.stream.api import (
     SubscriptionPosition,
     TsMsg,
 )
-from rmqsim.scenarios.ops import Outcome, RunRetention
-from rmqsim.scenarios.stream_ops import (
+from rmqsim.scenarios.queue.ops import Outcome, RunRetention
+from rmqsim.scenarios.stream.ops import (
     Broadcast,
     Consume,
     CrashQueue,

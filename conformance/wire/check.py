@@ -16,9 +16,9 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from rmqsim.conformance.lockstep import Divergence, Lockstep
+from rmqsim.conformance.running.lockstep import Divergence, Lockstep
 from rmqsim.model.api import MQConfig
-from rmqsim.scenarios.ops import (
+from rmqsim.scenarios.queue.ops import (
     AdvanceClock,
     ArmCrash,
     CloseReopen,

@@ -29,7 +29,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rmqsim.conformance.watchdog import running_s
+from rmqsim.conformance.running.watchdog import running_s
 
 __all__ = [
     "MAX_LINE_BYTES",

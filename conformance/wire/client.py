@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from rmqsim.conformance.bad_impl import BadImplError
-from rmqsim.conformance.watchdog import OperationHang, op_timeout_s
+from rmqsim.conformance.running.watchdog import OperationHang, op_timeout_s
 from rmqsim.conformance.wire.child import (
     ChildProcess,
     ForkedChild,

@@ -20,11 +20,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rmqsim.conformance.apply import exception_text
-from rmqsim.conformance.lockstep import InjectedCrash
+from rmqsim.conformance.running.apply import exception_text
+from rmqsim.conformance.running.lockstep import InjectedCrash
+from rmqsim.conformance.running.watchdog import OperationHang
 from rmqsim.conformance.stream.check import describe_states
 from rmqsim.conformance.stream.side import pack_to_plain, whole_messages
-from rmqsim.conformance.watchdog import OperationHang
 from rmqsim.conformance.wire.streams import QUEUE_FACTORY_ATTRIBUTE
 from rmqsim.model import ReferenceMQ
 from rmqsim.model.api import MQConfig, MQError

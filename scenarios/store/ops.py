@@ -23,7 +23,7 @@ from rmqsim.scenarios.codec import (
     plain_field,
     plain_to_json,
 )
-from rmqsim.scenarios.ops import Outcome
+from rmqsim.scenarios.queue.ops import Outcome
 
 __all__ = [
     "STATE_CHANGING_STORE_OPS",

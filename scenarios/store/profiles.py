@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from rmqsim.scenarios.profiles import ProfileError
+from rmqsim.scenarios.queue.profiles import ProfileError
 
 __all__ = ["STORE_GATE_PROFILES", "STORE_PROFILES", "StoreProfile"]
 

@@ -14,14 +14,13 @@ the actors learn from (``StoreWorld``). The run stops after ``steps`` operations
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Generator
 from typing import Any
 
 import simpy
-from simpy.core import EmptySchedule
 
-from rmqsim.scenarios.ops import Outcome, Step
+from rmqsim.scenarios.actors_base import ActorSimulation
+from rmqsim.scenarios.queue.ops import Outcome, Step
 from rmqsim.scenarios.store.ops import (
     CrashStore,
     Flush,
@@ -68,32 +67,19 @@ class StoreWorld:
                 self.bounds[(topic, queue)] = (low, high)
 
 
-class StoreSimulation:
+class StoreSimulation(ActorSimulation[StoreOp, StoreWorld]):
     """One run of a storage profile; runs once."""
 
     def __init__(self, profile: StoreProfile, seed: int, steps: int | None = None) -> None:
-        if type(seed) is not int:
-            raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+        super().__init__(seed, StoreWorld())
         self.profile = profile
         self.steps = profile.steps if steps is None else steps
-        self.env = simpy.Environment()
-        self.rng = random.Random(seed)
-        self.world = StoreWorld()
-        self.executed = 0
-        self._execute: Execute | None = None
-        self._failure: BaseException | None = None
 
     def run(self, execute: Execute) -> int:
         """Run until ``steps`` operations were executed; return how many."""
-        self._execute = execute
+        self.execute = execute
         self._start_actors()
-        while self.executed < self.steps:
-            try:
-                self.env.step()
-            except EmptySchedule:
-                break
-            if self._failure is not None:
-                raise self._failure
+        self.step_until(lambda: self.executed >= self.steps)
         return self.executed
 
     def _start_actors(self) -> None:
@@ -114,25 +100,9 @@ class StoreSimulation:
     def _every(self, span: tuple[int, int], actor: str, make: Callable[[], StoreOp]
                ) -> Generator[simpy.Event, Any, None]:
         while self.executed < self.steps:
-            yield self.env.timeout(self._between(span))
+            yield self.env.timeout(self.between(span))
             if self.executed < self.steps:
-                self._emit(actor, make())
-
-    def _emit(self, actor: str, op: StoreOp) -> Outcome:
-        execute = self._execute
-        assert execute is not None, "actors run only inside run(), which sets the executor"
-        try:
-            outcome = execute(Step(int(self.env.now), actor, op))
-        except BaseException as exc:  # stop the run at once (see Simulation._emit)
-            self._failure = exc
-            raise
-        self.executed += 1
-        self.world.learn(op, outcome)
-        return outcome
-
-    def _between(self, span: tuple[int, int]) -> int:
-        low, high = span
-        return low if low == high else self.rng.randint(low, high)
+                self.emit(actor, make())
 
     # ------------------------------------------------------------------ operations
 
@@ -145,7 +115,7 @@ class StoreSimulation:
 
     def _put(self) -> StoreOp:
         topic, queue = self._queue()
-        bodies = self._fitting(tuple(self._body() for _ in range(self._between(
+        bodies = self._fitting(tuple(self._body() for _ in range(self.between(
             self.profile.batch))))
         if self._invalid():
             choice = self.rng.randrange(4)
@@ -208,7 +178,7 @@ class StoreSimulation:
         return max(chosen, 0)
 
     def _retain(self) -> StoreOp:
-        return Retain(int(self.env.now) - self._between(self.profile.retain_age_s))
+        return Retain(int(self.env.now) - self.between(self.profile.retain_age_s))
 
     def _crash(self) -> StoreOp:
         return CrashStore(self.rng.random() < self.profile.crash_twice_fraction)

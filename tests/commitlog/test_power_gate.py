@@ -1,5 +1,5 @@
-"""Power loss in the gate and the kill matrix (conformance/gate_power.py), and power-cut
-traces that ``rmqsim replay`` reproduces (conformance/power_trace.py)."""
+"""Power loss in the gate and the kill matrix (conformance/crashing/gate_power.py), and power-cut
+traces that ``rmqsim replay`` reproduces (conformance/crashing/power_trace.py)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import pytest
 from click.testing import CliRunner
 
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.gate_power import GATE_POWER_STEPS
+from rmqsim.conformance.crashing.gate_power import GATE_POWER_STEPS
+from rmqsim.conformance.crashing.power_loss import gate_promise
+from rmqsim.conformance.crashing.power_trace import read_power_trace, run_power_trace
 from rmqsim.conformance.mutants import kill
 from rmqsim.conformance.mutants.catalogue import select
-from rmqsim.conformance.power_loss import gate_promise
-from rmqsim.conformance.power_trace import read_power_trace, run_power_trace
-from rmqsim.conformance.trace import TraceFormatError
+from rmqsim.conformance.running.trace import TraceFormatError
 
 NO_FSYNC = "rmqsim.conformance.mutants.storage:open_no_fsync"
 #: One profile, one seed, no crash sweep: the gate's power-loss step alone is under test.

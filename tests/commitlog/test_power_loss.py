@@ -1,4 +1,4 @@
-"""The storage crash sweep (conformance/power_loss.py, ``rmqsim crash-sweep --storage``):
+"""The storage crash sweep (conformance/crashing/power_loss.py, ``rmqsim crash-sweep --storage``):
 the commit-log backend keeps each flush mode's promise at every write and sync point under
 every fault mode, and the storage mutants (conformance/mutants/storage.py) break it."""
 
@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from rmqsim.conformance.cli import cli
+from rmqsim.conformance.crashing.power_loss import parse_case, power_loss_sweep
+from rmqsim.conformance.crashing.simdisk import FAULT_MODES
 from rmqsim.conformance.mutants.storage import MUTANTS
-from rmqsim.conformance.power_loss import parse_case, power_loss_sweep
-from rmqsim.conformance.simdisk import FAULT_MODES
 
 
 @pytest.mark.parametrize("promise", ["sync", "async"])

@@ -1,4 +1,4 @@
-"""The history checks (``conformance.consumer_check``) fed by hand: each guarantee of
+"""The history checks (``conformance.consumer.check``) fed by hand: each guarantee of
 docs/CONSUMER.md accepts what the rules allow and names what they forbid."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from rmqsim.conformance.consumer_check import ConsumerViolation, GroupHistory
+from rmqsim.conformance.consumer.check import ConsumerViolation, GroupHistory
 from rmqsim.model.api import Completion, ConsumeResult, Delivered, Delivery
 
 R = "%RETRY%g"

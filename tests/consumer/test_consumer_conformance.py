@@ -13,11 +13,11 @@ from click.testing import CliRunner
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.consumer_check import GroupHistory
-from rmqsim.conformance.consumer_run import DEFAULT_CONSUMER_IMPL
-from rmqsim.conformance.gate import GATE_CONSUMER_PROFILES
+from rmqsim.conformance.consumer.check import GroupHistory
+from rmqsim.conformance.consumer.run import DEFAULT_CONSUMER_IMPL
 from rmqsim.conformance.mutants.consumer import MUTANTS
-from rmqsim.conformance.run import replay_file, run_seed
+from rmqsim.conformance.running.gate import GATE_CONSUMER_PROFILES
+from rmqsim.conformance.running.run import replay_file, run_seed
 from rmqsim.impl import RocksMQ
 from rmqsim.impl.consumer import ConsumerCore, PushConsumer, PushOptions
 from rmqsim.model.api import Completion, ConsumerConfig, ConsumeResult, Delivered, Delivery

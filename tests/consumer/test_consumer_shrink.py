@@ -13,19 +13,19 @@ from click.testing import CliRunner
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL
 from rmqsim.conformance.cli import cli
+from rmqsim.conformance.consumer.shrink import client_epochs, without_batch
 from rmqsim.conformance.mutants.catalogue import select
 from rmqsim.conformance.mutants.consumer import MUTANTS as CONSUMER_MUTANTS
 from rmqsim.conformance.mutants.kill import KILLED, kill_mutant
-from rmqsim.conformance.run import replay_file, run_seed, run_steps
-from rmqsim.conformance.shrink import (
+from rmqsim.conformance.running.run import replay_file, run_seed, run_steps
+from rmqsim.conformance.running.trace import TraceFormatError, read_trace, write_lines
+from rmqsim.conformance.searching.shrink import (
     NotFailingError,
     shrink_file,
     shrink_result,
 )
-from rmqsim.conformance.shrink_budget import ShrinkBudget
-from rmqsim.conformance.shrink_consumer import client_epochs, without_batch
-from rmqsim.conformance.trace import TraceFormatError, read_trace, write_lines
-from rmqsim.scenarios.consumer_ops import (
+from rmqsim.conformance.searching.shrink_budget import ShrinkBudget
+from rmqsim.scenarios.consumer.ops import (
     Complete,
     CrashClient,
     Deliver,
@@ -35,7 +35,7 @@ from rmqsim.scenarios.consumer_ops import (
     consumer_op_from_json,
     consumer_outcome_from_json,
 )
-from rmqsim.scenarios.ops import OpDecodeError, Step
+from rmqsim.scenarios.queue.ops import OpDecodeError, Step
 
 from .test_consumer_variants import CASES
 

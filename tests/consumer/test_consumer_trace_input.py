@@ -26,9 +26,9 @@ from click.testing import CliRunner
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.run import read_run_trace, run_seed, run_steps
-from rmqsim.conformance.trace import TraceFormatError
-from rmqsim.scenarios.consumer_ops import (
+from rmqsim.conformance.running.run import read_run_trace, run_seed, run_steps
+from rmqsim.conformance.running.trace import TraceFormatError
+from rmqsim.scenarios.consumer.ops import (
     Complete,
     Deliver,
     ProduceBatch,
@@ -36,7 +36,7 @@ from rmqsim.scenarios.consumer_ops import (
     StartClient,
     consumer_op_from_json,
 )
-from rmqsim.scenarios.ops import OpDecodeError, Step
+from rmqsim.scenarios.queue.ops import OpDecodeError, Step
 
 
 @cache

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from rmqsim.conformance.mutants.consumer import core_factory
-from rmqsim.conformance.run import run_seed
+from rmqsim.conformance.running.run import run_seed
 from rmqsim.impl.consumer import ConsumerCore
 from rmqsim.model.api import (
     Completion,

@@ -14,13 +14,13 @@ import pytest
 from click.testing import CliRunner
 
 from rmqsim.conformance.cli.app import cli
+from rmqsim.conformance.crashing.simdisk import SimDisk
 from rmqsim.conformance.layer import layer_for_profile
-from rmqsim.conformance.run import read_run_trace, replay, run_seed
-from rmqsim.conformance.shrink import shrink_result
-from rmqsim.conformance.shrink_budget import ShrinkBudget
-from rmqsim.conformance.simdisk import SimDisk
+from rmqsim.conformance.running.run import read_run_trace, replay, run_seed
+from rmqsim.conformance.running.trace import write_lines
+from rmqsim.conformance.searching.shrink import shrink_result
+from rmqsim.conformance.searching.shrink_budget import ShrinkBudget
 from rmqsim.conformance.store.power import power_factory, store_power_sweep
-from rmqsim.conformance.trace import write_lines
 from rmqsim.impl.store import open_store
 from rmqsim.model.store import ReferenceStore, StoreConfig
 from rmqsim.model.store.api import InvalidArgumentError
@@ -54,7 +54,7 @@ def test_the_simulation_reaches_every_operation_and_offset_class() -> None:
 
 
 def test_through_a_child_process_and_exec(tmp_path: Path) -> None:
-    from rmqsim.conformance.run import run, spec_for_seed
+    from rmqsim.conformance.running.run import run, spec_for_seed
 
     spec = spec_for_seed("store-crashy", 0).replace(crash_mode="process")
     assert run(spec, impl="commitlog-store").ok  # the reference server, SIGKILLed at crashes
@@ -192,9 +192,9 @@ def test_the_command_line_takes_storage_profiles(tmp_path: Path) -> None:
 
 
 def test_a_power_cut_case_matches_a_listed_deviation_by_mode_and_anomaly() -> None:
-    from rmqsim.conformance.deviations import load_profile
-    from rmqsim.conformance.power_loss import PowerCase, PowerFailure
-    from rmqsim.conformance.simdisk import PointRecord
+    from rmqsim.conformance.crashing.power_loss import PowerCase, PowerFailure
+    from rmqsim.conformance.crashing.simdisk import PointRecord
+    from rmqsim.conformance.reporting.deviations import load_profile
 
     profile = load_profile("rocketmq-store")
     point = PointRecord(76, "write", "/sim/store/consumequeue/orders/0/00000000000000000000")

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rmqsim.conformance import gate as gate_module
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.run import run_seed
+from rmqsim.conformance.running import gate as gate_module
+from rmqsim.conformance.running.run import run_seed
 from rmqsim.conformance.stream.cells import STREAM_CELLS, cells_summary
 
 #: The mutants of the new cell families (docs/STREAM.md "Operation cells").

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from rmqsim.conformance.stream.check import StreamChecker, StreamViolation
-from rmqsim.scenarios.ops import Outcome
-from rmqsim.scenarios.stream_ops import (
+from rmqsim.scenarios.queue.ops import Outcome
+from rmqsim.scenarios.stream.ops import (
     INSERT,
     TIME_TICK,
     Broadcast,

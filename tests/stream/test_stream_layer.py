@@ -1,4 +1,4 @@
-"""The stream layer through the generic harness (``conformance.layers.stream``): ``rmqsim
+"""The stream layer through the generic harness (``conformance.stream.layer``): ``rmqsim
 run --profile stream...`` checks impl.stream in lockstep with the model, traces replay,
 bad traces are exit 2 naming file and line, every stream mutant is caught by a stream
 profile with an anomaly named after what breaks, and shrinks to at most 10 operations."""
@@ -13,13 +13,13 @@ from click.testing import CliRunner
 
 from rmqsim.conformance.cli import cli
 from rmqsim.conformance.layer import layer_for_profile
-from rmqsim.conformance.layers.stream import STREAM_GATE_PROFILES
 from rmqsim.conformance.mutants.stream import MUTANTS
-from rmqsim.conformance.run import RunResult, run_seed, spec_for_seed
-from rmqsim.conformance.shrink import shrink_result
+from rmqsim.conformance.running.run import RunResult, run_seed, spec_for_seed
+from rmqsim.conformance.searching.shrink import shrink_result
+from rmqsim.conformance.stream.layer import STREAM_GATE_PROFILES
 from rmqsim.conformance.stream.run import StreamLockstep, resolve_stream_impl
-from rmqsim.scenarios.ops import Outcome, Step
-from rmqsim.scenarios.stream_ops import (
+from rmqsim.scenarios.queue.ops import Outcome, Step
+from rmqsim.scenarios.stream.ops import (
     INSERT,
     TIME_TICK,
     Broadcast,
@@ -29,7 +29,7 @@ from rmqsim.scenarios.stream_ops import (
     Seek,
     StreamMsg,
 )
-from rmqsim.scenarios.stream_profiles import STREAM_PROFILES, resolve_stream
+from rmqsim.scenarios.stream.profiles import STREAM_PROFILES, resolve_stream
 
 #: The anomaly each of these mutants must be reported as (the others: any).
 NAMED = {

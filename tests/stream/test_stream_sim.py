@@ -11,9 +11,9 @@ import pytest
 from rmqsim.conformance.stream import StreamSide
 from rmqsim.model.stream import StreamModelFactory
 from rmqsim.scenarios.catalog import get_profile, queue_profile
-from rmqsim.scenarios.ops import OpDecodeError, Outcome, Step
-from rmqsim.scenarios.profiles import ProfileError
-from rmqsim.scenarios.stream_ops import (
+from rmqsim.scenarios.queue.ops import OpDecodeError, Outcome, Step
+from rmqsim.scenarios.queue.profiles import ProfileError
+from rmqsim.scenarios.stream.ops import (
     DELETE,
     INSERT,
     Broadcast,
@@ -26,8 +26,8 @@ from rmqsim.scenarios.stream_ops import (
     stream_outcome_from_json,
     stream_outcome_to_json,
 )
-from rmqsim.scenarios.stream_profiles import STREAM_PROFILES, StreamProfile, resolve_stream
-from rmqsim.scenarios.stream_sim import StreamSimulation
+from rmqsim.scenarios.stream.profiles import STREAM_PROFILES, StreamProfile, resolve_stream
+from rmqsim.scenarios.stream.sim import StreamSimulation
 
 Run = list[tuple[Step[StreamOp], Outcome]]
 

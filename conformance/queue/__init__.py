@@ -1,0 +1,3 @@
+"""The queue layer: its ``Layer`` and its own shrinking pass."""
+
+__all__: list[str] = []

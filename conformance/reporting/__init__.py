@@ -1,0 +1,3 @@
+"""Reporting: failure reports, anomaly names, listed deviations."""
+
+__all__: list[str] = []

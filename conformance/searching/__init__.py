@@ -1,0 +1,3 @@
+"""Searching: shrinking failures, coverage and steering, and fuzzing."""
+
+__all__: list[str] = []

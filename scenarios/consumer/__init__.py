@@ -1,0 +1,3 @@
+"""The consumer layer's simulation: push consumers over a queue."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""The stream layer's simulation: Milvus-style message streams."""
+
+__all__: list[str] = []
