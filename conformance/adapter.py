@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeGuard, runtime_ch
 
 from rmqsim.conformance.bad_impl import BadImplError
 from rmqsim.conformance.wire.client import exec_factory, is_exec_impl
+from rmqsim.conformance.wire.streams import QUEUE_FACTORY_ATTRIBUTE  # serves the stream layer
 from rmqsim.model.api import Clock, MessageQueue, MQConfig
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ __all__ = [
     "LAYER_KEYWORDS",
     "LEGACY_PACKAGES",
     "MODEL_IMPL",
+    "QUEUE_FACTORY_ATTRIBUTE",
     "QUEUE_FACTORY_KEYWORDS",
     "QUEUE_LAYERS",
     "QUEUE_METHODS",

@@ -225,6 +225,7 @@ SLOWEST_FIRST = (
     "tests/test_reports_spark.py",
     "tests/test_fuzz.py::test_crash_inside_an_operation_is_found_and_the_same_seed_gives_the_same_trace",
     "tests/test_gate_parallel.py",
+    "tests/test_wire_stream.py::test_the_stream_gate_passes_through_the_protocol",
 )
 
 

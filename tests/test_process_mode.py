@@ -150,7 +150,7 @@ def test_a_factory_object_is_a_usage_error_in_process_mode() -> None:
     consumer = runner.invoke(
         cli, ["run", "--profile", "consumer", "--seed", "0", "--crash-mode", "process"]
     )
-    assert consumer.exit_code == 2 and "queue and store profiles only" in consumer.output
+    assert consumer.exit_code == 2 and "queue, stream and store profiles only" in consumer.output
     assert "Traceback" not in consumer.output
 
 

@@ -59,7 +59,7 @@ LEFT_COLUMNS = ("mutant", "class", "status", "check", "anomaly", "profile/seed",
 @shrink_options
 @crash_mode_choice(
     "--crash-mode",
-    "process: every queue mutant runs in a child process through the wire protocol "
+    "process: every queue and stream mutant runs in a child process through the wire protocol "
     "(docs/PROTOCOL.md), crashed by SIGKILL: the seeded bugs caught through it.",
 )
 @op_timeout_option
@@ -88,8 +88,8 @@ def mutants_command(
     except UnknownMutantError as exc:
         raise UsageError(str(exc)) from None
     seed_range = seeds or DEFAULT_GATE_SEEDS
-    mutants = tuple(dataclasses.replace(m, crash_mode=crash_mode) if m.layer == "queue" else m
-                    for m in mutants)  # fmt: skip
+    mutants = tuple(dataclasses.replace(m, crash_mode=crash_mode)
+                    if m.layer in ("queue", "stream") else m for m in mutants)  # fmt: skip
     writable_dir(out)
     with progress(len(mutants), "mutants") as bar:
         matrix = run_matrix(

@@ -178,9 +178,8 @@ def spec_for_seed(profile_name: str, seed: int, **options: Any) -> RunSpec:
         )
     if crash_mode not in layer.crash_modes:
         takers = [other.name for other in registered_layers() if crash_mode in other.crash_modes]
-        raise BadImplError(
-            f"--crash-mode {crash_mode} applies to {' and '.join(takers)} profiles only"
-        )
+        named = " and ".join([", ".join(takers[:-1]), takers[-1]] if len(takers) > 1 else takers)
+        raise BadImplError(f"--crash-mode {crash_mode} applies to {named} profiles only")
     crash_rate = options.get("crash_rate", 0.0)
     resolved = layer.resolve_profile(profile_name, seed)
     impl = options.get("impl", DEFAULT_IMPL)

@@ -4,7 +4,10 @@ the properties of ``conformance.stream.check``, driven by ``scenarios.stream.sim
 lockstep is ``conformance.stream.run.StreamLockstep``. Its traces' headers name the layer.
 
 ``--impl`` names a stream factory (``factory(queue=...) -> StreamFactory``; ``stream`` and
-``stream-threaded`` are ours), or a queue factory, under our streams."""
+``stream-threaded`` are ours; a stream server, ``exec:COMMAND``, brings its own queue), or
+a queue factory, under our streams. ``--crash-mode process`` serves it through the wire
+protocol's reference server (the streams and their queue, or the queue alone, in a child
+process that a crash SIGKILLs)."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from rmqsim.conformance.adapter import DEFAULT_IMPL
 from rmqsim.conformance.layer import (
     LayerLockstep,
     ResolvedProfile,
@@ -60,7 +64,7 @@ class StreamLayer:
     codec = StepCodec(
         stream_op_to_json, stream_op_from_json, stream_outcome_to_json, stream_outcome_from_json
     )
-    crash_modes = ("inprocess",)
+    crash_modes = ("inprocess", "process")
     supports_crash_rate = False
     final_check_needs_whole_run = False
     crash_sweep_refusal = (
@@ -83,7 +87,8 @@ class StreamLayer:
         check_stream_trace(trace)
 
     def resolve_impl(self, impl: Any, *, for_replay: bool) -> tuple[str, Any]:
-        return resolve_stream_impl(impl)
+        name, sut = resolve_stream_impl(impl)
+        return name, (impl, sut)
 
     def simulate(self, spec: RunSpec, lockstep: LayerLockstep) -> None:
         assert isinstance(lockstep, StreamLockstep), lockstep
@@ -93,8 +98,14 @@ class StreamLayer:
         self, spec: RunSpec, root: Path, *, sut: Any, recorded: bool, log_faults: bool
     ) -> LayerLockstep:
         profile = stream_profile_of({"profile_config": spec.profile_config}, "<run>")
+        impl, pair = sut
+        if spec.crash_mode == "process":  # through the reference server, SIGKILLed at crashes
+            from rmqsim.conformance.running.process_sut import process_factory
+
+            served = "stream" if impl == DEFAULT_IMPL else impl
+            pair = resolve_stream_impl(process_factory(served))[1]
         lockstep = StreamLockstep(spec, profile)
-        lockstep.open(root, sut)
+        lockstep.open(root, pair)
         return lockstep
 
     def shrink_passes(self) -> Sequence[ShrinkPass]:

@@ -20,6 +20,7 @@ from rmqsim.conformance.adapter import (
     BUILTIN_IMPLS,
     DEFAULT_IMPL,
     LAYER_FORMS,
+    QUEUE_FACTORY_ATTRIBUTE,
     QUEUE_LAYERS,
     BadImplError,
     Factory,
@@ -29,6 +30,7 @@ from rmqsim.conformance.adapter import (
     load_impl,
 )
 from rmqsim.conformance.layer import OperationCrashes, RunSpec
+from rmqsim.conformance.reporting.anomalies import is_protocol_error
 from rmqsim.conformance.running.apply import exception_text
 from rmqsim.conformance.running.lockstep import Divergence, Stats, StepRecord
 from rmqsim.conformance.running.statediff import state_digest
@@ -42,6 +44,7 @@ from rmqsim.conformance.stream.check import (
     describe_states,
 )
 from rmqsim.conformance.stream.side import StreamSide
+from rmqsim.conformance.wire.codec import WireProtocolError
 from rmqsim.model import ReferenceMQ
 from rmqsim.model.api import InvalidArgumentError, MessageQueue, MQConfig
 from rmqsim.model.stream import StreamModelFactory
@@ -76,8 +79,9 @@ def resolve_stream_impl(impl: Any) -> tuple[str, StreamSut]:
     if impl == DEFAULT_IMPL:  # our streams over our queue
         impl = "stream"
     loaded = load_impl(impl)
-    if loaded.layer == "stream":
-        return loaded.name, (load_factory(DEFAULT_IMPL), loaded.factory)
+    if loaded.layer == "stream":  # over our queue, or the one it names (a protocol server's)
+        queue = getattr(loaded.factory, QUEUE_FACTORY_ATTRIBUTE, None)
+        return loaded.name, (queue or load_factory(DEFAULT_IMPL), loaded.factory)
     if loaded.layer not in QUEUE_LAYERS:
         raise BadImplError(
             f"--impl {loaded.name} is a {LAYER_FORMS[loaded.layer]} factory; a stream "
@@ -165,6 +169,7 @@ class StreamLockstep(OperationCrashes):
         self.last: Step[Any] | None = None
         self.sut: StreamSide | None = None
         self.open_failure: str | None = None
+        self.open_anomaly = "unrecoverable"
         self.exits = contextlib.ExitStack()
         self.bound = CallBound()
 
@@ -197,6 +202,8 @@ class StreamLockstep(OperationCrashes):
         except OperationHang as hang:
             self.open_failure = f"opening a fresh directory: {hang.detail}"
         except Exception as exc:
+            if isinstance(exc, WireProtocolError):  # a server's reply broke the protocol
+                self.open_anomaly = "protocol-error"
             self.open_failure = (f"opening a fresh directory raised {type(exc).__name__}: "
                                  f"{exception_text(exc)}")
 
@@ -216,7 +223,8 @@ class StreamLockstep(OperationCrashes):
             assert self.open_failure is not None
             want = _outcome(lambda: self.model.apply(step.op))
             self.records.append(StepRecord(step, want))
-            raise Divergence("unrecoverable", self.index, step, want, None, [], self.open_failure)
+            raise Divergence(self.open_anomaly, self.index, step, want, None, [],
+                             self.open_failure)  # fmt: skip
         try:
             got = _outcome(lambda: self.bound.call(step.op.kind, sut.apply, step.op))
         except OperationHang as hang:
@@ -230,6 +238,8 @@ class StreamLockstep(OperationCrashes):
         return want
 
     def _compare(self, step: Step[Any], want: Outcome, got: Outcome) -> None:
+        if is_protocol_error(got.error):  # a stream server's reply broke the protocol
+            self._diverge("protocol-error", step, want, got, str(got.error))
         try:
             self.checker.observe(step.op, got, want)
         except StreamViolation as violation:
@@ -283,7 +293,9 @@ class StreamLockstep(OperationCrashes):
             raise _SnapshotFailed("hang", hang.detail) from None
         except Exception as exc:
             detail = f"{what} raised {type(exc).__name__}: {exception_text(exc)}"
-            raise _SnapshotFailed("stream-state-mismatch", detail) from None
+            anomaly = ("protocol-error" if isinstance(exc, WireProtocolError)
+                       else "stream-state-mismatch")  # fmt: skip
+            raise _SnapshotFailed(anomaly, detail) from None
 
     def _diverge(
         self, anomaly: str, step: Step[Any], want: Outcome, got: Outcome, detail: str

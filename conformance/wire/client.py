@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import shlex
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from rmqsim.conformance.wire.child import (
     preload_forked,
 )
 from rmqsim.conformance.wire.codec import (
+    ERROR_KINDS,
     PROTOCOL_VERSION,
     WireProtocolError,
     bodies_from_wire,
@@ -60,6 +61,7 @@ from rmqsim.model.api import (
     InvalidArgumentError,
     MessageQueue,
     MQConfig,
+    MQError,
     NotServingError,
     ProducerMessage,
     State,
@@ -69,6 +71,7 @@ from rmqsim.model.store.api import StoreConfig
 __all__ = [
     "EXEC_PREFIX",
     "HELLO_TIMEOUT_S",
+    "SERVED_LAYERS",
     "ChildDiedError",
     "Hello",
     "Session",
@@ -88,6 +91,10 @@ EXEC_PREFIX = "exec:"
 FaultHook = Callable[[str], None]
 #: Starts one server process.
 Launcher = Callable[[], ServerChild]
+#: The factory of a layer whose client lives in a module of its own, by the layer its
+#: server's ``hello`` names: ``make(start, impl, hello)``, registered by that module
+#: (``conformance.wire.streams``: ``"stream"``).
+SERVED_LAYERS: dict[str, Callable[[Launcher, str, Hello], Callable[..., Any]]] = {}
 #: How long a server may take to answer ``hello`` when its command is checked (a JVM or a
 #: cold Go binary starts in well under this).
 HELLO_TIMEOUT_S = 60.0
@@ -157,7 +164,10 @@ class Hello:
 
 
 class Session:
-    """One child and the requests made of it, in order."""
+    """One child and the requests made of it, in order; its replies' error kinds are
+    ``error_kinds`` (the layer's)."""
+
+    error_kinds: Mapping[str, type[MQError]] = ERROR_KINDS
 
     def __init__(self, start: Launcher, faults: FaultHook | None, clock: Clock) -> None:
         self.faults = faults
@@ -246,7 +256,7 @@ class Session:
         if set(message) == {"id", "ok"}:
             return message["ok"], None
         if set(message) == {"id", "error"}:
-            return None, decode_error(message["error"], f"{where}.error")
+            return None, decode_error(message["error"], f"{where}.error", self.error_kinds)
         raise WireProtocolError(f"{where}: expected {{id, ok}} or {{id, error}}: {raw[:200]!r}")
 
     def _died(self, what: str) -> None:
@@ -283,6 +293,11 @@ class WireEnd:
             raise NotServingError(f"the {self.noun} is closed")
         return self._session.request(op, arguments, bound_s=_bound_s())
 
+    def request(self, op: str, **arguments: Any) -> Any:
+        """One request (``op`` of a layer served beside this one: the stream layer's,
+        ``conformance.wire.streams``), as the operations here make theirs."""
+        return self._call(op, **arguments)
+
     @property
     def process(self) -> ServerChild:
         """The server's process (its ``returncode`` is ``-9`` after a crash)."""
@@ -312,6 +327,9 @@ class WireQueue(WireEnd):
     starts."""
 
     noun = "queue"
+    #: The layer its ``hello`` asks for, and that layer's error kinds.
+    layer = "queue"
+    error_kinds: Mapping[str, type[MQError]] = ERROR_KINDS
 
     def __init__(
         self,
@@ -323,8 +341,9 @@ class WireQueue(WireEnd):
         faults: FaultHook | None,
     ) -> None:
         super().__init__(start, faults, clock)
+        self._session.error_kinds = self.error_kinds
         try:
-            hello = Hello(self._call("hello", protocol=PROTOCOL_VERSION, layer="queue"), "hello")
+            hello = Hello(self._call("hello", protocol=PROTOCOL_VERSION, layer=self.layer), "hello")
             self._call("open", path=str(path), config=_config_json(config))
         except BaseException:
             self.crash()
@@ -540,10 +559,13 @@ def _wire_factory(start: Launcher, impl: str) -> Callable[..., Any]:
                              faults=faults)
 
         return _named_factory(store_factory, impl, hello)
+    if hello.layer in SERVED_LAYERS:
+        return _named_factory(SERVED_LAYERS[hello.layer](start, impl, hello), impl, hello)
     if hello.layer != "queue":
         raise BadImplError(
             f"--impl {impl}: the server serves the {hello.layer!r} layer; over the wire rmqsim "
-            "checks the queue and storage layers (docs/PROTOCOL.md)"
+            f"checks the {', '.join(['queue', 'store', *SERVED_LAYERS])} layers "
+            "(docs/PROTOCOL.md)"
         )
 
     def factory(

@@ -349,11 +349,14 @@ def decode_state(value: object, where: str) -> State:
 # --------------------------------------------------------------------------- errors
 
 
-def encode_error(exc: BaseException) -> dict[str, str]:
-    """A reply's ``error``: an ``MQError``'s kind, or ``Unexpected`` with the type."""
+def encode_error(
+    exc: BaseException, kinds: Mapping[str, type[MQError]] = ERROR_KINDS
+) -> dict[str, str]:
+    """A reply's ``error``: an ``MQError``'s kind (of the layer's ``kinds``), or
+    ``Unexpected`` with the type."""
     message = _message(exc)
     if isinstance(exc, MQError):
-        for kind, cls in ERROR_KINDS.items():
+        for kind, cls in kinds.items():
             if isinstance(exc, cls):
                 return {"kind": kind, "message": message}
     return {"kind": UNEXPECTED, "type": type(exc).__name__, "message": message}
@@ -378,20 +381,22 @@ def _unexpected_class(name: str) -> type[UnexpectedError]:
     return type(name, (UnexpectedError,), {"__module__": __name__})
 
 
-def decode_error(value: object, where: str) -> Exception:
-    """The exception a reply's ``error`` stands for."""
+def decode_error(
+    value: object, where: str, kinds: Mapping[str, type[MQError]] = ERROR_KINDS
+) -> Exception:
+    """The exception a reply's ``error`` stands for (a kind of the layer's ``kinds``)."""
     if type(value) is not dict or type(value.get("kind")) is not str:
         raise WireProtocolError(f'{where}: expected {{"kind": ..., "message": ...}}')
     kind = value["kind"]
     message = value.get("message", "")
     message = message if type(message) is str else repr(message)
-    if kind in ERROR_KINDS:
-        return ERROR_KINDS[kind](message)
+    if kind in kinds:
+        return kinds[kind](message)
     if kind == UNEXPECTED:
         type_name = value.get("type")
         printable = type(type_name) is str and type_name.isprintable() and " " not in type_name
         name = type_name[:80] if printable and type_name else "Unexpected"
         return _unexpected_class(name)(message)
     raise WireProtocolError(
-        f"{where}.kind: {kind!r} is none of {', '.join([*ERROR_KINDS, UNEXPECTED])}"
+        f"{where}.kind: {kind!r} is none of {', '.join([*kinds, UNEXPECTED])}"
     )

@@ -18,11 +18,12 @@ import dataclasses
 import inspect
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
 from rmqsim.conformance.wire.codec import (
+    ERROR_KINDS,
     PROTOCOL_VERSION,
     QUEUE_OPS,
     STORE_OPS,
@@ -36,7 +37,9 @@ from rmqsim.conformance.wire.codec import (
     encode_state,
     messages_from_wire,
 )
-from rmqsim.model.api import MQConfig, State
+from rmqsim.conformance.wire.stream_codec import STREAM_ERROR_KINDS, STREAM_OPS
+from rmqsim.conformance.wire.stream_server import STREAM_CALLS, open_stream_host
+from rmqsim.model.api import MQConfig, MQError, State
 from rmqsim.model.store.api import StoreConfig
 
 __all__ = ["Server", "main", "private_stdout", "serve_forked"]
@@ -61,11 +64,13 @@ class Server:
 
     @property
     def layer(self) -> str:
-        """``queue``, or ``store`` for a message store factory (``adapter.load_impl``)."""
+        """``queue``, ``store`` for a message store factory or ``stream`` for a stream
+        factory (``adapter.load_impl``)."""
         if self._layer is None:
             from rmqsim.conformance.adapter import load_impl
 
-            self._layer = "store" if load_impl(self.impl).layer == "store" else "queue"
+            layer = load_impl(self.impl).layer
+            self._layer = layer if layer in ("store", "stream") else "queue"
         return self._layer
 
     # -- lines
@@ -111,7 +116,8 @@ class Server:
                 except WireProtocolError:
                     raise
                 except Exception as exc:  # the queue's error: its kind, or Unexpected
-                    self._write({"id": self.request_id, "error": encode_error(exc)})
+                    error = encode_error(exc, _LAYERS[self.layer][2])
+                    self._write({"id": self.request_id, "error": error})
                 else:
                     self._write({"id": self.request_id, "ok": value})
                 if op == "close":
@@ -131,7 +137,7 @@ class Server:
             return {**hello, "snapshot": ["topics", "messages_from"]}
         if op == "open":
             return self._open(request)
-        ops, calls = (STORE_OPS, _STORE_CALLS) if self.layer == "store" else (QUEUE_OPS, _CALLS)
+        ops, calls, _ = _LAYERS[self.layer]
         if op not in ops:
             raise WireProtocolError(f"unknown op {op!r}")
         if self.queue is None:
@@ -149,6 +155,10 @@ class Server:
         if self.layer == "store":
             self.queue = factory(path=Path(path), store_config=StoreConfig(**config),
                                  clock=self.clock, faults=self.faults)
+            return
+        if self.layer == "stream":  # the streams over the queue they name, else ours
+            self.queue = open_stream_host(factory, Path(path), MQConfig(**config), self.clock,
+                                          self.faults)  # fmt: skip
             return
         self.queue = factory(
             path=Path(path), config=MQConfig(**config), clock=self.clock, faults=self.faults
@@ -218,6 +228,15 @@ _STORE_CALLS: dict[str, Callable[..., Any]] = {
     "flush": lambda s, q: q.flush(),
     "retain": lambda s, q, cutoff: q.retain(cutoff),
     "close": lambda s, q: q.close(),
+}
+
+
+#: Each layer's operations, their calls and its error kinds.
+_LAYERS: dict[str, tuple[dict[str, tuple[str, ...]], dict[str, Callable[..., Any]],
+                         Mapping[str, type[MQError]]]] = {
+    "queue": (QUEUE_OPS, _CALLS, ERROR_KINDS),
+    "store": (STORE_OPS, _STORE_CALLS, ERROR_KINDS),
+    "stream": ({**QUEUE_OPS, **STREAM_OPS}, {**_CALLS, **STREAM_CALLS}, STREAM_ERROR_KINDS),
 }
 
 

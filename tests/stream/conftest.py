@@ -21,7 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from rmqsim.conformance.adapter import LAYER_FORMS, BadImplError, load_impl
+from rmqsim.conformance.adapter import (
+    LAYER_FORMS,
+    QUEUE_FACTORY_ATTRIBUTE,
+    BadImplError,
+    load_impl,
+)
 from rmqsim.impl import RocksMQ
 from rmqsim.impl.stream import stream_factory as impl_stream_factory
 from rmqsim.impl.stream import threaded_stream_factory
@@ -58,13 +63,19 @@ def _impl_on_reference_maker(scratch: Path) -> Maker:
 
 
 def _rocks_maker(stream_factory_fn: Callable[..., StreamFactory]) -> Callable[[Path], Maker]:
-    """Streams of ``stream_factory_fn(queue=...)`` over a fresh RocksMQ per factory made."""
+    """Streams of ``stream_factory_fn(queue=...)`` over a fresh RocksMQ per factory made,
+    or over the queue it names (a stream server's, ``--impl exec:``: its own)."""
+    open_queue = getattr(stream_factory_fn, QUEUE_FACTORY_ATTRIBUTE, None)
 
     def for_scratch(scratch: Path) -> Maker:
         numbers = itertools.count()
 
         def make(config: MQConfig = NO_RETENTION, clock: Clock = _zero_clock) -> StreamFactory:
-            queue = RocksMQ.open(scratch / f"queue-{next(numbers)}", config=config, clock=clock)
+            path = scratch / f"queue-{next(numbers)}"
+            if open_queue is not None:
+                return stream_factory_fn(queue=open_queue(path=path, config=config, clock=clock,
+                                                          faults=None))  # fmt: skip
+            queue = RocksMQ.open(path, config=config, clock=clock)
             return stream_factory_fn(queue=queue)
 
         return make
