@@ -25,6 +25,7 @@ within the liveness bound is killed, and the call raises ``OperationHang`` (``ha
 from __future__ import annotations
 
 import functools
+import os
 import shlex
 import sys
 from collections.abc import Callable, Sequence
@@ -512,11 +513,22 @@ def _stderr_note(session: Session) -> str:
     return f" (its stderr: {tail.replace(chr(10), ' | ')[-300:]})" if tail else ""
 
 
+#: ``exec:`` commands that answered ``hello`` in this process: (argv, folder, environment)
+#: -> what they said. Every open says ``hello`` again and is held to it; this only spares
+#: a run (``run_seed`` loads its ``--impl`` once per seed) a process started to be asked.
+_CHECKED: dict[tuple[tuple[str, ...], str, frozenset[tuple[str, str]]], Hello] = {}
+
+
 def exec_factory(impl: str) -> Callable[..., Any]:
     """The factory of ``exec:COMMAND`` (a queue's, or a message store's), once the command
-    answered ``hello``."""
-    start = functools.partial(ChildProcess, exec_argv(impl))
-    return _wire_factory(start, impl)
+    answered ``hello`` (once per process for the same command, folder and environment)."""
+    argv = exec_argv(impl)
+    start = functools.partial(ChildProcess, argv)
+    key = (tuple(argv), os.getcwd(), frozenset(os.environ.items()))
+    hello = _CHECKED.get(key)
+    if hello is None:
+        hello = _CHECKED[key] = check_server(start, impl)
+    return _wire_factory(start, impl, hello)
 
 
 def forked_factory(
@@ -526,13 +538,13 @@ def forked_factory(
     reference server's ``serve_forked``) in a forked child (``--crash-mode process``);
     ``modules``: what to import before forking (the implementation's)."""
     preload_forked(modules)
-    return _wire_factory(functools.partial(ForkedChild, serve, impl), impl)
+    start = functools.partial(ForkedChild, serve, impl)
+    return _wire_factory(start, impl, check_server(start, impl))
 
 
-def _wire_factory(start: Launcher, impl: str) -> Callable[..., Any]:
-    """The factory of a checked server: a queue factory, or a message store factory when
-    its ``hello`` said ``"layer": "store"``."""
-    hello = check_server(start, impl)
+def _wire_factory(start: Launcher, impl: str, hello: Hello) -> Callable[..., Any]:
+    """The factory of a checked server (``hello``: what it said): a queue factory, or a
+    message store factory when its ``hello`` said ``"layer": "store"``."""
     if hello.layer == "store":
         def store_factory(*, path: Path, store_config: StoreConfig, clock: Clock,
                           faults: FaultHook | None) -> WireStore:
