@@ -134,7 +134,7 @@ class Server:
 
                 atomic = getattr(load_impl(self.impl).factory, "rmqsim_batch_atomic", False)
                 return {**hello, "flush_modes": ["sync", "async"], "batch_atomic": atomic is True}
-            return {**hello, "snapshot": ["topics", "messages_from"]}
+            return {**hello, "snapshot": ["topics", "messages_from"], "pipelining": True}
         if op == "open":
             return self._open(request)
         ops, calls = (STORE_OPS, _STORE_CALLS) if self.layer == "store" else (QUEUE_OPS, _CALLS)
