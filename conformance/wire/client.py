@@ -347,6 +347,12 @@ class WireEnd:
         """The server's process (its ``returncode`` is ``-9`` after a crash)."""
         return self._session.child
 
+    @property
+    def pipelined(self) -> tuple[int, int]:
+        """Requests sent ahead (pipelining) whose reply answered the next request, and
+        those whose reply was dropped."""
+        return self._session.ahead_used, self._session.ahead_dropped
+
     def crash(self) -> None:
         """SIGKILL the server's process group: nothing more is written."""
         if self._session.dead is None:
