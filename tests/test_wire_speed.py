@@ -105,3 +105,25 @@ def test_a_state_divergence_is_caught_through_the_snapshot_sent_ahead(
     assert (wire.anomaly, wire.divergence.step_index) == (here.anomaly, here.divergence.step_index)
     assert wire.anomaly == "ack-mismatch" and wire.divergence.diffs == here.divergence.diffs
     assert sum(s.ahead_used for s in sessions) > 100  # the checks went ahead of their turn
+
+
+def test_the_bench_reports_the_ratio_with_its_verdict_and_the_overhead_per_operation() -> None:
+    """Records in the bench's format: the 2x target on the CPU ratio, the overhead per
+    operation in µs, and the breakdown line's split between starts and requests."""
+    from rmqsim.conformance.bench import protocol_breakdown, protocol_figures
+    from rmqsim.conformance.bench_wire import ProtocolMeasurement, RoundTrip
+
+    here = ProtocolMeasurement("in process", 1000, 0.5, 0.4, 0, opens=10)
+    wire = ProtocolMeasurement("protocol", 1000, 2.0, 1.2, 0, opens=10)
+    trip = RoundTrip(1.0, 100.0, 150.0, 1.0, 90.0, 50.0)
+    figures = {f.name: f for f in protocol_figures([here, wire], trip)}
+    ratio = figures["protocol.reference-server.cpu_slowdown"]
+    assert (ratio.value, ratio.target, ratio.better, ratio.verdict()) == (3.0, 2.0, "lower",
+                                                                          "MISSED")
+    overhead = figures["protocol.reference-server.overhead_us_per_op"]
+    assert overhead.unit == "µs" and overhead.value == pytest.approx(800.0)
+    assert figures["protocol.open_cpu_ms"].value == 50.0
+    line = protocol_breakdown([here, wire], trip)
+    assert "800 µs of CPU beyond in process" in line
+    assert "server starts 500 µs (10 opens x 50 ms over 1000 operations), the requests 300 µs" \
+        in line
