@@ -8,15 +8,26 @@ the ``spark`` extra). In the source tree these are the top-level folders ``model
 ``impl/``, ``scenarios/``, ``conformance/`` and ``reports/``.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from __future__ import annotations
+
+from rmqsim.moved import install as _install_moved_names
 
 __all__ = ["__version__"]
 
-try:
-    __version__ = version("rmqsim")
-except PackageNotFoundError:  # a source tree that was never installed
-    __version__ = "0+unknown"
 
-from rmqsim.moved import install as _install_moved_names
+def __getattr__(name: str) -> str:
+    """``__version__``, looked up when first asked: ``importlib.metadata`` costs a process
+    that never asks (a protocol server, started once per open) a third of its start."""
+    if name != "__version__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        found = version("rmqsim")
+    except PackageNotFoundError:  # a source tree that was never installed
+        found = "0+unknown"
+    globals()["__version__"] = found
+    return found
+
 
 _install_moved_names()

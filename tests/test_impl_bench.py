@@ -362,3 +362,7 @@ def test_bench_prints_what_the_protocol_costs_with_its_verdict() -> None:
     assert re.search(r"protocol round trip: [\d,]+ µs per call", result.output)
     assert re.search(r"^target protocol\.reference-server\.cpu_slowdown <= 2x: [\d.]+x, "
                      r"(met|MISSED)$", result.output, re.M)
+    # The protocol's own overhead per operation, in µs of CPU, and where it goes.
+    assert re.search(r"protocol overhead per lockstep operation: -?[\d,]+ µs of CPU beyond in "
+                     r"process; of it, server starts -?[\d,]+ µs \(\d+ opens x [\d,]+ ms over "
+                     r"\d+ operations\), the requests -?[\d,]+ µs", result.output), result.output

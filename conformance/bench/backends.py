@@ -63,6 +63,7 @@ __all__ = [
     "lockstep_figures",
     "measure_consume",
     "measure_produce",
+    "protocol_breakdown",
     "protocol_figures",
     "run_bench",
     "vs_rocksmq",
@@ -457,7 +458,7 @@ def protocol_figures(measured: Sequence[Any], trip: Any) -> list[Figure]:
     """The wire protocol's figures: each way's rates, the round trip and open, and the
     CPU slowdown through the reference server (target ``TARGET_PROTOCOL_SLOWDOWN``)."""
     from rmqsim.conformance.bench.data import Figure
-    from rmqsim.conformance.bench.wire import TARGET_PROTOCOL_SLOWDOWN
+    from rmqsim.conformance.bench.wire import TARGET_PROTOCOL_SLOWDOWN, overhead_us_per_op
 
     names = ("in-process", "reference-server", "forked-server", "milvus")
     figures = []
@@ -468,11 +469,31 @@ def protocol_figures(measured: Sequence[Any], trip: Any) -> list[Figure]:
     figures += [
         Figure("protocol.round_trip_us", trip.wire_us, "µs"),
         Figure("protocol.in_process_call_us", trip.in_process_us, "µs"),
+        Figure("protocol.round_trip_cpu_us", trip.wire_cpu_us, "µs"),
+        Figure("protocol.in_process_call_cpu_us", trip.in_process_cpu_us, "µs"),
         Figure("protocol.open_ms", trip.open_ms, "ms"),
+        Figure("protocol.open_cpu_ms", trip.open_cpu_ms, "ms"),
+        Figure("protocol.reference-server.overhead_us_per_op",
+               overhead_us_per_op(measured[0], measured[1]), "µs"),
         Figure("protocol.reference-server.cpu_slowdown", measured[0].ops_per_cpu_s
                / measured[1].ops_per_cpu_s, "x", TARGET_PROTOCOL_SLOWDOWN, "lower"),
     ]
     return figures
+
+
+def protocol_breakdown(measured: Sequence[Any], trip: Any) -> str:
+    """Where the reference server's CPU beyond the in-process run goes, per operation:
+    its starts (opens x one open's CPU) and the rest (the requests)."""
+    from rmqsim.conformance.bench.wire import overhead_us_per_op
+
+    base, wire = measured[0], measured[1]
+    overhead = overhead_us_per_op(base, wire)
+    starts = wire.opens * trip.open_cpu_ms * 1e3 / max(wire.operations, 1)
+    return (f"protocol overhead per lockstep operation: {overhead:,.0f} µs of CPU beyond in "
+            f"process; of it, server starts {starts:,.0f} µs ({wire.opens} opens x "
+            f"{trip.open_cpu_ms:,.0f} ms over {wire.operations} operations), the requests "
+            f"{overhead - starts:,.0f} µs (one round trip: {trip.wire_cpu_us:,.0f} µs of CPU, "
+            f"{trip.in_process_cpu_us:,.1f} in process)")
 
 
 def _print_protocol(console: Console, seeds: int) -> list[Figure]:
@@ -484,13 +505,13 @@ def _print_protocol(console: Console, seeds: int) -> list[Figure]:
 
     measured = measure_runs("smoke", range(seeds))
     table = Table(title=f"the wire protocol: lockstep on smoke, seeds 0:{seeds}, same run")
-    for column in ("way in", "operations", "ops/s", "ops/CPU-s", "CPU vs in process",
+    for column in ("way in", "operations", "opens", "ops/s", "ops/CPU-s", "CPU vs in process",
                    "runs diverged"):
         table.add_column(column, justify="left" if column == "way in" else "right")
     base = measured[0]
     for m in measured:
         counted = m.cpu_counted
-        table.add_row(m.way, str(m.operations), f"{m.ops_per_s:,.0f}",
+        table.add_row(m.way, str(m.operations), str(m.opens), f"{m.ops_per_s:,.0f}",
                       f"{m.ops_per_cpu_s:,.0f}" if counted else "-",
                       f"{base.ops_per_cpu_s / m.ops_per_cpu_s:.2f}x" if counted else
                       f"{base.ops_per_s / m.ops_per_s:.2f}x wall", str(m.diverged))
@@ -499,8 +520,9 @@ def _print_protocol(console: Console, seeds: int) -> list[Figure]:
     console.print(
         f"protocol round trip: {trip.wire_us:,.0f} µs per call against {trip.in_process_us:,.1f}"
         f" in process ({trip.overhead_us:,.0f} µs of protocol per operation); one open "
-        f"(start, hello, open) {trip.open_ms:,.0f} ms"
+        f"(start, hello, open) {trip.open_ms:,.0f} ms, {trip.open_cpu_ms:,.0f} ms of CPU"
     )
+    console.print(protocol_breakdown(measured, trip), highlight=False)
     figures = protocol_figures(measured, trip)
     _print_verdicts(console, figures)
     return figures

@@ -8,8 +8,14 @@ the preloaded fork server (``--crash-mode process``: a fork per open, by wall ti
 Time is wall and CPU, and the CPU counts the servers too (they are rmqsim's children,
 reaped before the figure is taken: ``RUSAGE_CHILDREN``). Apart from whole runs, the
 protocol's own cost per operation is the round trip of ``get_latest_msg`` through one open
-server against the same call in process, and the cost of one open (start, ``hello``,
-``open``).
+server against the same call in process (wall, and CPU of both processes: the server's read
+from ``/proc``), and the cost of one open (start, ``hello``, ``open``; wall and CPU).
+
+Where a lockstep operation's time goes through the protocol (docs/BENCHMARKS.md "The
+protocol's cost, item by item"): every open is a new server process (the first open of a
+run, and one after every crash and close: ``1 + reopens`` per run), whose interpreter start
+and imports are most of the difference on smoke; the rest is the requests' round trips
+(an operation, then the touched topic's snapshot after a state-changing one).
 
 A Milvus run stops at its first divergence (Milvus differs from SPEC: docs/FINDINGS.md);
 its rate counts the operations it ran.
@@ -17,11 +23,13 @@ its rate counts the operations it ran.
 
 from __future__ import annotations
 
+import os
 import resource
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL, BadImplError, load_factory
 from rmqsim.conformance.running.run import run_seed
@@ -35,12 +43,15 @@ __all__ = [
     "RoundTrip",
     "measure_round_trip",
     "measure_runs",
+    "overhead_us_per_op",
 ]
 
 #: Issue 34's target: lockstep through the protocol at most 2x the in-process run's CPU.
 TARGET_PROTOCOL_SLOWDOWN = 2.0
 #: Calls timed for the round trip.
 ROUND_TRIP_CALLS = 2_000
+#: Opens timed for an open's CPU.
+OPEN_REPEATS = 5
 
 
 def _cpu_s() -> float:
@@ -59,6 +70,8 @@ class ProtocolMeasurement:
     wall_s: float
     cpu_s: float
     diverged: int
+    #: Opens of the implementation (a server process each, through the protocol).
+    opens: int = 0
 
     @property
     def ops_per_s(self) -> float:
@@ -78,7 +91,7 @@ class ProtocolMeasurement:
 def _runs(
     way: str, impl: str, profile: str, seeds: range, crash_mode: str = "inprocess"
 ) -> ProtocolMeasurement:
-    operations = diverged = 0
+    operations = diverged = opens = 0
     wall_s = 0.0
     started_cpu_s = _cpu_s()
     for seed in seeds:
@@ -86,7 +99,14 @@ def _runs(
         operations += result.steps
         wall_s += result.wall_s
         diverged += not result.ok
-    return ProtocolMeasurement(way, operations, wall_s, _cpu_s() - started_cpu_s, diverged)
+        opens += 1 + result.stats.reopens
+    return ProtocolMeasurement(way, operations, wall_s, _cpu_s() - started_cpu_s, diverged,
+                               opens)  # fmt: skip
+
+
+def overhead_us_per_op(base: ProtocolMeasurement, wire: ProtocolMeasurement) -> float:
+    """CPU µs per lockstep operation that ``wire`` costs beyond ``base`` (in process)."""
+    return (wire.cpu_s / max(wire.operations, 1) - base.cpu_s / max(base.operations, 1)) * 1e6
 
 
 def measure_runs(profile: str, seeds: range) -> list[ProtocolMeasurement]:
@@ -108,23 +128,55 @@ def measure_runs(profile: str, seeds: range) -> list[ProtocolMeasurement]:
 
 @dataclass(frozen=True, slots=True)
 class RoundTrip:
-    """The protocol's own cost: per call and per open, in µs and ms of wall time."""
+    """The protocol's own cost: per call (µs) and per open (ms), wall and CPU (CPU: both
+    processes; an open's: the server's start, ``hello`` and ``open``, and its kill)."""
 
     in_process_us: float
     wire_us: float
     open_ms: float
+    in_process_cpu_us: float = 0.0
+    wire_cpu_us: float = 0.0
+    open_cpu_ms: float = 0.0
 
     @property
     def overhead_us(self) -> float:
         return self.wire_us - self.in_process_us
 
 
-def _time_calls(queue: object) -> float:
-    """µs per ``get_latest_msg`` call on ``queue`` (a topic ``t`` exists)."""
-    started = time.perf_counter()
+def _child_cpu_s(queue: object) -> float:
+    """CPU seconds of ``queue``'s server process so far (0 in process, or without /proc)."""
+    process = getattr(queue, "process", None)
+    try:
+        fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()  # type: ignore[union-attr]  # None: AttributeError
+    except (AttributeError, OSError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu_s() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime
+
+
+def _time_calls(queue: object) -> tuple[float, float]:
+    """µs per ``get_latest_msg`` call on ``queue`` (a topic ``t`` exists), wall and CPU."""
+    started, started_cpu = time.perf_counter(), _own_cpu_s() + _child_cpu_s(queue)
     for _ in range(ROUND_TRIP_CALLS):
         queue.get_latest_msg("t")  # type: ignore[attr-defined]  # a MessageQueue
-    return (time.perf_counter() - started) / ROUND_TRIP_CALLS * 1e6
+    cpu_s = _own_cpu_s() + _child_cpu_s(queue) - started_cpu
+    return ((time.perf_counter() - started) / ROUND_TRIP_CALLS * 1e6,
+            cpu_s / ROUND_TRIP_CALLS * 1e6)  # fmt: skip
+
+
+def _open_cpu_ms(factory: Any, where: Path) -> float:
+    """CPU ms of one open and crash (through the protocol: a server's start, ``hello``,
+    ``open`` and kill, the server reaped so counted), the mean of ``OPEN_REPEATS``."""
+    started_cpu = _cpu_s()
+    for repeat in range(OPEN_REPEATS):
+        queue = factory(path=where / f"open-{repeat}", config=MQConfig(), clock=lambda: 0,
+                        faults=None)  # fmt: skip
+        queue.crash()
+    return (_cpu_s() - started_cpu) / OPEN_REPEATS * 1e3
 
 
 def measure_round_trip() -> RoundTrip:
@@ -139,7 +191,8 @@ def measure_round_trip() -> RoundTrip:
                             faults=None)  # fmt: skip
             open_ms = (time.perf_counter() - started) * 1e3
             queue.create_topic("t")
-            timings.append((_time_calls(queue), open_ms))
+            calls = _time_calls(queue)
             queue.crash()  # type: ignore[union-attr]  # every SUT has crash()
-    (direct_us, _), (wire_us, open_ms) = timings
-    return RoundTrip(direct_us, wire_us, open_ms)
+            timings.append((calls, open_ms, _open_cpu_ms(factory, Path(tmp) / f"{name}-opens")))
+    ((direct_us, direct_cpu_us), _, _), ((wire_us, wire_cpu_us), open_ms, open_cpu_ms) = timings
+    return RoundTrip(direct_us, wire_us, open_ms, direct_cpu_us, wire_cpu_us, open_cpu_ms)

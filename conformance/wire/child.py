@@ -19,12 +19,9 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
-import multiprocessing
 import os
 import select
 import signal
-import subprocess
-import threading
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -152,6 +149,11 @@ class ChildProcess(ServerChild):
     """A server started as a command (``exec:``): its stdin and stdout are the pipes."""
 
     def __init__(self, argv: Sequence[str], *, env: dict[str, str] | None = None) -> None:
+        # Imported here: a protocol server imports this module (through the adapter) and
+        # never starts a child; every import is paid once per open (one process each).
+        import subprocess
+        import threading
+
         try:
             self.process = subprocess.Popen(
                 list(argv),
@@ -205,6 +207,8 @@ class ChildProcess(ServerChild):
 
     def wait_exit(self, wait_s: float = EXIT_WAIT_S) -> int | None:
         """The exit code once the child has exited within ``wait_s``, else ``None``."""
+        import subprocess
+
         try:
             return self.process.wait(wait_s)
         except subprocess.TimeoutExpired:
@@ -223,6 +227,8 @@ class ChildProcess(ServerChild):
 
 def _context() -> Any:
     """Forkserver where there is one, else spawn (correct, slower)."""
+    import multiprocessing
+
     if "forkserver" in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("forkserver")
     return multiprocessing.get_context("spawn")

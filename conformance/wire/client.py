@@ -25,6 +25,7 @@ within the liveness bound is killed, and the call raises ``OperationHang`` (``ha
 from __future__ import annotations
 
 import functools
+import os
 import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -161,6 +162,12 @@ class Hello:
         #: The storage layer's: the flush modes it serves, whether a batch is all or nothing.
         self.flush_modes = tuple(modes)
         self.batch_atomic = atomic
+        pipelining = reply.get("pipelining", False)
+        if type(pipelining) is not bool:
+            raise WireProtocolError(f"{where}.pipelining: true or false")
+        #: Whether it reads a request sent before the reply to the one before (docs/PROTOCOL.md
+        #: "Pipelining"): rmqsim then sends an operation and the snapshot after it together.
+        self.pipelining = pipelining
 
 
 class Session:
@@ -179,27 +186,78 @@ class Session:
             raise ChildDiedError(str(exc)) from None
         #: Why the child is no longer served (``None`` while it is).
         self.dead: str | None = None
+        #: A request sent ahead (``request``'s ``ahead``) whose reply is not read yet: its
+        #: fields (without the id) and its id.
+        self._ahead: tuple[dict[str, Any], int] | None = None
+        #: Requests sent ahead whose reply answered the next request, and those dropped.
+        self.ahead_used = 0
+        self.ahead_dropped = 0
 
-    def request(self, op: str, arguments: dict[str, Any], *, bound_s: float) -> Any:
-        """Send one request and return its ``ok`` value (or raise its error)."""
+    def request(self, op: str, arguments: dict[str, Any], *, bound_s: float,
+                ahead: tuple[str, dict[str, Any]] | None = None) -> Any:
+        """Send one request and return its ``ok`` value (or raise its error).
+
+        ``ahead`` (a server whose ``hello`` said ``pipelining``): a request ``(op,
+        arguments)`` sent right behind this one, in the same write, when this one does not
+        wait at points. Its reply is read by the next request: when that request is the
+        same (op, arguments, ``now``, not waiting), it is answered by that reply, else the
+        reply is read, checked and dropped, and the request is sent."""
         if self.dead is not None:
             raise ChildDiedError(self.dead)
+        wait = self._armed()
+        fields = {"op": op, "now": self.clock(), "wait_at_points": wait, **arguments}
+        pending, self._ahead = self._ahead, None
+        if pending is not None:
+            pending_fields, pending_id = pending
+            pending_op = str(pending_fields["op"])
+            value, error = self._guarded(
+                pending_op, lambda: self._await_reply(pending_id, pending_op, False, bound_s)
+            )
+            if pending_fields == fields:
+                self.ahead_used += 1
+                if error is not None:
+                    raise error
+                return value
+            self.ahead_dropped += 1
+        request_id = self._take_id()
+        lines = encode_line({"id": request_id, **fields})
+        if ahead is not None and not wait:
+            ahead_fields = {"op": ahead[0], "now": fields["now"], "wait_at_points": False,
+                            **ahead[1]}  # fmt: skip
+            ahead_id = self._take_id()
+            lines += encode_line({"id": ahead_id, **ahead_fields})
+            self._ahead = (ahead_fields, ahead_id)
+        value, error = self._guarded(op, lambda: self._exchange(lines, request_id, op, wait,
+                                                                bound_s))  # fmt: skip
+        if error is not None:
+            raise error
+        return value
+
+    def _take_id(self) -> int:
         request_id = self.next_id
         self.next_id += 1
-        wait = self._armed()
-        line = {"id": request_id, "op": op, "now": self.clock(), "wait_at_points": wait}
-        line.update(arguments)
+        return request_id
+
+    def _guarded(
+        self, op: str, exchange: Callable[[], tuple[Any, Exception | None]]
+    ) -> tuple[Any, Exception | None]:
         try:
-            self._send(line, op)
-            value, error = self._await_reply(request_id, op, wait, bound_s)
+            return exchange()
         except BaseException:  # a crash, a hang, a broken line: the child is done
+            self._ahead = None
             if self.dead is None:
                 self.dead = f"was killed during {op}"
             self.child.kill()
             raise
-        if error is not None:
-            raise error
-        return value
+
+    def _exchange(
+        self, lines: bytes, request_id: int, op: str, wait: bool, bound_s: float
+    ) -> tuple[Any, Exception | None]:
+        try:
+            self.child.send(lines)
+        except OSError:
+            self._died(f"was gone before {op}")
+        return self._await_reply(request_id, op, wait, bound_s)
 
     def _armed(self) -> bool:
         if self.faults is None:
@@ -286,12 +344,13 @@ class WireEnd:
         self._session = Session(start, faults, clock)
         self._closed = False
 
-    def _call(self, op: str, **arguments: Any) -> Any:
+    def _call(self, op: str, ahead: tuple[str, dict[str, Any]] | None = None,
+              **arguments: Any) -> Any:
         if self._closed:
             # The child closed and exited; this proxy is that closed queue or store and
             # answers as a closed one does (the lockstep probes it).
             raise NotServingError(f"the {self.noun} is closed")
-        return self._session.request(op, arguments, bound_s=_bound_s())
+        return self._session.request(op, arguments, bound_s=_bound_s(), ahead=ahead)
 
     def request(self, op: str, **arguments: Any) -> Any:
         """One request (``op`` of a layer served beside this one: the stream layer's,
@@ -302,6 +361,12 @@ class WireEnd:
     def process(self) -> ServerChild:
         """The server's process (its ``returncode`` is ``-9`` after a crash)."""
         return self._session.child
+
+    @property
+    def pipelined(self) -> tuple[int, int]:
+        """Requests sent ahead (pipelining) whose reply answered the next request, and
+        those whose reply was dropped."""
+        return self._session.ahead_used, self._session.ahead_dropped
 
     def crash(self) -> None:
         """SIGKILL the server's process group: nothing more is written."""
@@ -348,6 +413,11 @@ class WireQueue(WireEnd):
         except BaseException:
             self.crash()
             raise
+        #: Topic -> the ``messages_from`` of the lockstep's next one-topic snapshot of it
+        #: (learnt from its last one and the ids produced since): what is sent ahead.
+        self._next_from: dict[str, int] = {}
+        self._produced: tuple[str, int] | None = None
+        self._pipelining = hello.pipelining and "messages_from" in hello.snapshot_arguments
         if "topics" not in hello.snapshot_arguments:
             self.snapshot = self._full_snapshot  # type: ignore[method-assign,assignment]  # narrower on purpose: the lockstep reads the signature
         elif "messages_from" not in hello.snapshot_arguments:
@@ -364,6 +434,22 @@ class WireQueue(WireEnd):
                 raise InvalidArgumentError(f"{what} name has no UTF-8 form")
         return self._call(op, **names)
 
+    def _changing(self, op: str, topic: str, **names: Any) -> Any:
+        """A state-changing request on ``topic``, with the snapshot the lockstep asks
+        after it sent ahead when it can be foreseen (``Session.request``): the one-topic
+        snapshot from the ``messages_from`` learnt for ``topic``. Only an identical
+        request is answered by it, so a wrong guess costs the server one snapshot."""
+        first = self._next_from.get(topic) if self._pipelining else None
+        if first is None or not _has_utf8(topic):
+            return self._named(op, topic=topic, **names)
+        ahead = ("snapshot", {"topics": [topic], "messages_from": {topic: first}})
+        dropped = self._session.ahead_dropped
+        try:
+            return self._call(op, ahead=ahead, topic=topic, **names)
+        finally:
+            if self._session.ahead_dropped > dropped:  # the guess before this one was unused
+                self._next_from.clear()
+
     # -- the queue
 
     def snapshot(
@@ -371,8 +457,23 @@ class WireQueue(WireEnd):
     ) -> State:
         if topics is not None:
             topics = [t for t in topics if _has_utf8(t)]  # the others are absent anyway
+        self._learn(topics, messages_from)
         raw = self._call("snapshot", topics=topics, messages_from=messages_from)
         return decode_state(raw, "the reply to snapshot: ok")
+
+    def _learn(self, topics: list[str] | None, messages_from: dict[str, int] | None) -> None:
+        """The lockstep asks a topic's messages from its model's last id + 1 before the
+        operation it checks; after a produce, the next check asks from the last id
+        produced + 1 (those ids are the model's, or the run has already diverged)."""
+        produced, self._produced = self._produced, None
+        if topics is None or len(topics) != 1 or messages_from is None:
+            return
+        topic = topics[0]
+        first = messages_from.get(topic)
+        if type(first) is int and set(messages_from) == {topic}:
+            self._next_from[topic] = first
+            if produced is not None and produced[0] == topic:
+                self._next_from[topic] = max(first, produced[1] + 1)
 
     def _topics_snapshot(self, topics: list[str] | None = None) -> State:
         return WireQueue.snapshot(self, topics)
@@ -381,18 +482,20 @@ class WireQueue(WireEnd):
         return WireQueue.snapshot(self)
 
     def create_topic(self, topic: str) -> None:
+        self._next_from.pop(topic, None)  # a new topic's ids: the model's to say
         _none(self._named("create_topic", topic=topic), "create_topic")
 
     def destroy_topic(self, topic: str) -> None:
+        self._next_from.pop(topic, None)
         _none(self._named("destroy_topic", topic=topic), "destroy_topic")
 
     def create_consumer_group(self, topic: str, group: str) -> None:
         _none(
-            self._named("create_consumer_group", topic=topic, group=group), "create_consumer_group"
+            self._changing("create_consumer_group", topic, group=group), "create_consumer_group"
         )
 
     def destroy_consumer_group(self, topic: str, group: str) -> None:
-        reply = self._named("destroy_consumer_group", topic=topic, group=group)
+        reply = self._changing("destroy_consumer_group", topic, group=group)
         _none(reply, "destroy_consumer_group")
 
     def exist_consumer_group(self, topic: str, group: str) -> bool:
@@ -404,18 +507,20 @@ class WireQueue(WireEnd):
         return reply
 
     def produce(self, topic: str, messages: Sequence[ProducerMessage]) -> list[int]:
-        reply = self._named("produce", topic=topic, messages=encode_messages(messages))
-        return decode_produced(reply, "the reply to produce: ok")
+        reply = self._changing("produce", topic, messages=encode_messages(messages))
+        ids = decode_produced(reply, "the reply to produce: ok")
+        self._produced = (topic, max(ids)) if ids else None
+        return ids
 
     def consume(self, topic: str, group: str, n: int) -> list[ConsumerMessage]:
-        reply = self._named("consume", topic=topic, group=group, n=n)
+        reply = self._changing("consume", topic, group=group, n=n)
         return decode_consumed(reply, "the reply to consume: ok")
 
     def seek(self, topic: str, group: str, msg_id: int) -> None:
-        _none(self._named("seek", topic=topic, group=group, msg_id=msg_id), "seek")
+        _none(self._changing("seek", topic, group=group, msg_id=msg_id), "seek")
 
     def seek_to_latest(self, topic: str, group: str) -> None:
-        _none(self._named("seek_to_latest", topic=topic, group=group), "seek_to_latest")
+        _none(self._changing("seek_to_latest", topic, group=group), "seek_to_latest")
 
     def get_latest_msg(self, topic: str) -> int:
         reply = self._named("get_latest_msg", topic=topic)
@@ -531,11 +636,22 @@ def _stderr_note(session: Session) -> str:
     return f" (its stderr: {tail.replace(chr(10), ' | ')[-300:]})" if tail else ""
 
 
+#: ``exec:`` commands that answered ``hello`` in this process: (argv, folder, environment)
+#: -> what they said. Every open says ``hello`` again and is held to it; this only spares
+#: a run (``run_seed`` loads its ``--impl`` once per seed) a process started to be asked.
+_CHECKED: dict[tuple[tuple[str, ...], str, frozenset[tuple[str, str]]], Hello] = {}
+
+
 def exec_factory(impl: str) -> Callable[..., Any]:
     """The factory of ``exec:COMMAND`` (a queue's, or a message store's), once the command
-    answered ``hello``."""
-    start = functools.partial(ChildProcess, exec_argv(impl))
-    return _wire_factory(start, impl)
+    answered ``hello`` (once per process for the same command, folder and environment)."""
+    argv = exec_argv(impl)
+    start = functools.partial(ChildProcess, argv)
+    key = (tuple(argv), os.getcwd(), frozenset(os.environ.items()))
+    hello = _CHECKED.get(key)
+    if hello is None:
+        hello = _CHECKED[key] = check_server(start, impl)
+    return _wire_factory(start, impl, hello)
 
 
 def forked_factory(
@@ -545,13 +661,13 @@ def forked_factory(
     reference server's ``serve_forked``) in a forked child (``--crash-mode process``);
     ``modules``: what to import before forking (the implementation's)."""
     preload_forked(modules)
-    return _wire_factory(functools.partial(ForkedChild, serve, impl), impl)
+    start = functools.partial(ForkedChild, serve, impl)
+    return _wire_factory(start, impl, check_server(start, impl))
 
 
-def _wire_factory(start: Launcher, impl: str) -> Callable[..., Any]:
-    """The factory of a checked server: a queue factory, or a message store factory when
-    its ``hello`` said ``"layer": "store"``."""
-    hello = check_server(start, impl)
+def _wire_factory(start: Launcher, impl: str, hello: Hello) -> Callable[..., Any]:
+    """The factory of a checked server (``hello``: what it said): a queue factory, or a
+    message store factory when its ``hello`` said ``"layer": "store"``."""
     if hello.layer == "store":
         def store_factory(*, path: Path, store_config: StoreConfig, clock: Clock,
                           faults: FaultHook | None) -> WireStore:
