@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from rmqsim.conformance.running.watchdog import CallBound, OperationHang
+from rmqsim.conformance.running.watchdog import CallBound, OperationHang, bounded_elsewhere
 
 LIMIT_S = 0.4
 
@@ -48,3 +48,38 @@ def test_a_busy_loop_is_still_a_hang() -> None:
     with CallBound(LIMIT_S) as bound, pytest.raises(OperationHang):
         bound.call("produce", forever)
     assert time.monotonic() - started < (1 + 5.0 + 1) * LIMIT_S
+
+
+def _wait_elsewhere_then(wait_s: float, then_s: float, allowed_s: float = 10.0) -> str:
+    """Wait ``wait_s`` inside a block that bounds itself within ``allowed_s`` (a server's
+    start), then ``then_s`` as the operation's own work."""
+    with bounded_elsewhere(allowed_s):
+        time.sleep(wait_s)
+    time.sleep(then_s)
+    return "done"
+
+
+def test_a_wait_bounded_elsewhere_does_not_count_against_the_call() -> None:
+    """A protocol server's start and hello (conformance/wire/client.py) wait in the open
+    call, bounded by their own timeout, not by the liveness bound."""
+    with CallBound(LIMIT_S) as bound:
+        assert bound.call("open", _wait_elsewhere_then, 3 * LIMIT_S, LIMIT_S / 2) == "done"
+
+
+def test_after_the_block_the_call_has_only_the_time_it_had_left() -> None:
+    started = time.monotonic()
+    with CallBound(LIMIT_S) as bound, pytest.raises(OperationHang):
+        bound.call("open", _wait_elsewhere_then, 2 * LIMIT_S, 20 * LIMIT_S)
+    assert time.monotonic() - started < 2 * LIMIT_S + 3 * LIMIT_S
+
+
+def test_without_the_block_the_same_wait_is_a_hang() -> None:
+    with CallBound(LIMIT_S) as bound, pytest.raises(OperationHang):
+        bound.call("open", time.sleep, 3 * LIMIT_S)
+
+
+def test_a_wait_bounded_elsewhere_is_still_ended_past_its_own_bound() -> None:
+    started = time.monotonic()
+    with CallBound(LIMIT_S) as bound, pytest.raises(OperationHang):
+        bound.call("open", _wait_elsewhere_then, 50 * LIMIT_S, 0, 5 * LIMIT_S)
+    assert time.monotonic() - started < 15 * LIMIT_S

@@ -89,6 +89,7 @@ __all__ = [
     "SHRINK_OP_TIMEOUT_S",
     "CallBound",
     "OperationHang",
+    "bounded_elsewhere",
     "op_timeout",
     "op_timeout_s",
     "running_s",
@@ -318,6 +319,29 @@ def _last_resort(what: str, limit_s: float, main: bool) -> None:
     os._exit(LAST_RESORT_EXIT_STATUS)
 
 
+@contextlib.contextmanager
+def bounded_elsewhere(limit_s: float) -> Iterator[None]:
+    """Within the block, the call in progress of this thread's bound (if any) is not
+    bounded by the liveness bound: the block bounds itself within ``limit_s`` (a protocol
+    server's process start and ``hello``, which have their own timeout). The block's time
+    does not count against the call: after it, the call has the time it had left before.
+    The block may run ``limit_s`` more, and the watchdog still ends it past that."""
+    me = threading.get_ident()
+    bound = next((b for b in _WATCHDOG.live() if b._thread_id == me and b.current), None)
+    if bound is None or bound.current is None:
+        yield
+        return
+    deadline, what = bound.current
+    started = time.monotonic()
+    bound.current = (deadline + limit_s, what)
+    _WATCHDOG.wake()
+    try:
+        yield
+    finally:
+        bound.current = (deadline + (time.monotonic() - started), what)
+        _WATCHDOG.wake()
+
+
 class _Watchdog:
     """The process's one watchdog thread (a daemon, started with the first bound), and the
     SIGALRM and SIGTSTP handlers (installed while a bound of the main thread is active;
@@ -357,6 +381,10 @@ class _Watchdog:
                 self._thread.start()
             if self._dead_man_at is None:  # now: the first call may hold the GIL at once
                 self._arm_dead_man(bound.limit_s, bound.limit_s)
+        self._wake.set()
+
+    def wake(self) -> None:
+        """Look at the bounds now (a call's deadline moved)."""
         self._wake.set()
 
     def discard(self, bound: CallBound) -> None:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from rmqsim.conformance.bad_impl import BadImplError
-from rmqsim.conformance.running.watchdog import OperationHang, op_timeout_s
+from rmqsim.conformance.running.watchdog import OperationHang, bounded_elsewhere, op_timeout_s
 from rmqsim.conformance.wire.child import (
     ChildProcess,
     ForkedChild,
@@ -341,8 +341,18 @@ class WireEnd:
     noun = "implementation"
 
     def __init__(self, start: Launcher, faults: FaultHook | None, clock: Clock) -> None:
-        self._session = Session(start, faults, clock)
+        # A process start is not the implementation's operation: it has its own bound.
+        with bounded_elsewhere(HELLO_TIMEOUT_S):
+            self._session = Session(start, faults, clock)
         self._closed = False
+
+    def _hello(self, layer: str) -> Any:
+        """The handshake, bounded by ``HELLO_TIMEOUT_S`` and not by the liveness bound of
+        the open it is part of: a new interpreter's start and imports are not the
+        implementation's work (and take seconds on a loaded machine)."""
+        with bounded_elsewhere(HELLO_TIMEOUT_S):
+            return self._session.request(
+                "hello", {"protocol": PROTOCOL_VERSION, "layer": layer}, bound_s=HELLO_TIMEOUT_S)
 
     def _call(self, op: str, ahead: tuple[str, dict[str, Any]] | None = None,
               **arguments: Any) -> Any:
@@ -408,7 +418,7 @@ class WireQueue(WireEnd):
         super().__init__(start, faults, clock)
         self._session.error_kinds = self.error_kinds
         try:
-            hello = Hello(self._call("hello", protocol=PROTOCOL_VERSION, layer=self.layer), "hello")
+            hello = Hello(self._hello(self.layer), "hello")
             self._call("open", path=str(path), config=_config_json(config))
         except BaseException:
             self.crash()
@@ -546,7 +556,7 @@ class WireStore(WireEnd):
         config = {"flush": store_config.flush, "segment_bytes": store_config.segment_bytes,
                   "max_body_bytes": store_config.max_body_bytes}
         try:
-            self._call("hello", protocol=PROTOCOL_VERSION, layer="store")
+            self._hello("store")
             self._call("open", path=str(path), config=config)
         except Exception as exc:  # a refusal to open: with the store's own reason
             self.crash()
