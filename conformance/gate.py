@@ -24,7 +24,7 @@ from rmqsim.conformance.crash_sweep import (
     crash_sweep,
 )
 from rmqsim.conformance.deviations import Deviation, DeviationProfile
-from rmqsim.conformance.gate_power import power_suite, power_summary
+from rmqsim.conformance.gate_power import power_coverage, power_suite, power_summary
 from rmqsim.conformance.layer import layer_for_profile, layer_named, registered_layers
 from rmqsim.conformance.layers import CONSUMER_LAYER, QUEUE_LAYER, STREAM_LAYER
 from rmqsim.conformance.pool import WorkerPool
@@ -785,6 +785,7 @@ def summary_json(gate: GateResult) -> dict[str, Any]:
             for s in gate.sweeps
         },
         "power_loss": power_summary(gate.power_sweeps),
+        **({"power_coverage": cells} if (cells := power_coverage(gate.power_sweeps)) else {}),
         "deviations": _deviations_json(gate),
     }
 

@@ -665,7 +665,13 @@ def _gate_power(
 ) -> None:
     """The power-loss sweep of the first seed of each of ``swept``, added to ``gate``,
     holding the storage backend ``plan.impl`` to ``promise`` (``conformance.gate_power``)."""
-    from rmqsim.conformance.gate_power import GATE_POWER_STEPS, PowerPlan, run_power_sweeps
+    from rmqsim.conformance.gate import GATE_PROFILES
+    from rmqsim.conformance.gate_power import (
+        GATE_POWER_STEPS,
+        PowerPlan,
+        run_power_sweeps,
+        steer_power_cells,
+    )
     from rmqsim.conformance.power_loss import PowerSweepResult
 
     power = PowerPlan(plan.impl, promise, plan.out, steps or GATE_POWER_STEPS, plan.shrink)
@@ -676,6 +682,10 @@ def _gate_power(
             bar.advance(bar.task_ids[0])
 
         run_power_sweeps(swept, plan.seeds.start, power, pool=pool, on_sweep=on_sweep)
+    # Then a case per power-loss cell the sweeps left empty, on longer scenarios.
+    with progress(0, "steered power cuts"):
+        gate.power_sweeps.extend(steer_power_cells([*swept, *GATE_PROFILES], plan.seeds.start,
+                                                   power, list(gate.power_sweeps)))
 
 
 def _gate_power_loss(
@@ -813,6 +823,11 @@ def _print_gate_tables(gate: Any, summary: Path) -> None:
             click.echo(line)
     if gate.power_sweeps:
         console.print(_power_table(gate))
+    if "power_coverage" in written:
+        from rmqsim.conformance.power_cells import power_cells_lines
+
+        for line in power_cells_lines(written["power_coverage"]):
+            click.echo(line)
 
 
 def _power_table(gate: Any) -> Any:
@@ -824,7 +839,7 @@ def _power_table(gate: Any) -> Any:
         table.add_column(column, justify="left" if column in ("profile", "promise") else "right")
     for s in gate.power_sweeps:
         failed = len(s.failures) + (0 if s.base_problem is None else 1)
-        table.add_row(s.profile, s.promise, str(s.steps), str(len(s.cases)), str(failed),
+        table.add_row(s.label, s.promise, str(s.steps), str(len(s.cases)), str(failed),
                       f"{s.wall_s:.1f}")
     return table
 

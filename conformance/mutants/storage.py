@@ -49,7 +49,7 @@ from __future__ import annotations
 import contextlib
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +63,7 @@ from rmqsim.impl.commitlog import (
     Geometry,
     OsFileSystem,
     RecoveryHooks,
+    chosen_geometry,
     records,
 )
 from rmqsim.impl.commitlog.records import Record
@@ -201,16 +202,18 @@ class _NoDirSync(_Wrapped):
 
 
 def _opener(
-    wrapper: type[_Wrapped], name: str, doc: str, geometry: Geometry | None = None,
+    wrapper: type[_Wrapped], name: str, doc: str, pinned: Geometry | None = None,
     hooks: RecoveryHooks | None = None,
 ) -> Any:
     def factory(
-        *, path: Path, config: MQConfig, clock: Clock, faults: Any, fs: FileSystem | None = None
+        *, path: Path, config: MQConfig, clock: Clock, faults: Any,
+        fs: FileSystem | None = None, geometry: Mapping[str, int] | None = None,
     ) -> CommitLogMQ:
+        # The sweep's geometry (``geometry=``) wins over the mutant's own, as over ours.
         return CommitLogMQ.open(path, config=config, clock=clock, faults=faults,
                                 policy=FlushPolicy(mode="sync"),
                                 fs=wrapper(fs or OsFileSystem()),
-                                geometry=geometry or HARNESS_GEOMETRY,
+                                geometry=chosen_geometry(geometry, pinned or HARNESS_GEOMETRY),
                                 hooks=hooks)
 
     factory.__qualname__ = factory.__name__ = name

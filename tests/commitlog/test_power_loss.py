@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from rmqsim.conformance.cli import cli
 from rmqsim.conformance.mutants.storage import MUTANTS
-from rmqsim.conformance.power_loss import parse_case, power_loss_sweep
+from rmqsim.conformance.power_loss import SweepShape, parse_case, power_loss_sweep
 from rmqsim.conformance.simdisk import FAULT_MODES
 
 
@@ -86,7 +86,7 @@ def test_a_failing_case_repeats_alone_with_the_same_decisions() -> None:
     sweep = power_loss_sweep("crashy", 0, promise="sync", impl=impl, steps=3)
     failure = next(f for f in sweep.failures if f.case.mode == "keep-subset")
     again = power_loss_sweep("crashy", 0, promise="sync", impl=impl, steps=3,
-                             only=parse_case(failure.case.spec))
+                             shape=SweepShape(only=parse_case(failure.case.spec)))
     assert [f.as_json() for f in again.failures] == [failure.as_json()]
     assert failure.cut is not None and failure.cut["mode"] == "keep-subset"
     json.dumps(failure.as_json())  # plain data
