@@ -117,10 +117,11 @@ THROUGH = ("fs", "fuse")
 #: A store's file sizes, as plain data a backend's ``geometry=`` takes.
 Geometry = Mapping[str, int]
 #: The file sizes the gate's sweeps choose when the backend lets them (``takes_geometry``):
-#: 512-byte segments (a sector, the smallest the commit log allows) and consume-queue
-#: files of 4 entries, so that 8 steps roll segments, write mid-run checkpoints and turn
-#: consume-queue files over (docs/STORAGE.md, "Power-loss cells").
-SWEEP_GEOMETRY: Geometry = {"segment_size_bytes": 512, "cq_entries_per_file": 4}
+#: segments of 1 KiB and consume-queue files of 4 entries, so that 8 steps roll segments,
+#: write mid-run checkpoints and turn consume-queue files over (docs/STORAGE.md,
+#: "Power-loss cells"). Not 512 bytes: a torn write tears at a 512-byte boundary inside
+#: the write, and no write into a 512-byte segment crosses one (the CRC mutants lived).
+SWEEP_GEOMETRY: Geometry = {"segment_size_bytes": 1024, "cq_entries_per_file": 4}
 
 
 class StorageFactory(Protocol):

@@ -56,7 +56,7 @@ def test_each_storage_mutant_is_killed_by_the_sweep(
     assert {m.name for m in MUTANTS} == {
         "no-fsync", "fsync-error-swallowed", "no-dir-sync", "no-crc-check", "tmp-not-synced",
         "rename-no-dir-sync", "roll-skips-previous-segment", "truncate-one-record-off",
-        "control-crc-unchecked", "fsync-retried",
+        "control-crc-unchecked", "fsync-retried", "roll-no-dir-sync",
     }  # fmt: skip
     impl = next(m.impl for m in MUTANTS if m.name == mutant)
     result = power_loss_sweep(profile, seed, promise="sync", impl=impl, steps=steps)
