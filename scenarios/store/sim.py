@@ -78,6 +78,8 @@ class StoreSimulation:
         self.steps = profile.steps if steps is None else steps
         self.env = simpy.Environment()
         self.rng = random.Random(seed)
+        #: Whether the run is past its active phase (a store's run has no drain: never).
+        self.draining = False
         self.world = StoreWorld()
         self.executed = 0
         self._execute: Execute | None = None
