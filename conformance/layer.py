@@ -67,6 +67,7 @@ __all__ = [
     "CRASH_MODES",
     "VERSIONED_PACKAGES",
     "BadRecordedStep",
+    "FuzzableLayer",
     "HeaderError",
     "Layer",
     "LayerLockstep",
@@ -470,6 +471,19 @@ class Layer(Protocol):
     def sweep_fields(self, result: Any) -> Mapping[str, Any]:
         """The layer's own columns of a sweep row for ``result`` (a ``RunResult``: typed
         ``Any`` here, as ``run_result`` builds on this module)."""
+        ...
+
+
+@runtime_checkable
+class FuzzableLayer(Layer, Protocol):
+    """A layer whose runs are a simulation of actors that ``rmqsim fuzz`` can steer
+    (``conformance.searching.fuzz_layers``): it hands out the simulation instead of running it."""
+
+    def fuzz_simulation(self, spec: RunSpec, lockstep: LayerLockstep) -> Any:
+        """The simulation ``simulate`` runs for ``spec`` on ``lockstep`` (one it opened),
+        not yet run: an object with an ``rng`` (a ``random.Random``: the fuzzer replaces it
+        by hypothesis's draws), a ``draining`` flag (True once its drain began; the fuzzer
+        stops steering there) and ``run(execute)``."""
         ...
 
 

@@ -670,8 +670,14 @@ def _gate_power(
     """The power-loss sweep of the first seed of each of ``swept``, added to ``gate``,
     holding the storage backend ``plan.impl`` to ``promise``
     (``conformance.crashing.gate_power``)."""
-    from rmqsim.conformance.crashing.gate_power import GATE_POWER_STEPS, PowerPlan, run_power_sweeps
+    from rmqsim.conformance.crashing.gate_power import (
+        GATE_POWER_STEPS,
+        PowerPlan,
+        run_power_sweeps,
+        steer_power_cells,
+    )
     from rmqsim.conformance.crashing.power_loss import PowerSweepResult
+    from rmqsim.conformance.running.gate import GATE_PROFILES
 
     power = PowerPlan(plan.impl, promise, plan.out, steps or GATE_POWER_STEPS, plan.shrink)
     with progress(len(swept), f"power-loss sweep ({promise})") as bar:
@@ -681,6 +687,10 @@ def _gate_power(
             bar.advance(bar.task_ids[0])
 
         run_power_sweeps(swept, plan.seeds.start, power, pool=pool, on_sweep=on_sweep)
+    # Then a case per power-loss cell the sweeps left empty, on longer scenarios.
+    with progress(0, "steered power cuts"):
+        gate.power_sweeps.extend(steer_power_cells([*swept, *GATE_PROFILES], plan.seeds.start,
+                                                   power, list(gate.power_sweeps)))
 
 
 def _gate_power_loss(
@@ -818,6 +828,11 @@ def _print_gate_tables(gate: Any, summary: Path) -> None:
             click.echo(line)
     if gate.power_sweeps:
         console.print(_power_table(gate))
+    if "power_coverage" in written:
+        from rmqsim.conformance.crashing.power_cells import power_cells_lines
+
+        for line in power_cells_lines(written["power_coverage"]):
+            click.echo(line)
 
 
 def _power_table(gate: Any) -> Any:
@@ -829,7 +844,7 @@ def _power_table(gate: Any) -> Any:
         table.add_column(column, justify="left" if column in ("profile", "promise") else "right")
     for s in gate.power_sweeps:
         failed = len(s.failures) + (0 if s.base_problem is None else 1)
-        table.add_row(s.profile, s.promise, str(s.steps), str(len(s.cases)), str(failed),
+        table.add_row(s.label, s.promise, str(s.steps), str(len(s.cases)), str(failed),
                       f"{s.wall_s:.1f}")
     return table
 

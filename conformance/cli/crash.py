@@ -324,15 +324,15 @@ def _run_storage_sweep(
     that fails on the way is one line (exit 3)."""
     from rmqsim.conformance.crashing.fuse_disk import FuseMountError
     from rmqsim.conformance.crashing.power_fuse import FuseUnavailableError
-    from rmqsim.conformance.crashing.power_loss import power_loss_sweep
+    from rmqsim.conformance.crashing.power_loss import SweepShape, power_loss_sweep
 
     promise, through = way
     try:
         with progress(1, f"crash-sweep --storage {promise} {profile_name} seed {seed}") as bar:
             task = bar.task_ids[0]
             return power_loss_sweep(
-                profile_name, seed, promise=promise, impl=impl, steps=steps, only=only,
-                through=through,
+                profile_name, seed, promise=promise, impl=impl, steps=steps,
+                through=through, shape=SweepShape(only=only),
                 on_case=lambda done, total: bar.update(task, total=total, completed=done),
             )
     except FuseUnavailableError as exc:

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 PROFILE_NAMES = ("dev", "ci", "nightly")
 #: The layers a fuzzer drives (``conformance.searching.fuzz_layers.fuzzable_layers()``), restated
 #: for the same reason.
-LAYER_NAMES = ("queue", "consumer", "stream")
+LAYER_NAMES = ("queue", "consumer", "stream", "store")
 #: Seconds per unit of ``--budget``.
 _DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -95,8 +95,10 @@ class _SettingsProfile(click.Choice):
     type=click.Choice(LAYER_NAMES),
     default=None,
     help="The layer to fuzz: the queue (a state machine of its operations), or the push "
-    "consumer or the streams (hypothesis draws every choice of the layer's simulation, "
-    "over its gate profiles). Default: --impl's layer (the queue for a storage backend).",
+    "consumer, the streams or the message store (hypothesis draws every choice of the "
+    "layer's simulation, over its gate profiles). Default: every layer the gate of --impl "
+    "runs (a queue or a storage backend: the queue, consumer and stream layers over it; "
+    "else its own); without --impl, every layer (ours), the store too.",
 )
 @click.option(
     "--profile",
@@ -170,47 +172,78 @@ def fuzz_command(
     out: Path,
     save_regression: Path | None,
 ) -> None:
-    """Fuzz the implementation with a hypothesis state machine in lockstep with the model;
-    a failure is shrunk to a short program and written as a replayable trace."""
-    from rmqsim.conformance.adapter import DEFAULT_IMPL, QUEUE_LAYERS, load_impl
-    from rmqsim.conformance.reporting.report import render_failure
+    """Fuzz the implementation, layer after layer (every layer by default), with hypothesis
+    in lockstep with the model; a failure is shrunk to a short program and written as a
+    replayable trace."""
+    from rmqsim.conformance.adapter import DEFAULT_IMPL
     from rmqsim.conformance.running.corpus import DEFAULT_CORPUS
-    from rmqsim.conformance.running.gate import save_failure
-    from rmqsim.conformance.searching.stateful import fuzz, render_program
+    from rmqsim.conformance.searching.stateful import fuzz
 
+    layers = _fuzzed_layers(impl, layer)
     impl = impl or DEFAULT_IMPL
-    impl_layer = load_impl(impl).layer
-    layer = layer or ("queue" if impl_layer in QUEUE_LAYERS else impl_layer)
     writable_dir(out)
     if database is not None:
         writable_dir(database, "--db")
     if corpus is not None and not corpus.is_dir():
         raise UsageError(f"--corpus {corpus}: no such directory")
-    try:
-        result = fuzz(
-            impl, layer=layer, profile=profile, examples=examples, steps=steps, seed=seed,
-            budget_s=budget, jobs=jobs, database=database, corpus=corpus or DEFAULT_CORPUS,
-            on_round=_progress,
-        )  # fmt: skip
-    except ValueError as exc:  # a --db holding another campaign
-        raise UsageError(str(exc)) from None
-    _summary(impl, result)
-    if result.failure is None:
-        click.echo("rmqsim fuzz: no failure found")
+    failures = []
+    for name in layers:
+        try:
+            result = fuzz(
+                impl, layer=name, profile=profile, examples=examples, steps=steps, seed=seed,
+                budget_s=budget, jobs=jobs, corpus=corpus or DEFAULT_CORPUS,
+                database=None if database is None or len(layers) == 1 else database / name,
+                on_round=_progress,
+            )  # fmt: skip
+        except ValueError as exc:  # a --db holding another campaign
+            raise UsageError(str(exc)) from None
+        _summary(result.impl, result)
+        if result.failure is not None:
+            _report_failure(result, out)
+            failures.append(result.failure)
+    if not failures:
+        click.echo(f"rmqsim fuzz: no failure found ({', '.join(layers)})")
         sys.exit(EXIT_OK)
+    save_regressions(failures, save_regression)
+    sys.exit(EXIT_DIVERGENCE)
+
+
+def _fuzzed_layers(impl: str | None, layer: str | None) -> list[str]:
+    """The layers a campaign fuzzes (``--layer``'s help): ``layer``; else those the gate of
+    ``impl`` runs; else every layer a fuzzer drives."""
+    from rmqsim.conformance.adapter import QUEUE_LAYERS, load_impl
+    from rmqsim.conformance.layer import layer_named
+    from rmqsim.conformance.searching.fuzz_layers import fuzzable_layers
+
+    if layer is not None:
+        return [layer]
+    if impl is None:
+        return list(fuzzable_layers())
+    impl_layer = load_impl(impl).layer
+    if impl_layer not in QUEUE_LAYERS:
+        return [impl_layer]
+    return [name for name in fuzzable_layers()
+            if getattr(layer_named(name), "above_queue", True)]
+
+
+def _report_failure(result: FuzzResult, out: Path) -> None:
+    """A campaign's failure: saved under ``out``, its program and report on stderr."""
+    from rmqsim.conformance.reporting.report import render_failure
+    from rmqsim.conformance.running.gate import save_failure
+    from rmqsim.conformance.searching.stateful import render_program
+
     failure = result.failure
+    assert failure is not None
     save_failure(failure, out)
     click.echo(
-        f"rmqsim fuzz: FAILURE {failure.anomaly} found after {result.examples_to_find} "
-        f"example(s), shrunk to {failure.steps} step(s)",
+        f"rmqsim fuzz: FAILURE {failure.anomaly} found in the {result.layer} layer after "
+        f"{result.examples_to_find} example(s), shrunk to {failure.steps} step(s)",
         err=True,
     )
     click.echo(render_program(failure), err=True)
     click.echo(render_failure(failure), err=True)
     if result.reproduce_line:
         click.echo(f"  hypothesis {result.reproduce_line.strip()}", err=True)
-    save_regressions([failure], save_regression)
-    sys.exit(EXIT_DIVERGENCE)
 
 
 def _progress(campaign: FuzzResult, done: RoundResult) -> None:

@@ -101,8 +101,11 @@ class ConsumerLayer:
         return name, (queue_factory, consumer_factory)
 
     def simulate(self, spec: RunSpec, lockstep: LayerLockstep) -> None:
+        self.fuzz_simulation(spec, lockstep).run(lockstep.execute)
+
+    def fuzz_simulation(self, spec: RunSpec, lockstep: LayerLockstep) -> ConsumerSimulation:
         assert isinstance(lockstep, ConsumerLockstep), lockstep
-        ConsumerSimulation(lockstep.profile, spec.seed, spec.steps).run(lockstep.execute)
+        return ConsumerSimulation(lockstep.profile, spec.seed, spec.steps)
 
     def open_lockstep(
         self, spec: RunSpec, root: Path, *, sut: Any, recorded: bool, log_faults: bool

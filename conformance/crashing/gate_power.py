@@ -12,40 +12,63 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rmqsim.conformance.crashing.power_loss import PowerSweepResult, power_loss_sweep
+from rmqsim.conformance.crashing.power_cells import power_cells_summary
+from rmqsim.conformance.crashing.power_loss import (
+    SWEEP_GEOMETRY,
+    Geometry,
+    PowerSweepResult,
+    SweepShape,
+    power_loss_sweep,
+)
 from rmqsim.conformance.crashing.power_trace import save_failures
 from rmqsim.conformance.running.pool import WorkerPool
 from rmqsim.conformance.searching.shrink_budget import DEFAULT_SHRINK_BUDGET, ShrinkBudget
 
-__all__ = ["GATE_POWER_STEPS", "PowerPlan", "power_suite", "power_summary", "run_power_sweeps"]
+__all__ = [
+    "GATE_POWER_STEPS",
+    "STEER_POWER_STEPS",
+    "PowerPlan",
+    "power_coverage",
+    "power_suite",
+    "power_summary",
+    "queue_power_sweeps",
+    "run_power_sweeps",
+    "steer_power_cells",
+]
 
 #: Steps of each profile's power-loss sweep in the gate (README: what it costs).
 GATE_POWER_STEPS = 8
+#: Steps of a steering sweep (``steer_power_cells``): longer scenarios, a case per cell.
+STEER_POWER_STEPS = 40
 #: Failing cases of one sweep listed in the JUnit failure text (all have traces).
 _LISTED = 5
 
 
 @dataclass(frozen=True, slots=True)
 class PowerPlan:
-    """What ``run_power_sweeps`` runs: ``impl`` held to ``promise`` over ``steps`` steps,
-    failing cases' traces saved under ``out``, the first of each sweep shrunk within
-    ``shrink`` (None: not shrunk)."""
+    """What ``run_power_sweeps`` runs: ``impl`` held to ``promise`` over ``steps`` steps
+    on ``geometry`` (``power_loss.SWEEP_GEOMETRY``'s small segments, when the backend
+    takes ``geometry=``), failing cases' traces saved under ``out``, the first of each
+    sweep shrunk within ``shrink`` (None: not shrunk)."""
 
     impl: str
     promise: str
     out: Path
     steps: int = GATE_POWER_STEPS
     shrink: ShrinkBudget | None = DEFAULT_SHRINK_BUDGET
+    #: The file sizes chosen for a backend that lets rmqsim choose them (None: its own).
+    geometry: Geometry | None = field(default_factory=lambda: dict(SWEEP_GEOMETRY))
 
 
 def _sweep_one(profile: str, seed: int, plan: PowerPlan) -> PowerSweepResult:
     """One sweep, its failing cases saved (in the worker, when there is a pool)."""
     sweep = power_loss_sweep(profile, seed, promise=plan.promise, impl=plan.impl,
-                             steps=plan.steps)  # fmt: skip
+                             steps=plan.steps,
+                             shape=SweepShape(geometry=plan.geometry))  # fmt: skip
     if not sweep.ok and sweep.config is not None:
         save_failures(sweep, plan.out, shrink=plan.shrink)
     return sweep
@@ -110,7 +133,7 @@ def power_suite(root: ET.Element, sweeps: list[PowerSweepResult]) -> None:
     for sweep in sweeps:
         case = ET.SubElement(
             suite, "testcase", classname="rmqsim.power-loss",
-            name=f"{sweep.profile} seed {sweep.seed} {sweep.promise} ({len(sweep.cases)} cases)",
+            name=f"{sweep.label} seed {sweep.seed} {sweep.promise} ({len(sweep.cases)} cases)",
             time=f"{sweep.wall_s:.3f}",
         )  # fmt: skip
         if not sweep.ok:
@@ -124,7 +147,7 @@ def power_suite(root: ET.Element, sweeps: list[PowerSweepResult]) -> None:
 def power_summary(sweeps: list[PowerSweepResult]) -> dict[str, Any]:
     """The power-loss sweeps in the gate's JSON summary, by profile."""
     return {
-        s.profile: {
+        s.label: {
             "seed": s.seed,
             "promise": s.promise,
             "steps": s.steps,
@@ -132,6 +155,7 @@ def power_summary(sweeps: list[PowerSweepResult]) -> dict[str, Any]:
             "failed": len(s.failures) + (0 if s.base_problem is None else 1),
             "base_problem": s.base_problem,
             "wall_s": round(s.wall_s, 3),
+            "geometry": s.geometry,
             "shrunk_trace": str(s.shrunk[0]) if s.shrunk else None,
             "shrunk_steps": s.shrunk[1] if s.shrunk else None,
             "failures": [
@@ -142,3 +166,40 @@ def power_summary(sweeps: list[PowerSweepResult]) -> dict[str, Any]:
         }
         for s in sweeps
     }
+
+
+def queue_power_sweeps(sweeps: Iterable[PowerSweepResult]) -> list[PowerSweepResult]:
+    """The sweeps of a queue's storage backend (``conformance.crashing.power_loss``: they hold the
+    queue config of their scenario), not the storage layer's (``conformance.store.power``)."""
+    return [s for s in sweeps if s.config is not None]
+
+
+def power_coverage(sweeps: Iterable[PowerSweepResult]) -> dict[str, Any] | None:
+    """``summary.json``'s ``power_coverage``: the power-loss cells (``power_cells``) the
+    sweeps of a queue's storage backend cut; None when there were none."""
+    queue = queue_power_sweeps(sweeps)
+    return power_cells_summary(queue) if queue else None
+
+
+def steer_power_cells(
+    profiles: Iterable[str], seed: int, plan: PowerPlan, done: list[PowerSweepResult],
+    *, steps: int = STEER_POWER_STEPS,
+) -> list[PowerSweepResult]:
+    """After the sweeps ``done``: while a power-loss cell stays empty, a sweep of the next
+    of ``profiles`` over ``steps`` steps that runs one case per empty cell, at the first
+    point of its kind (``SweepShape.cells``); the steering sweeps, in order. A cell no
+    profile reaches stays empty (``power_cells_summary`` says why)."""
+    steered: list[PowerSweepResult] = []
+    for profile in dict.fromkeys(profiles):
+        empty = power_cells_summary([*done, *steered])["never_cut"]
+        if not empty:
+            break
+        sweep = power_loss_sweep(profile, seed, promise=plan.promise, impl=plan.impl,
+                                 steps=steps, shape=SweepShape(cells=frozenset(empty),
+                                                               geometry=plan.geometry))
+        if not sweep.ok and sweep.config is not None:
+            save_failures(sweep, plan.out, prefix="steer-", shrink=plan.shrink)
+        sweep.steered = True
+        if sweep.cases or not sweep.ok:
+            steered.append(sweep)
+    return steered

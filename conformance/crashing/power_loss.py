@@ -40,16 +40,18 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import inspect
 import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast, runtime_checkable
 
 from rmqsim.conformance.adapter import BadImplError, FaultHook, load_impl
+from rmqsim.conformance.crashing.power_cells import POWER_CELL_KINDS, cell_name, point_kinds
 from rmqsim.conformance.crashing.simdisk import (
     FAULT_MODES,
     DiskAccessError,
@@ -73,14 +75,18 @@ __all__ = [
     "DEFAULT_POWER_STEPS",
     "PROMISES",
     "STORE_PATH",
+    "SWEEP_GEOMETRY",
     "THROUGH",
     "CaseOutcome",
     "DiskAccess",
+    "Geometry",
     "InProcessAccess",
     "PowerCase",
     "PowerFailure",
     "PowerSweepResult",
     "StorageFactory",
+    "SweepShape",
+    "access_geometry",
     "base_run",
     "disk_access",
     "disk_tree",
@@ -92,6 +98,7 @@ __all__ = [
     "run_case",
     "run_case_outcome",
     "storage_factory",
+    "takes_geometry",
 ]
 
 #: What a backend promises after a power cut (module docstring).
@@ -107,6 +114,14 @@ STORE_PATH = "/sim/store"
 DURABLE_DIR = f"{STORE_PATH}/commitlog"
 #: How the store reaches the disk: ``fs=`` in process, or a child process through FUSE.
 THROUGH = ("fs", "fuse")
+#: A store's file sizes, as plain data a backend's ``geometry=`` takes.
+Geometry = Mapping[str, int]
+#: The file sizes the gate's sweeps choose when the backend lets them (``takes_geometry``):
+#: segments of 1 KiB and consume-queue files of 4 entries, so that 8 steps roll segments,
+#: write mid-run checkpoints and turn consume-queue files over (docs/STORAGE.md,
+#: "Power-loss cells"). Not 512 bytes: a torn write tears at a 512-byte boundary inside
+#: the write, and no write into a 512-byte segment crosses one (the CRC mutants lived).
+SWEEP_GEOMETRY: Geometry = {"segment_size_bytes": 1024, "cq_entries_per_file": 4}
 
 
 class StorageFactory(Protocol):
@@ -143,17 +158,20 @@ class DiskAccess(Protocol):
 
 
 class InProcessAccess:
-    """The store in rmqsim's process, the disk passed as ``fs=``."""
+    """The store in rmqsim's process, the disk passed as ``fs=``; ``geometry`` (when not
+    None) passed as ``geometry=``, to a factory that takes it (``takes_geometry``)."""
 
     through = "fs"
 
-    def __init__(self, factory: StorageFactory) -> None:
+    def __init__(self, factory: StorageFactory, geometry: Geometry | None = None) -> None:
         self.factory = factory
         self.child_cpu_s = 0.0
+        self.geometry = geometry if takes_geometry(factory) else None
 
     def open(self, disk: SimDisk, config: MQConfig, clock: Clock) -> Any:
+        extra = {} if self.geometry is None else {"geometry": dict(self.geometry)}
         return self.factory(path=Path(STORE_PATH), config=config, clock=clock, faults=None,
-                            fs=disk)
+                            fs=disk, **extra)
 
     def release(self, disk: SimDisk) -> None:
         del disk  # the store's objects hold the dead disk; nothing else writes to it
@@ -166,18 +184,34 @@ def _as_access(way: DiskAccess | StorageFactory) -> DiskAccess:
     return way if isinstance(way, DiskAccess) else InProcessAccess(way)
 
 
-def disk_access(impl: str, through: str = "fs") -> DiskAccess:
+def takes_geometry(factory: Callable[..., Any]) -> bool:
+    """Whether a storage backend's ``factory`` lets rmqsim choose the file sizes of a new
+    store: it names a ``geometry`` keyword (a mapping of ``SWEEP_GEOMETRY``'s keys)."""
+    try:
+        return "geometry" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def disk_access(impl: str, through: str = "fs", geometry: Geometry | None = None) -> DiskAccess:
     """The way ``impl`` reaches the disk ``through`` names: in process, ``impl`` must be a
-    storage backend (``fs=``); through FUSE, anything the wire protocol's child runs
-    (``MOD:FACTORY``, a built-in name, ``exec:COMMAND``). ``FuseUnavailableError``
-    (``conformance.crashing.power_fuse``) says why FUSE cannot be used here."""
+    storage backend (``fs=``), given ``geometry`` when it takes one; through FUSE, anything
+    the wire protocol's child runs (``MOD:FACTORY``, a built-in name, ``exec:COMMAND``),
+    on its own geometry. ``FuseUnavailableError`` (``conformance.crashing.power_fuse``) says why
+    FUSE cannot be used here."""
     if through not in THROUGH:
         raise ValueError(f"through must be one of {THROUGH}: {through!r}")
     if through == "fs":
-        return InProcessAccess(storage_factory(impl))
+        return InProcessAccess(storage_factory(impl), geometry)
     from rmqsim.conformance.crashing.power_fuse import FuseAccess
 
     return FuseAccess(impl, STORE_PATH)
+
+
+def access_geometry(access: DiskAccess) -> dict[str, int] | None:
+    """The file sizes ``access`` gives the store it opens (None: the backend's own)."""
+    geometry = getattr(access, "geometry", None)
+    return None if geometry is None else dict(geometry)
 
 
 def disk_tree(disk: SimDisk) -> dict[str, bytes | None]:
@@ -217,6 +251,8 @@ class PowerCase:
     step: int
     mode: str
     point_in_step: int = 0
+    #: What the store does at the point (``power_cells.point_kind``; "" when not known).
+    kind: str = ""
 
     @property
     def spec(self) -> str:
@@ -254,6 +290,10 @@ class PowerSweepResult:
     failures: list[PowerFailure] = field(default_factory=list)
     #: Cases run, by (call, mode).
     counts: Counter[tuple[str, str]] = field(default_factory=Counter)
+    #: Cases run, by power-loss cell (``power_cells``: ``kind/mode``), and the kinds of
+    #: the points the base run made.
+    cells: Counter[str] = field(default_factory=Counter)
+    kinds: set[str] = field(default_factory=set)
     wall_s: float = 0.0
     #: How the store reached the disk (``THROUGH``), and the CPU seconds of the child
     #: processes it started (through FUSE: the store's).
@@ -266,6 +306,15 @@ class PowerSweepResult:
     #: trace of the first, with its number of steps.
     trace_paths: list[Path] = field(default_factory=list)
     shrunk: tuple[Path, int] | None = None
+    #: The file sizes rmqsim chose for the store (None: the backend's own).
+    geometry: dict[str, int] | None = None
+    #: A gate's steering sweep (``gate_power.steer_power_cells``): a case per empty cell.
+    steered: bool = False
+
+    @property
+    def label(self) -> str:
+        """The sweep's name in the gate's table and summary: its profile (steered)."""
+        return f"{self.profile} (steered)" if self.steered else self.profile
 
     @property
     def ok(self) -> bool:
@@ -562,6 +611,18 @@ def parse_case(spec: str) -> tuple[int, str]:
     return int(point), mode
 
 
+@dataclass(frozen=True, slots=True)
+class SweepShape:
+    """Which cases a sweep runs, and on which file sizes: ``only`` the one ``POINT:MODE``;
+    ``cells``: one case per power-loss cell named (``power_cells``: ``kind/mode``), at
+    the first point of its kind (the cheapest to replay); ``geometry``: the file sizes
+    of a backend that takes ``geometry=`` (``takes_geometry``; None: its own)."""
+
+    only: tuple[int, str] | None = None
+    cells: frozenset[str] | None = None
+    geometry: Geometry | None = None
+
+
 def power_loss_sweep(
     profile: str,
     seed: int,
@@ -570,22 +631,25 @@ def power_loss_sweep(
     impl: str | None = None,
     steps: int = DEFAULT_POWER_STEPS,
     through: str = "fs",
-    only: tuple[int, str] | None = None,
     on_case: Callable[[int, int], None] | None = None,
+    shape: SweepShape | None = None,
 ) -> PowerSweepResult:
-    """Every case of the scenario (or ``only`` the one ``POINT:MODE``), under every fault
-    mode, the store reaching the disk ``through`` one of ``THROUGH``; module docstring."""
+    """Every case of the scenario (or those ``shape`` selects), under every fault mode,
+    the store reaching the disk ``through`` one of ``THROUGH``, on ``shape.geometry``
+    when the backend takes one; module docstring."""
     if promise not in PROMISES:
         raise ValueError(f"promise must be one of {PROMISES}: {promise!r}")
     impl = impl or DEFAULT_STORAGE_IMPLS[promise]
-    access = disk_access(impl, through)
+    shape = shape or SweepShape()
+    access = disk_access(impl, through, shape.geometry)
     started = time.perf_counter()
     try:
         with quiet_recovery():
             config, recorded = record_scenario(profile, seed, steps)
             result = PowerSweepResult(profile, seed, impl, promise, len(recorded),
-                                      config=config, recorded=recorded, through=through)
-            _sweep(access, config, recorded, result, only, on_case)
+                                      config=config, recorded=recorded, through=through,
+                                      geometry=access_geometry(access))
+            _sweep(access, config, recorded, result, shape, on_case)
     finally:
         access.close()
     result.wall_s = time.perf_counter() - started
@@ -607,24 +671,42 @@ def quiet_recovery() -> Iterator[None]:
 
 def _sweep(
     access: DiskAccess, config: MQConfig, recorded: list[Step], result: PowerSweepResult,
-    only: tuple[int, str] | None, on_case: Callable[[int, int], None] | None,
+    shape: SweepShape, on_case: Callable[[int, int], None] | None,
 ) -> None:  # fmt: skip
-    """The base run, then every case, into ``result``."""
+    """The base run, then every case ``shape`` selects, into ``result``."""
     promise, seed = result.promise, result.seed
     result.base_problem, points = base_run(access, config, recorded, promise)
+    kinds = point_kinds([(step, record) for step, record, _ in points])
+    result.kinds = set(kinds)
     if result.base_problem is None:
-        result.cases = [
-            PowerCase(record, step, mode, in_step)
-            for step, record, in_step in points
-            for mode in FAULT_MODES
-            if (mode != "sync-error" or record.is_sync)
-            and (only is None or only == (record.index, mode))
-        ]
+        result.cases = _select(points, kinds, shape)
     for done, case in enumerate(result.cases, start=1):
         result.counts[(case.point.call, case.mode)] += 1
+        if case.kind in POWER_CELL_KINDS:
+            result.cells[cell_name(case.kind, case.mode)] += 1
         problem, cut, _ = run_case(access, config, recorded, promise,
                                    (case.point.index, case.mode), seed)
         if problem is not None:
             result.failures.append(PowerFailure(case, problem, cut))
         if on_case is not None:
             on_case(done, len(result.cases))
+
+
+def _select(
+    points: list[tuple[int, PointRecord, int]], kinds: list[str], shape: SweepShape
+) -> list[PowerCase]:
+    """The cases of the base run's ``points`` (of ``kinds``) that ``shape`` selects."""
+    cases = [
+        PowerCase(record, step, mode, in_step, kind)
+        for (step, record, in_step), kind in zip(points, kinds, strict=True)
+        for mode in FAULT_MODES
+        if (mode != "sync-error" or record.is_sync)
+        and (shape.only is None or shape.only == (record.index, mode))
+    ]
+    if shape.cells is None:
+        return cases
+    first: dict[str, PowerCase] = {}
+    for case in cases:
+        first.setdefault(cell_name(case.kind, case.mode), case)
+    return sorted((c for cell, c in first.items() if cell in shape.cells),
+                  key=lambda c: (c.point.index, FAULT_MODES.index(c.mode)))

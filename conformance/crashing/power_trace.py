@@ -10,6 +10,9 @@ A power-cut trace is JSON Lines (``trace.dumps``: keys sorted, ASCII):
    when there is no step), in fault mode ``mode``. ``recorded`` is what the run that
    wrote it found (the point's number, call and path, the problem, the anomaly, the cut's
    decisions): for a reader, the replay checks nothing of it but the anomaly it reports;
+   an optional ``"geometry"`` (``{"segment_size_bytes", "cq_entries_per_file"}``) is
+   the file sizes the sweep chose for the store (``power_loss.SWEEP_GEOMETRY``), given
+   again to a backend that takes ``geometry=``;
 2. one line per step executed before and up to the cut: ``{"type": "step", "i", "t",
    "actor", "op"}`` (``scenarios.queue.ops`` encodings);
 3. end: ``{"type": "end", "steps"}`` (a cut-off file is an error, not a shorter case).
@@ -32,6 +35,7 @@ from typing import Any
 
 from rmqsim.conformance.crashing.power_loss import (
     PROMISES,
+    InProcessAccess,
     PowerFailure,
     PowerSweepResult,
     quiet_recovery,
@@ -65,6 +69,8 @@ POWER_FORMAT = "rmqsim-power-trace"
 _VERSION = 1
 _HEADER_FIELDS = frozenset({"type", "format", "version", "profile", "seed", "impl", "promise",
                             "config", "cut", "recorded"})
+#: Header fields a trace may leave out.
+_OPTIONAL_FIELDS = frozenset({"geometry"})
 #: A failing case's anomaly, by what its recovery did (``power_anomaly``).
 POWER_ANOMALIES = ("power-cut-lost", "power-cut-unrecoverable", "power-cut-unstable",
                    "power-cut-before-cut", "power-cut-not-reached")
@@ -98,6 +104,8 @@ class PowerTrace:
     mode: str
     steps: tuple[Step, ...]
     recorded: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: The file sizes the sweep chose (None: the backend's own).
+    geometry: dict[str, int] | None = None
 
 
 @dataclasses.dataclass(slots=True)
@@ -130,6 +138,7 @@ def power_trace_lines(trace: PowerTrace) -> list[str]:
         "promise": trace.promise, "config": dataclasses.asdict(trace.config),
         "cut": {"point_in_step": trace.point_in_step, "mode": trace.mode},
         "recorded": trace.recorded,
+        **({} if trace.geometry is None else {"geometry": trace.geometry}),
     }  # fmt: skip
     lines = [dumps(header)]
     for index, step in enumerate(trace.steps, start=1):
@@ -144,10 +153,10 @@ def run_power_trace(trace: PowerTrace, *, impl: str | None = None) -> PowerRun:
     """Run the case (on ``impl``, default the trace's): it fails with one of
     ``POWER_ANOMALIES`` and the problem, or passes."""
     impl = impl or trace.impl
-    factory = storage_factory(impl)
+    access = InProcessAccess(storage_factory(impl), trace.geometry)
     started = time.perf_counter()
     with quiet_recovery():
-        problem, cut, fired = run_case(factory, trace.config, trace.steps, trace.promise,
+        problem, cut, fired = run_case(access, trace.config, trace.steps, trace.promise,
                                        (trace.point_in_step, trace.mode), trace.seed,
                                        in_last_step=True)  # fmt: skip
     anomaly = None if problem is None else power_anomaly(problem)
@@ -161,7 +170,7 @@ def run_power_trace(trace: PowerTrace, *, impl: str | None = None) -> PowerRun:
 
 def failure_trace(
     failure: PowerFailure, *, profile: str, seed: int, impl: str, promise: str,
-    config: MQConfig, steps: Sequence[Step],
+    config: MQConfig, steps: Sequence[Step], geometry: dict[str, int] | None = None,
 ) -> PowerTrace:  # fmt: skip
     """The trace of a sweep's failing case (the steps before its point's step, and it)."""
     case = failure.case
@@ -170,7 +179,7 @@ def failure_trace(
                 "point": {"index": case.point.index, "call": case.point.call,
                           "path": case.point.path}}  # fmt: skip
     return PowerTrace(profile, seed, impl, promise, config, case.point_in_step, case.mode,
-                      tuple(steps[: case.step]), recorded)
+                      tuple(steps[: case.step]), recorded, geometry)
 
 
 def save_power_trace(trace: PowerTrace, path: Path) -> Path:
@@ -222,8 +231,17 @@ def _json(path: Path, number: int, raw: str) -> dict[str, Any]:
 def _header(path: Path, header: dict[str, Any]) -> PowerTrace:
     if header.get("format") != POWER_FORMAT or header.get("version") != _VERSION:
         raise TraceFormatError(path, 1, f"not a {POWER_FORMAT} version {_VERSION} header")
-    if set(header) != _HEADER_FIELDS:
-        raise TraceFormatError(path, 1, f"header fields must be {sorted(_HEADER_FIELDS)}")
+    if not _HEADER_FIELDS <= set(header) <= _HEADER_FIELDS | _OPTIONAL_FIELDS:
+        raise TraceFormatError(path, 1, f"header fields must be {sorted(_HEADER_FIELDS)} "
+                                        f"(and optionally {sorted(_OPTIONAL_FIELDS)})")
+    geometry = header.get("geometry")
+    if geometry is not None and not (
+        isinstance(geometry, dict) and set(geometry) == {"segment_size_bytes",
+                                                         "cq_entries_per_file"}
+        and all(type(v) is int and v >= 1 for v in geometry.values())
+    ):
+        raise TraceFormatError(path, 1, "bad header: geometry must be {segment_size_bytes, "
+                                        "cq_entries_per_file}, integers >= 1")
     cut = header["cut"]
     try:
         assert_types = (isinstance(header["seed"], int) and isinstance(header["profile"], str)
@@ -239,7 +257,8 @@ def _header(path: Path, header: dict[str, Any]) -> PowerTrace:
         raise TraceFormatError(path, 1, "bad header: seed, profile, impl, promise or cut "
                                         "(point_in_step >= 1, a fault mode) is wrong")
     return PowerTrace(header["profile"], header["seed"], header["impl"], header["promise"],
-                      config, cut["point_in_step"], cut["mode"], (), header["recorded"])
+                      config, cut["point_in_step"], cut["mode"], (), header["recorded"],
+                      geometry)
 
 
 def _step(path: Path, number: int, obj: dict[str, Any], index: int) -> Step:
@@ -284,7 +303,7 @@ def save_failures(
     for failure in result.failures:
         trace = failure_trace(failure, profile=result.profile, seed=result.seed,
                               impl=result.impl, promise=result.promise, config=result.config,
-                              steps=result.recorded)  # fmt: skip
+                              steps=result.recorded, geometry=result.geometry)  # fmt: skip
         name = (f"{prefix}{result.profile}-seed{result.seed}-power-"
                 f"{failure.case.point.index}-{failure.case.mode}.jsonl")
         result.trace_paths.append(save_power_trace(trace, out / name))

@@ -62,7 +62,7 @@ NOT_RUN = "not run"
 
 
 #: The layers ``rmqsim fuzz`` drives (``--layer``; a storage mutant needs a power cut).
-FUZZ_LAYERS = ("queue", "consumer", "stream")
+FUZZ_LAYERS = ("queue", "consumer", "stream", "store")
 
 
 @dataclass(slots=True)

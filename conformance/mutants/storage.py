@@ -39,6 +39,14 @@ Nothing is patched globally: the wrapper and the hooks are the backend's own sea
 - ``control-crc-unchecked``: a metadata control record (topics, groups, positions,
   retention) is applied without checking its CRC (the messages' CRC is checked): a torn
   control record is applied, or breaks recovery.
+- ``roll-no-dir-sync``: a segment roll never makes the new segment's directory entry
+  durable (the commit log's directory is synced when the store is created, never after a
+  segment other than the first was created): the records a sync-flush operation wrote
+  into the new segment are synced, the name that finds them is not, and a power cut may
+  lose the whole segment (the ext4/LazyFS classic, on the roll path only). Only a power
+  cut after a roll shows it: the gate's sweeps on small segments (``power_loss.
+  SWEEP_GEOMETRY``, cell ``segment-dir-entry``) kill it; on 1 MiB segments, 8 steps never
+  roll and it survives.
 - ``fsync-retried``: a failed fsync is retried, and the retry's success taken for
   durability (PostgreSQL's "fsyncgate", 2018): on Linux the failed pages were dropped, so
   the retry syncs nothing and the operation returns as durable.
@@ -49,7 +57,7 @@ from __future__ import annotations
 import contextlib
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +71,7 @@ from rmqsim.impl.commitlog import (
     Geometry,
     OsFileSystem,
     RecoveryHooks,
+    chosen_geometry,
     records,
 )
 from rmqsim.impl.commitlog.records import Record
@@ -78,6 +87,7 @@ __all__ = [
     "open_no_dir_sync",
     "open_no_fsync",
     "open_rename_no_dir_sync",
+    "open_roll_no_dir_sync",
     "open_roll_skips_previous_segment",
     "open_small_segments",
     "open_tmp_not_synced",
@@ -195,22 +205,43 @@ class _FsyncRetried(_Wrapped):
             self.inner.sync(handle)
 
 
+class _RollNoDirSync(_Tracked):
+    """Skips the commit log's directory sync once a segment beyond the first exists."""
+
+    def __init__(self, inner: FileSystem) -> None:
+        super().__init__(inner)
+        self.rolled = False
+
+    def open(self, path: str, *, create: bool) -> int:
+        handle = super().open(path, create=create)
+        name = path.rpartition("/")[2]
+        if create and "/commitlog/" in path and name.strip("0"):
+            self.rolled = True  # a segment that does not start the log: a roll
+        return handle
+
+    def sync_dir(self, path: str) -> None:
+        if not (self.rolled and path.endswith("/commitlog")):
+            self.inner.sync_dir(path)
+
+
 class _NoDirSync(_Wrapped):
     def sync_dir(self, path: str) -> None:
         del path  # the bug: the directory entry is never made durable
 
 
 def _opener(
-    wrapper: type[_Wrapped], name: str, doc: str, geometry: Geometry | None = None,
+    wrapper: type[_Wrapped], name: str, doc: str, pinned: Geometry | None = None,
     hooks: RecoveryHooks | None = None,
 ) -> Any:
     def factory(
-        *, path: Path, config: MQConfig, clock: Clock, faults: Any, fs: FileSystem | None = None
+        *, path: Path, config: MQConfig, clock: Clock, faults: Any,
+        fs: FileSystem | None = None, geometry: Mapping[str, int] | None = None,
     ) -> CommitLogMQ:
+        # The sweep's geometry (``geometry=``) wins over the mutant's own, as over ours.
         return CommitLogMQ.open(path, config=config, clock=clock, faults=faults,
                                 policy=FlushPolicy(mode="sync"),
                                 fs=wrapper(fs or OsFileSystem()),
-                                geometry=geometry or HARNESS_GEOMETRY,
+                                geometry=chosen_geometry(geometry, pinned or HARNESS_GEOMETRY),
                                 hooks=hooks)
 
     factory.__qualname__ = factory.__name__ = name
@@ -242,6 +273,8 @@ open_truncate_one_record_off = _opener(
 )
 open_control_crc_unchecked = _opener(_ControlCrcUnchecked, "open_control_crc_unchecked",
                                      "Control records applied without their CRC checked.")
+open_roll_no_dir_sync = _opener(_RollNoDirSync, "open_roll_no_dir_sync",
+                                "A roll never syncs the new segment's directory entry.")
 open_fsync_retried = _opener(_FsyncRetried, "open_fsync_retried",
                              "A failed fsync retried, the retry taken for durability.")
 
@@ -271,6 +304,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("control-crc-unchecked", "storage",
            "a metadata control record is applied before its CRC is checked",
            f"{_MODULE}:open_control_crc_unchecked", "storage"),
+    Mutant("roll-no-dir-sync", "storage",
+           "a segment roll never syncs the new segment's directory entry",
+           f"{_MODULE}:open_roll_no_dir_sync", "storage"),
     Mutant("fsync-retried", "storage",
            "a failed fsync is retried and the retry's success taken for durability",
            f"{_MODULE}:open_fsync_retried", "storage"),

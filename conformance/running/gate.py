@@ -21,7 +21,7 @@ from rmqsim.conformance.crashing.crash_sweep import (
     SweepResult,
     crash_sweep,
 )
-from rmqsim.conformance.crashing.gate_power import power_suite, power_summary
+from rmqsim.conformance.crashing.gate_power import power_coverage, power_suite, power_summary
 from rmqsim.conformance.crashing.power_loss import PowerSweepResult
 from rmqsim.conformance.layer import layer_for_profile, layer_named, registered_layers
 from rmqsim.conformance.layers import CONSUMER_LAYER, QUEUE_LAYER, STREAM_LAYER
@@ -785,6 +785,7 @@ def summary_json(gate: GateResult) -> dict[str, Any]:
             for s in gate.sweeps
         },
         "power_loss": power_summary(gate.power_sweeps),
+        **({"power_coverage": cells} if (cells := power_coverage(gate.power_sweeps)) else {}),
         "deviations": _deviations_json(gate),
     }
 

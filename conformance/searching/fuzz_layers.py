@@ -1,19 +1,21 @@
 """Fuzzing the layers whose runs are a simulation of actors (the push consumer, the message
-streams): hypothesis draws every choice the layer's own simulation makes, and the layer's
-own lockstep checks each step.
+streams, the message store): hypothesis draws every choice the layer's own simulation
+makes, and the layer's own lockstep checks each step. The fuzzer reaches a layer only
+through its ``Layer`` object: ``layer.FuzzableLayer.fuzz_simulation`` hands out the
+simulation ``simulate`` would run.
 
 The queue layer has its own state machine (``conformance.searching.stateful``): its operations are
 independent calls, so hypothesis can pick each one. A consumer's or a stream's are not:
 a completion names a batch a delivery handed out, a seek a position a consume returned,
-actors restart from checkpoints. Their simulations (``scenarios.consumer.sim``,
-``scenarios.stream.sim``) already make only valid programs, so the fuzzer keeps them and
-replaces their random source: each ``random()``, ``randint()``, ``choice()`` or
-``randbytes()`` of the active phase is a hypothesis draw (``st.randoms``), so hypothesis
-picks the profile, the step count, the timings, the failures and the crashes, steers them
-toward the values that break things, and shrinks a failure toward fewer steps and
-simpler draws. The drain after the active phase (the consumers finish every message) is
-long and not where choices matter: it draws from a ``random.Random`` seeded by one
-hypothesis draw, so an example stays within hypothesis's bounds.
+actors restart from checkpoints. Their simulations already make only valid programs, so
+the fuzzer keeps them and replaces their random source: each ``random()``,
+``randint()``, ``choice()`` or ``randbytes()`` of the active phase is a hypothesis draw
+(``st.randoms``), so hypothesis picks the profile, the step count, the timings, the
+failures and the crashes, steers them toward the values that break things, and shrinks
+a failure toward fewer steps and simpler draws. The drain after the active phase (the
+consumers finish every message) is long and not where choices matter: it draws from a
+``random.Random`` seeded by one hypothesis draw, so an example stays within
+hypothesis's bounds.
 
 Every step goes through the layer's lockstep (``Layer.open_lockstep``), with its checks,
 its crashes and its final check: there are no checks here. The failing example's steps
@@ -37,15 +39,19 @@ from hypothesis.errors import StopTest
 
 import rmqsim.conformance.layers  # noqa: F401 (registers the built-in layers)
 from rmqsim.conformance.adapter import Factory
-from rmqsim.conformance.layer import Layer, LayerLockstep, RunSpec, layer_named
+from rmqsim.conformance.layer import (
+    FuzzableLayer,
+    LayerLockstep,
+    RunSpec,
+    layer_named,
+    registered_layers,
+)
 from rmqsim.conformance.running.lockstep import Divergence
 from rmqsim.conformance.running.run import run_in_lockstep
 from rmqsim.conformance.running.run_result import RunResult, build_result, failed_at_final_check
-from rmqsim.scenarios.consumer.sim import ConsumerSimulation
-from rmqsim.scenarios.stream.sim import StreamSimulation
 
 __all__ = [
-    "LAYER_SIMULATIONS",
+    "MAX_STEERED_BYTES",
     "MAX_STEERED_DRAWS",
     "PROFILE_SEEDS",
     "LayerRound",
@@ -54,23 +60,22 @@ __all__ = [
     "fuzzable_layers",
 ]
 
-#: The simulation each layer's fuzzer drives (``Simulation(profile, seed, steps)``, with
-#: an ``rng``, a ``draining`` flag and ``run(execute)``). The queue layer is not here: its
-#: fuzzer is ``conformance.searching.stateful``'s machine.
-LAYER_SIMULATIONS: dict[str, Callable[..., Any]] = {
-    "consumer": ConsumerSimulation,
-    "stream": StreamSimulation,
-}
 #: Draws of an example's active phase that hypothesis makes (the rest: its fallback), so
 #: that an example stays within hypothesis's bound on the data of one example.
 MAX_STEERED_DRAWS = 1000
+#: The longest ``randbytes`` hypothesis draws (``SteeredRandom._randbytes``).
+MAX_STEERED_BYTES = 64
 #: Profile seeds an example draws from (a swarm profile draws its knobs from its seed).
 PROFILE_SEEDS = 1 << 16
 
 
 def fuzzable_layers() -> tuple[str, ...]:
-    """The layers ``rmqsim fuzz --layer`` takes: the queue and those of ``LAYER_SIMULATIONS``."""
-    return ("queue", *LAYER_SIMULATIONS)
+    """The layers ``rmqsim fuzz --layer`` takes: the queue (``conformance.searching.stateful``'s
+    machine) and every registered layer that hands out its simulation
+    (``layer.FuzzableLayer``), in the registry's order."""
+    steered = [layer.name for layer in registered_layers()
+               if layer.name != "queue" and isinstance(layer, FuzzableLayer)]
+    return ("queue", *steered)
 
 
 class SteeredRandom:
@@ -93,8 +98,20 @@ class SteeredRandom:
     def __getattr__(self, name: str) -> Any:
         if self.draws_left <= 0 or self.draining():
             return getattr(self.fallback, name)
+        if name == "randbytes":
+            return self._randbytes
         self.draws_left -= 1
         return getattr(self.steered, name)
+
+    def _randbytes(self, n: int) -> bytes:
+        """Bytes of a payload: hypothesis's up to ``MAX_STEERED_BYTES`` (their length is
+        its draw either way); longer ones are filler from ``fallback``, which keeps a
+        layer whose operations carry bodies (the message store's) within hypothesis's
+        bound on the data of one example."""
+        if n > MAX_STEERED_BYTES:
+            return self.fallback.randbytes(n)
+        self.draws_left -= 1
+        return self.steered.randbytes(n)
 
 
 @dataclass(slots=True)
@@ -125,7 +142,7 @@ def _coverage(lockstep: LayerLockstep, profile: str) -> set[str]:
 
 
 def _run_example(
-    layer: Layer, spec: RunSpec, sut: Any, steer: Callable[[Any], SteeredRandom]
+    layer: FuzzableLayer, spec: RunSpec, sut: Any, steer: Callable[[Any], SteeredRandom]
 ) -> tuple[RunResult, LayerLockstep]:
     """Run ``spec``'s simulation with the random source ``steer(simulation)`` in the
     layer's lockstep (``run.run_in_lockstep``: then its final check, both sides released)."""
@@ -134,7 +151,7 @@ def _run_example(
 
     def drive(lockstep: LayerLockstep) -> None:
         opened.append(lockstep)
-        simulation = LAYER_SIMULATIONS[layer.name](lockstep.profile, spec.seed, spec.steps)  # type: ignore[attr-defined]  # consumer and stream locksteps hold their profile
+        simulation = layer.fuzz_simulation(spec, lockstep)
         simulation.rng = steer(simulation)
         try:
             simulation.run(lockstep.execute)
@@ -168,6 +185,8 @@ def fuzz_layer_round(
     ``max_steps`` operations before its drain. A failure comes back shrunk, its trace's
     header naming ``repro`` (the command that repeats the campaign)."""
     layer = layer_named(layer_name)
+    if not isinstance(layer, FuzzableLayer):
+        raise ValueError(f"no fuzzer drives the layer {layer_name!r:.80}")
     name, sut = layer.resolve_impl(impl, for_replay=False)
     done = LayerRound(layer_name, name)
     started = time.perf_counter()

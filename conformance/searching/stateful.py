@@ -684,7 +684,7 @@ class RoundSpec:
     corpus: str | None = None
     database: str | None = None
     #: The layer fuzzed: ``queue`` (this module's machine) or one of
-    #: ``fuzz_layers.LAYER_SIMULATIONS``.
+    #: ``fuzz_layers.fuzzable_layers()``.
     layer: str = "queue"
 
 
@@ -754,8 +754,8 @@ class FuzzResult:
 
     def repro_command(self) -> str:
         """The command that runs the same rounds again (a time budget's by its count)."""
-        default_steps = FUZZ_PROFILES[self.profile].stateful_step_count
-        steps = None if self.max_steps == default_steps else self.max_steps
+        default = default_steps(self.profile, self.layer)
+        steps = None if self.max_steps == default else self.max_steps
         return fuzz_repro(
             self.impl, self.profile, self.seed, self.examples_planned, steps, self.layer
         )
@@ -954,9 +954,7 @@ def _specs(
         # Repeating a campaign needs the examples through the failing round (a time
         # budget's campaign is repeated by its count) and, if not the profile's, the steps.
         repro_examples = plan.examples if plan.examples is not None else through
-        steps = (
-            None if plan.steps == FUZZ_PROFILES[plan.profile].stateful_step_count else plan.steps
-        )
+        steps = None if plan.steps == default_steps(plan.profile, plan.layer) else plan.steps
         yield RoundSpec(
             impl=impl,
             profile=plan.profile,
@@ -969,6 +967,15 @@ def _specs(
             database=str(database) if database is not None else None,
             layer=plan.layer,
         )
+
+
+def default_steps(profile: str, layer: str = "queue") -> int:
+    """Most operations per example of a ``profile`` campaign on ``layer`` without
+    ``--steps``: the profile's ``stateful_step_count``, times the layer's
+    ``fuzz_steps_factor`` (a layer whose bugs need longer runs: the message store's
+    retention needs simulated time to pass)."""
+    factor = 1 if layer == "queue" else getattr(layer_named(layer), "fuzz_steps_factor", 1)
+    return int(FUZZ_PROFILES[profile].stateful_step_count * factor)
 
 
 def fuzzed_impl_name(impl: str | Factory, layer: str = "queue") -> str:
@@ -1023,7 +1030,7 @@ def _plan(impl_name: str, options: FuzzOptions) -> FuzzPlan:
     plan = FuzzPlan(
         profile=profile,
         seed=resolve_seed(profile, options.get("seed")),
-        steps=options.get("steps") or base.stateful_step_count,
+        steps=options.get("steps") or default_steps(profile, options.get("layer", "queue")),
         round_examples=base.max_examples,
         examples=examples,
         budget_s=budget_s,

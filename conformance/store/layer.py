@@ -57,6 +57,9 @@ class StoreLayer:
     implicit_in_header = False
     #: Its runs take a message store, not a queue: a queue's gate does not run them.
     above_queue = False
+    #: ``rmqsim fuzz`` runs examples this many times its profile's steps long: retention
+    #: (and the bugs in its minimum) needs simulated time to pass (``stateful.default_steps``).
+    fuzz_steps_factor = 4
     anomalies: Mapping[str, str] = MappingProxyType(STORE_ANOMALIES)
     gate_profiles = STORE_GATE_PROFILES
     codec = StepCodec(
@@ -88,8 +91,11 @@ class StoreLayer:
         return name, (impl, factory)
 
     def simulate(self, spec: RunSpec, lockstep: LayerLockstep) -> None:
+        self.fuzz_simulation(spec, lockstep).run(lockstep.execute)
+
+    def fuzz_simulation(self, spec: RunSpec, lockstep: LayerLockstep) -> StoreSimulation:
         assert isinstance(lockstep, StoreLockstep), lockstep
-        StoreSimulation(lockstep.profile, spec.seed, spec.steps).run(lockstep.execute)
+        return StoreSimulation(lockstep.profile, spec.seed, spec.steps)
 
     def open_lockstep(
         self, spec: RunSpec, root: Path, *, sut: Any, recorded: bool, log_faults: bool

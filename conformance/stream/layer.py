@@ -91,8 +91,11 @@ class StreamLayer:
         return name, (impl, sut)
 
     def simulate(self, spec: RunSpec, lockstep: LayerLockstep) -> None:
+        self.fuzz_simulation(spec, lockstep).run(lockstep.execute)
+
+    def fuzz_simulation(self, spec: RunSpec, lockstep: LayerLockstep) -> StreamSimulation:
         assert isinstance(lockstep, StreamLockstep), lockstep
-        StreamSimulation(lockstep.profile, spec.seed, spec.steps).run(lockstep.execute)
+        return StreamSimulation(lockstep.profile, spec.seed, spec.steps)
 
     def open_lockstep(
         self, spec: RunSpec, root: Path, *, sut: Any, recorded: bool, log_faults: bool

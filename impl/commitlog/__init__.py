@@ -22,6 +22,7 @@ and crash sweeps roll segments); ``CommitLogMQ.open`` defaults to ``DEFAULT_GEOM
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from rmqsim.impl.commitlog.fs import FileSystem, OsFileSystem
@@ -49,28 +50,45 @@ __all__ = [
     "OsFileSystem",
     "RecoveryHooks",
     "TruncationHook",
+    "chosen_geometry",
     "open_queue",
     "open_queue_async",
 ]
 
 
+def chosen_geometry(
+    geometry: Mapping[str, int] | None, default: Geometry = HARNESS_GEOMETRY
+) -> Geometry:
+    """The ``Geometry`` a factory's ``geometry=`` names (plain data: the keys of
+    ``Geometry``), or ``default``."""
+    if geometry is None:
+        return default
+    return Geometry(segment_size_bytes=int(geometry["segment_size_bytes"]),
+                    cq_entries_per_file=int(geometry["cq_entries_per_file"]))
+
+
 def open_queue(
     *, path: Path, config: MQConfig, clock: Clock, faults: FaultHook | None,
-    fs: FileSystem | None = None,
+    fs: FileSystem | None = None, geometry: Mapping[str, int] | None = None,
 ) -> CommitLogMQ:
     """Adapter factory: the commit-log queue, ``sync`` flush (every produce is synced).
-    ``fs``: the file system (default the OS; the storage crash sweep passes its disk)."""
+    ``fs``: the file system (default the OS; the storage crash sweep passes its disk).
+    ``geometry``: the file sizes of a new store, as plain data (``segment_size_bytes``,
+    ``cq_entries_per_file``; the power-loss sweep's small ones), default ``HARNESS_GEOMETRY``."""
     return CommitLogMQ.open(path, config=config, clock=clock, faults=faults,
-                            policy=FlushPolicy(mode="sync"), fs=fs, geometry=HARNESS_GEOMETRY)
+                            policy=FlushPolicy(mode="sync"), fs=fs,
+                            geometry=chosen_geometry(geometry))
 
 
 def open_queue_async(
     *, path: Path, config: MQConfig, clock: Clock, faults: FaultHook | None,
-    fs: FileSystem | None = None,
+    fs: FileSystem | None = None, geometry: Mapping[str, int] | None = None,
 ) -> CommitLogMQ:
-    """Adapter factory: the commit-log queue, ``async`` flush (RocketMQ's defaults)."""
+    """Adapter factory: the commit-log queue, ``async`` flush (RocketMQ's defaults);
+    ``fs`` and ``geometry`` as ``open_queue``'s."""
     return CommitLogMQ.open(path, config=config, clock=clock, faults=faults,
-                            policy=FlushPolicy(mode="async"), fs=fs, geometry=HARNESS_GEOMETRY)
+                            policy=FlushPolicy(mode="async"), fs=fs,
+                            geometry=chosen_geometry(geometry))
 
 
 # The durability promise each factory makes, as a storage backend declares it for the

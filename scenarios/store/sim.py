@@ -74,6 +74,8 @@ class StoreSimulation(ActorSimulation[StoreOp, StoreWorld]):
         super().__init__(seed, StoreWorld())
         self.profile = profile
         self.steps = profile.steps if steps is None else steps
+        #: Whether the run is past its active phase (a store's run has no drain: never).
+        self.draining = False
 
     def run(self, execute: Execute) -> int:
         """Run until ``steps`` operations were executed; return how many."""

@@ -134,7 +134,7 @@ def test_the_default_gate_sweep_kills_every_storage_mutant(tmp_path: Path) -> No
     (its 512-byte segments roll within the first steps), shrunk to at most 10 operations."""
     assert kill.STORAGE_POWER_STEPS == GATE_POWER_STEPS
     mutants = tuple(m for m in select(None) if m.layer == "storage")
-    assert len(mutants) == 10 and "roll-skips-previous-segment" in {m.name for m in mutants}
+    assert len(mutants) == 11 and "roll-skips-previous-segment" in {m.name for m in mutants}
     matrix = kill.run_matrix(mutants, range(0, 1), out=tmp_path, profiles=("smoke",))
     assert matrix.ok and matrix.baseline is not None
     for record in matrix.kills:

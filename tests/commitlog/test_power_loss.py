@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.crashing.power_loss import parse_case, power_loss_sweep
+from rmqsim.conformance.crashing.power_loss import SweepShape, parse_case, power_loss_sweep
 from rmqsim.conformance.crashing.simdisk import FAULT_MODES
 from rmqsim.conformance.mutants.storage import MUTANTS
 
@@ -56,7 +56,7 @@ def test_each_storage_mutant_is_killed_by_the_sweep(
     assert {m.name for m in MUTANTS} == {
         "no-fsync", "fsync-error-swallowed", "no-dir-sync", "no-crc-check", "tmp-not-synced",
         "rename-no-dir-sync", "roll-skips-previous-segment", "truncate-one-record-off",
-        "control-crc-unchecked", "fsync-retried",
+        "control-crc-unchecked", "fsync-retried", "roll-no-dir-sync",
     }  # fmt: skip
     impl = next(m.impl for m in MUTANTS if m.name == mutant)
     result = power_loss_sweep(profile, seed, promise="sync", impl=impl, steps=steps)
@@ -86,7 +86,7 @@ def test_a_failing_case_repeats_alone_with_the_same_decisions() -> None:
     sweep = power_loss_sweep("crashy", 0, promise="sync", impl=impl, steps=3)
     failure = next(f for f in sweep.failures if f.case.mode == "keep-subset")
     again = power_loss_sweep("crashy", 0, promise="sync", impl=impl, steps=3,
-                             only=parse_case(failure.case.spec))
+                             shape=SweepShape(only=parse_case(failure.case.spec)))
     assert [f.as_json() for f in again.failures] == [failure.as_json()]
     assert failure.cut is not None and failure.cut["mode"] == "keep-subset"
     json.dumps(failure.as_json())  # plain data
