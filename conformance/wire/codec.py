@@ -54,6 +54,8 @@ __all__ = [
     "encode_messages",
     "encode_state",
     "messages_from_wire",
+    "read_bytes",
+    "read_object",
 ]
 
 #: The protocol version this rmqsim speaks (``hello``'s ``protocol``).
@@ -146,7 +148,8 @@ def _list(value: object, where: str) -> list[Any]:
     return value
 
 
-def _object(value: object, where: str, fields: tuple[str, ...]) -> dict[str, Any]:
+def read_object(value: object, where: str, fields: tuple[str, ...]) -> dict[str, Any]:
+    """``value`` as a JSON object with exactly ``fields`` (``where`` names it in the error)."""
     if type(value) is not dict:
         raise WireProtocolError(f"{where}: expected an object, got {type(value).__name__}")
     missing = [name for name in fields if name not in value]
@@ -158,7 +161,8 @@ def _object(value: object, where: str, fields: tuple[str, ...]) -> dict[str, Any
     return value
 
 
-def _bytes(value: object, where: str) -> bytes:
+def read_bytes(value: object, where: str) -> bytes:
+    """``value`` as bytes sent in standard base64."""
     text = _str(value, where)
     try:
         return base64.b64decode(text.encode("ascii"), validate=True)
@@ -196,11 +200,11 @@ def messages_from_wire(value: object, where: str) -> list[ProducerMessage]:
     """``produce``'s messages read from a request."""
     return [
         ProducerMessage(
-            _bytes(fields["payload"], f"{where}[{index}].payload"),
+            read_bytes(fields["payload"], f"{where}[{index}].payload"),
             _properties(fields["properties"], f"{where}[{index}].properties"),
         )
         for index, item in enumerate(_list(value, where))
-        for fields in (_object(item, f"{where}[{index}]", ("payload", "properties")),)
+        for fields in (read_object(item, f"{where}[{index}]", ("payload", "properties")),)
     ]
 
 
@@ -215,7 +219,7 @@ def bodies_to_wire(bodies: object) -> list[str]:
 
 def bodies_from_wire(value: object, where: str) -> list[bytes]:
     """Base64 bodies read from a request or a reply (``null`` is not a body)."""
-    return [_bytes(item, f"{where}[{index}]") for index, item in enumerate(_list(value, where))]
+    return [read_bytes(item, f"{where}[{index}]") for index, item in enumerate(_list(value, where))]
 
 
 def decode_offsets(value: object, where: str) -> tuple[int, int]:
@@ -230,11 +234,11 @@ def _consumer_message(value: object, where: str) -> ConsumerMessage:
     """A message read from the wire. ``null`` for its payload or properties is what the
     implementation returned (Go's nil slice and map, Java's null): kept as ``None``, which
     the comparison then reports as it reports it in process (never equal to ``b""``)."""
-    fields = _object(value, where, ("id", "payload", "properties"))
+    fields = read_object(value, where, ("id", "payload", "properties"))
     payload, properties = fields["payload"], fields["properties"]
     return ConsumerMessage(
         _int(fields["id"], f"{where}.id"),
-        None if payload is None else _bytes(payload, f"{where}.payload"),  # type: ignore[arg-type]  # as returned
+        None if payload is None else read_bytes(payload, f"{where}.payload"),  # type: ignore[arg-type]  # as returned
         None if properties is None else _properties(properties, f"{where}.properties"),  # type: ignore[arg-type]  # as returned
     )
 
@@ -297,7 +301,7 @@ def encode_state(state: State) -> dict[str, Any]:
 
 
 def _page(value: object, where: str) -> Page:
-    fields = _object(value, where, _PAGE_FIELDS)
+    fields = read_object(value, where, _PAGE_FIELDS)
     acked = fields["acked_ts"]
     return Page(
         _int(fields["end_id"], f"{where}.end_id"),
@@ -308,7 +312,7 @@ def _page(value: object, where: str) -> Page:
 
 
 def _topic_state(value: object, where: str) -> TopicState:
-    fields = _object(value, where, _TOPIC_FIELDS)
+    fields = read_object(value, where, _TOPIC_FIELDS)
     messages = _list(fields["messages"], f"{where}.messages")
     pages = _list(fields["pages"], f"{where}.pages")
     return TopicState(
@@ -331,7 +335,7 @@ def _group(value: object, where: str) -> tuple[tuple[str, str], int]:
 
 def decode_state(value: object, where: str) -> State:
     """``snapshot``'s result. A topic or group listed twice breaks the protocol."""
-    fields = _object(value, where, ("topics", "groups"))
+    fields = read_object(value, where, ("topics", "groups"))
     topics_json = fields["topics"]
     if type(topics_json) is not dict:
         raise WireProtocolError(f"{where}.topics: expected an object")

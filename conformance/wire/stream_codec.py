@@ -12,11 +12,10 @@ value of the wrong shape raises ``WireProtocolError`` naming the field.
 from __future__ import annotations
 
 import base64
-import binascii
 from collections.abc import Mapping
 from typing import Any
 
-from rmqsim.conformance.wire.codec import ERROR_KINDS, WireProtocolError
+from rmqsim.conformance.wire.codec import ERROR_KINDS, WireProtocolError, read_bytes, read_object
 from rmqsim.model.api import MQError
 from rmqsim.model.stream.api import (
     TYPE_CODES,
@@ -127,26 +126,6 @@ def _strs(value: object, where: str) -> tuple[str, ...]:
     return tuple(_str(item, f"{where}[{i}]") for i, item in enumerate(_list(value, where)))
 
 
-def _object(value: object, where: str, fields: tuple[str, ...]) -> dict[str, Any]:
-    if type(value) is not dict:
-        raise _fail(where, "an object", value)
-    missing = [name for name in fields if name not in value]
-    if missing:
-        raise WireProtocolError(f"{where}: missing {', '.join(missing)}")
-    extra = sorted(set(value).difference(fields))
-    if extra:
-        raise WireProtocolError(f"{where}: unexpected {', '.join(extra)}")
-    return value
-
-
-def _bytes(value: object, where: str) -> bytes:
-    text = _str(value, where)
-    try:
-        return base64.b64decode(text.encode("ascii"), validate=True)
-    except (binascii.Error, UnicodeEncodeError):
-        raise WireProtocolError(f"{where}: not standard base64: {text[:80]!r}") from None
-
-
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
@@ -162,9 +141,9 @@ def _encode_position(position: MsgPosition | None) -> dict[str, Any] | None:
 
 
 def _position(value: object, where: str) -> MsgPosition:
-    fields = _object(value, where, _POSITION_FIELDS)
+    fields = read_object(value, where, _POSITION_FIELDS)
     return MsgPosition(_str(fields["channel"], f"{where}.channel"),
-                       _bytes(fields["msg_id"], f"{where}.msg_id"),
+                       read_bytes(fields["msg_id"], f"{where}.msg_id"),
                        _str(fields["group"], f"{where}.group"),
                        _int(fields["timestamp"], f"{where}.timestamp"))  # fmt: skip
 
@@ -201,7 +180,7 @@ def _encode_msg(msg: TsMsg, delivered: bool) -> dict[str, Any]:
 
 
 def _msg(value: object, where: str, delivered: bool) -> TsMsg:
-    fields = _object(value, where, (*_MSG_FIELDS, "position") if delivered else _MSG_FIELDS)
+    fields = read_object(value, where, (*_MSG_FIELDS, "position") if delivered else _MSG_FIELDS)
     code = _int(fields["type"], f"{where}.type")
     rows = tuple(
         Row(_int(pair[0], f"{where}.rows[{i}][0]"), _int(pair[1], f"{where}.rows[{i}][1]"))
@@ -214,7 +193,7 @@ def _msg(value: object, where: str, delivered: bool) -> TsMsg:
         _int(fields["id"], f"{where}.id"),
         _int(fields["timestamp"], f"{where}.timestamp"),
         _ints(fields["hash_keys"], f"{where}.hash_keys"),
-        _bytes(fields["payload"], f"{where}.payload"),
+        read_bytes(fields["payload"], f"{where}.payload"),
         rows,
         None if position is None else _position(position, f"{where}.position"),
     )
@@ -260,7 +239,7 @@ def encode_pack(pack: MsgPack | None) -> dict[str, Any] | None:
 def decode_pack(value: object, where: str) -> MsgPack | None:
     if value is None:
         return None
-    fields = _object(value, where, _PACK_FIELDS)
+    fields = read_object(value, where, _PACK_FIELDS)
     msgs = _list(fields["msgs"], f"{where}.msgs")
     return MsgPack(
         tuple(_msg(item, f"{where}.msgs[{i}]", True) for i, item in enumerate(msgs)),
@@ -315,7 +294,7 @@ def encode_stream_state(state: StreamState) -> dict[str, Any]:
 
 
 def _channel_state(value: object, where: str) -> ChannelState:
-    fields = _object(value, where, _CHANNEL_FIELDS)
+    fields = read_object(value, where, _CHANNEL_FIELDS)
     position = fields["position"]
     ids = {name: _ints(fields[name], f"{where}.{name}") for name in _CHANNEL_FIELDS[5:]}
     return ChannelState(
@@ -329,7 +308,7 @@ def _channel_state(value: object, where: str) -> ChannelState:
 
 
 def decode_stream_state(value: object, where: str) -> StreamState:
-    fields = _object(value, where, _STATE_FIELDS)
+    fields = read_object(value, where, _STATE_FIELDS)
     kind, closed = fields["kind"], fields["closed"]
     if kind not in _KINDS:
         raise WireProtocolError(f"{where}.kind: expected 'plain' or 'time_tick', got {kind!r:.40}")
