@@ -18,6 +18,7 @@ from rmqsim.conformance.cli import cli
 from rmqsim.conformance.crashing.power_loss import (
     FAULT_MODES,
     DiskAccess,
+    SweepShape,
     base_run,
     disk_access,
     power_loss_sweep,
@@ -106,7 +107,7 @@ def test_the_sweep_through_fuse_finds_a_storage_mutant_as_in_process(fuse: None)
     failure = next(f for f in in_process.failures if f.case.mode == "lose-unsynced")
     only = (failure.case.point.index, failure.case.mode)
     through = power_loss_sweep("crashy", 0, promise="sync", impl=impl, steps=3,
-                               through="fuse", only=only)
+                               through="fuse", shape=SweepShape(only=only))
     assert through.through == "fuse" and len(through.cases) == 1
     [found] = through.failures
     assert found.cut == failure.cut
@@ -118,7 +119,8 @@ def test_an_exec_server_runs_through_fuse(fuse: None) -> None:
     """Any child command works: the reference server as an ``exec:`` command (a new
     interpreter per open) through FUSE, one case."""
     result = power_loss_sweep("smoke", 0, promise="sync", impl=server_command("commitlog"),
-                              steps=1, through="fuse", only=(2, "lose-unsynced"))
+                              steps=1, through="fuse",
+                              shape=SweepShape(only=(2, "lose-unsynced")))
     assert result.ok and len(result.cases) == 1
 
 
