@@ -20,6 +20,7 @@ of it rather than start its fixture again for the rest.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections import defaultdict
@@ -49,8 +50,11 @@ def parse_durations(text: str) -> dict[str, float]:
     return dict(seconds)
 
 
-def read_slow_list(path: Path = LIST_PATH) -> frozenset[str]:
-    """The node ids listed in ``path`` (none when it is missing)."""
+def read_slow_list(path: Path | None = None) -> frozenset[str]:
+    """The node ids listed in ``path`` (default: ``RMQSIM_SLOW_TESTS`` when set, else
+    ``LIST_PATH``; none when it is missing)."""
+    if path is None:
+        path = Path(os.environ.get("RMQSIM_SLOW_TESTS", LIST_PATH))
     if not path.exists():
         return frozenset()
     ids = set()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -40,17 +41,23 @@ def test_the_list_is_read_back_without_its_comments(tmp_path: Path) -> None:
     assert read_slow_list(tmp_path / "missing.txt") == frozenset()
 
 
-def _collected(*args: str) -> set[str]:
+def _collected(slow_list: Path, *args: str) -> set[str]:
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
          "-p", "no:xdist", *args, "tests/test_power_fuse.py"],
-        cwd=ROOT, capture_output=True, text=True, check=True).stdout
+        cwd=ROOT, capture_output=True, text=True, check=True,
+        env={**os.environ, "RMQSIM_SLOW_TESTS": str(slow_list)}).stdout
     return {line for line in out.splitlines() if "::" in line}
 
 
-def test_quick_leaves_out_the_tests_marked_slow() -> None:
-    slow = ("tests/test_power_fuse.py::"
-            "test_bench_measures_power_loss_cases_through_fuse_beside_in_process")
-    everything, quick = _collected(), _collected("--quick")
-    assert slow in everything and slow not in quick
-    assert quick and quick < everything
+def test_quick_leaves_out_the_listed_tests_and_those_marked_slow(tmp_path: Path) -> None:
+    marked = ("tests/test_power_fuse.py::"
+              "test_bench_measures_power_loss_cases_through_fuse_beside_in_process")
+    listed = "tests/test_power_fuse.py::test_through_needs_storage"
+    slow_list = tmp_path / "slow.txt"
+    slow_list.write_text(f"# measured\n2.00 {listed}\n")
+    everything, quick = _collected(slow_list), _collected(slow_list, "--quick")
+    assert {marked, listed} <= everything and not {marked, listed} & quick
+    kept = ("tests/test_power_fuse.py::"
+            "test_without_fuse_the_sweep_is_skipped_saying_why_unless_required")
+    assert kept in quick and quick < everything
