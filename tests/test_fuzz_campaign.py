@@ -186,3 +186,12 @@ def test_the_kill_matrix_shows_and_sums_the_fuzz_column() -> None:
     console.print(kill_table(matrix, range(0, 1)))
     text = console.export_text()
     assert "fuzz ex" in text and "fuzz shrunk" in text and "3.50" in text and "survived" in text
+
+
+def test_the_corpus_starts_only_from_the_queue_layers_traces() -> None:
+    """The queue's fuzzer starts from queue traces only: a stream trace in the corpus is
+    another layer's (the layer registry says so, ``layer_for_header``)."""
+    sources = {start.source for start in corpus_starts(REGRESSIONS)}
+    others = {path.name for path in REGRESSIONS.glob("*.jsonl")
+              if json.loads(path.open().readline()).get("layer", "queue") != "queue"}
+    assert others and sources and not sources & others

@@ -54,8 +54,7 @@ from hypothesis.stateful import (
 )
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL, Factory, queue_factory
-from rmqsim.conformance.consumer.run import is_consumer_header
-from rmqsim.conformance.layer import layer_named
+from rmqsim.conformance.layer import UnknownLayerError, layer_for_header, layer_named
 from rmqsim.conformance.reporting.report import render_op, render_outcome
 from rmqsim.conformance.running.lockstep import Divergence, Lockstep
 from rmqsim.conformance.running.pool import worker_pool
@@ -622,6 +621,15 @@ def make_machine(
     )
 
 
+def _is_queue_header(header: dict[str, Any]) -> bool:
+    """Whether a trace header records a queue run (the layer it names or that claims it);
+    a header no layer recognises counts as one, so that ``read_trace`` says what is wrong."""
+    try:
+        return layer_for_header(header).name == "queue"
+    except UnknownLayerError:
+        return True
+
+
 def corpus_starts(directory: Path) -> tuple[Start, ...]:
     """The queue traces of a regression corpus as starts (those of other layers, whose
     header names a ``layer`` or consumer clients, are skipped: the machine drives the
@@ -633,9 +641,7 @@ def corpus_starts(directory: Path) -> tuple[Start, ...]:
                 header = json.loads(lines.readline())
             except ValueError:
                 header = None  # read_trace says what is wrong with it
-        if isinstance(header, dict) and (
-            header.get("layer", "queue") != "queue" or is_consumer_header(header)
-        ):
+        if isinstance(header, dict) and not _is_queue_header(header):
             continue
         trace = read_trace(path)
         config = MQConfig(**trace.header["config"])
