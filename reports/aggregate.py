@@ -16,7 +16,7 @@ the JSON summary here. The aggregations:
    (a second, small pass asks the files that may hold a twin's first run);
 6. wall-time percentiles per profile and overall (a mergeable log-bucket histogram);
 7. the consumer profiles' own configurations (``consumer_config``, one per profile);
-8. the coverage map's cells (``conformance.searching.coverage``): the two map columns of the queue
+8. the coverage map's cells (``conformance.queue.coverage``): the two map columns of the queue
    runs summed by cell label (rows of schema version 3 have none).
 
 Only first runs (``determinism_repeat`` 0) count as runs; the re-runs only feed (5).
@@ -422,7 +422,7 @@ def _coverage_cells(
 ) -> dict[str, Any] | None:
     """The coverage map of the queue runs (``CoverageMap.to_json``'s cells, counts and
     never-hit cells); None when the rows carry none (an older schema, no queue run)."""
-    from rmqsim.conformance.searching.coverage import Cell, CoverageMap
+    from rmqsim.conformance.queue.coverage import Cell, CoverageMap
 
     runs = sum(g["runs"] for g in groups if g["layer"] == LAYER_QUEUE)
     if version < 4 or not runs:

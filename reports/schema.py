@@ -14,7 +14,7 @@ Version 3: rows of stream profiles (``scenarios.stream.profiles``) too: ``layer`
 stream profile's own knobs (each layer's ``Layer.sweep_fields``).
 
 Version 4: ``coverage_reached`` and ``coverage_crashed``, a queue run's coverage map
-(``conformance.searching.coverage``: operation cells run and crash points passed, crashes armed) by
+(``conformance.queue.coverage``: operation cells run and crash points passed, crashes armed) by
 cell label; empty for the other layers. ``rmqsim report`` still reads version 3 rows
 (``READABLE_SCHEMA_VERSIONS``), whose report says that no coverage map was recorded.
 
@@ -125,7 +125,7 @@ ARROW_SCHEMA = pa.schema(
         pa.field("fault_points", pa.map_(pa.string(), pa.int64()), nullable=False),
         # queue runs: coverage cell label ("kind/condition/point") -> operations run under
         # that condition (point "-") or times that point was passed; and -> crashes armed
-        # there (``conformance.searching.coverage.CoverageMap.label_counts``). Empty for other
+        # there (``conformance.queue.coverage.CoverageMap.label_counts``). Empty for other
         # layers.
         pa.field("coverage_reached", pa.map_(pa.string(), pa.int64()), nullable=False),
         pa.field("coverage_crashed", pa.map_(pa.string(), pa.int64()), nullable=False),

@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from rmqsim.conformance.queue.coverage import APPLICABLE
 from rmqsim.conformance.running.gate import GATE_PROFILES
-from rmqsim.conformance.searching.coverage import APPLICABLE
 from rmqsim.impl import FAULT_POINTS
 from rmqsim.reports.schema import (
     ALL_OP_KINDS,

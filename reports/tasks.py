@@ -20,11 +20,11 @@ from typing import Any
 from rmqsim.conformance.adapter import Factory
 from rmqsim.conformance.cli.common import signals_raise
 from rmqsim.conformance.layer import RunSpec, layer_for_profile, layer_named
+from rmqsim.conformance.queue.coverage import CoverageMap, MappedRun, with_coverage
 from rmqsim.conformance.running.gate import save_failure
 from rmqsim.conformance.running.run import RunResult, git_commit, run, spec_for_seed
 from rmqsim.conformance.running.scratch import scratch_root
 from rmqsim.conformance.running.statediff import clip
-from rmqsim.conformance.searching.coverage import CoverageMap, MappedRun, with_coverage
 from rmqsim.conformance.searching.shrink import shrink_and_save
 from rmqsim.conformance.searching.shrink_budget import DEFAULT_SHRINK_BUDGET, ShrinkBudget
 from rmqsim.reports.schema import (
@@ -66,7 +66,7 @@ class TaskSpec:
     #: the code shipped from the driver, where no git checkout says which commit it is.
     code_version: str | None = None
     #: Log the crash points each run passes and give its result its coverage map, as
-    #: ``rmqsim gate`` does (``conformance.searching.coverage``): ``gate --spark``'s results.
+    #: ``rmqsim gate`` does (``conformance.queue.coverage``): ``gate --spark``'s results.
     coverage: bool = False
     #: The driver's git commit, written in every trace header of the task's runs (None:
     #: the task's own checkout's, if any): a cluster's executors run code shipped as a zip,

@@ -1,4 +1,4 @@
-"""The gate's coverage map (conformance/searching/coverage.py): each condition is classified from a
+"""The gate's coverage map (conformance/queue/coverage.py): each condition is classified from a
 hand-made run, crash records and crash-sweep cases arm crash cells, the fault log makes
 crash cells reachable, and the map's JSON is sorted and stable."""
 
@@ -14,17 +14,7 @@ from click.testing import CliRunner
 
 from rmqsim.conformance.cli import cli
 from rmqsim.conformance.crashing.crash_record import CrashRecord
-from rmqsim.conformance.running.gate import (
-    GatePlan,
-    SweepPlan,
-    run_profiles,
-    run_sweeps,
-    summary_json,
-)
-from rmqsim.conformance.running.lockstep import PointPass
-from rmqsim.conformance.running.run import run_seed
-from rmqsim.conformance.running.trace import parse_lines
-from rmqsim.conformance.searching.coverage import (
+from rmqsim.conformance.queue.coverage import (
     FIRST_OPEN,
     LARGE_BACKLOG_MESSAGES,
     NO_POINT,
@@ -38,6 +28,16 @@ from rmqsim.conformance.searching.coverage import (
     run_coverage,
     with_coverage,
 )
+from rmqsim.conformance.running.gate import (
+    GatePlan,
+    SweepPlan,
+    run_profiles,
+    run_sweeps,
+    summary_json,
+)
+from rmqsim.conformance.running.lockstep import PointPass
+from rmqsim.conformance.running.run import run_seed
+from rmqsim.conformance.running.trace import parse_lines
 from rmqsim.model.api import MQConfig
 from rmqsim.scenarios.queue.ops import (
     AdvanceClock,

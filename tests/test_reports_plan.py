@@ -201,8 +201,8 @@ def test_the_traces_of_a_task_name_the_drivers_git_commit(tmp_path: Path) -> Non
 def test_a_queue_row_carries_its_runs_coverage_cells(tmp_path: Path) -> None:
     """The row's coverage columns are the run's own map by cell label (a consumer row's
     are empty: the map is the queue's vocabulary)."""
+    from rmqsim.conformance.queue.coverage import coverage_of_result
     from rmqsim.conformance.running.run import run_seed
-    from rmqsim.conformance.searching.coverage import coverage_of_result
 
     spec = TaskSpec(impl=DEFAULT_IMPL, out_dir=str(tmp_path), sweep_id="t", steps=60)
     queue = _row(WorkItem("swarm", 2), spec)

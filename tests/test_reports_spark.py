@@ -213,8 +213,8 @@ def test_the_report_shows_the_coverage_map_of_the_sweeps_queue_runs(
     """Each row carries its run's coverage cells; the report sums them into the gate's
     map (the same map as the runs' own, recomputed here one by one) and names the
     reachable cells never hit."""
+    from rmqsim.conformance.queue.coverage import CoverageMap, coverage_of_result
     from rmqsim.conformance.running.run import run_seed
-    from rmqsim.conformance.searching.coverage import CoverageMap, coverage_of_result
 
     out, _ = good_sweep
     result = rmqsim("report", out)

@@ -1,4 +1,4 @@
-"""Steering the gate's crashes (conformance/searching/steer.py): after the sweeps, one crash case at
+"""Steering the gate's crashes (conformance/queue/steer.py): after the sweeps, one crash case at
 the first place the runs reached each crash cell no sweep armed; the cases arm those
 cells, find what the sweep missed, and are the same with a worker pool."""
 
@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rmqsim.conformance.queue.coverage import NO_POINT, Cell, merged_coverage
+from rmqsim.conformance.queue.steer import steer_targets
 from rmqsim.conformance.running.gate import (
     GatePlan,
     GateResult,
@@ -17,8 +19,6 @@ from rmqsim.conformance.running.gate import (
     summary_json,
 )
 from rmqsim.conformance.running.pool import worker_pool
-from rmqsim.conformance.searching.coverage import NO_POINT, Cell, merged_coverage
-from rmqsim.conformance.searching.steer import steer_targets
 
 TWO_STEP = "rmqsim.conformance.mutants.blind:two_step_destroy_topic"
 BETWEEN = "destroy_topic.between_writes"

@@ -621,7 +621,7 @@ def _gate_sweeps(
 
 def _gate_steer(gate: Any, plan: Any, pool: Any) -> None:
     """A crash case at the first place the runs reached each crash cell the sweeps did
-    not arm (``conformance.searching.steer``), added to ``gate``."""
+    not arm (``conformance.queue.steer``), added to ``gate``."""
     from rmqsim.conformance.running.gate import run_steering
 
     with progress(0, "steered crash cases"):
@@ -813,7 +813,7 @@ def _print_gate_tables(gate: Any, summary: Path) -> None:
                 f"{s.wall_s:.1f}",
             )
         console.print(sweeps)
-    from rmqsim.conformance.searching.coverage import coverage_lines
+    from rmqsim.conformance.queue.coverage import coverage_lines
     from rmqsim.conformance.stream.cells import cells_lines
 
     # The lines say what summary.json says: its coverage entries, as written.

@@ -25,15 +25,15 @@ from rmqsim.conformance.crashing.gate_power import power_coverage, power_suite, 
 from rmqsim.conformance.crashing.power_loss import PowerSweepResult
 from rmqsim.conformance.layer import layer_for_profile, layer_named, registered_layers
 from rmqsim.conformance.layers import CONSUMER_LAYER, QUEUE_LAYER, STREAM_LAYER
+from rmqsim.conformance.queue.coverage import coverage_summary, with_coverage
+from rmqsim.conformance.queue.steer import STEER_PREFIX, SteerPlan, run_steered, steer_targets
 from rmqsim.conformance.reporting.deviations import Deviation, DeviationProfile
 from rmqsim.conformance.reporting.report import render_failure
 from rmqsim.conformance.running.corpus import replay_corpus
 from rmqsim.conformance.running.pool import WorkerPool
 from rmqsim.conformance.running.run import RunResult, run_seed
 from rmqsim.conformance.running.trace import output_problem, write_lines
-from rmqsim.conformance.searching.coverage import coverage_summary, with_coverage
 from rmqsim.conformance.searching.shrink_budget import OnRun, ShrinkBudget
-from rmqsim.conformance.searching.steer import STEER_PREFIX, SteerPlan, run_steered, steer_targets
 from rmqsim.conformance.stream.cells import cells_summary, steer_class
 from rmqsim.scenarios.stream.profiles import SEEK_CLASSES
 
@@ -149,7 +149,7 @@ class GateResult:
     #: Power-loss sweeps (``conformance.crashing.gate_power``), when the implementation is a
     #: file-system backend: one per profile, on the first seed.
     power_sweeps: list[PowerSweepResult] = field(default_factory=list)
-    #: Crash cases steered into the crash cells no sweep armed (``conformance.searching.steer``),
+    #: Crash cases steered into the crash cells no sweep armed (``conformance.queue.steer``),
     #: one result per (profile, seed) they crash in.
     steered: list[SweepResult] = field(default_factory=list)
     #: The signal that stopped the gate before its end (``"SIGINT"``, ``"SIGTERM"``), or
@@ -267,7 +267,7 @@ class GatePlan:
 
 
 def _run_one(profile: str, seed: int, plan: GatePlan) -> RunResult:
-    """One profile run with its coverage map (``conformance.searching.coverage``: the points it
+    """One profile run with its coverage map (``conformance.queue.coverage``: the points it
     passes are logged for it), its trace dropped if it passed (memory stays flat) and
     rendered if not (it may go to another process)."""
     layer = layer_for_profile(profile)
@@ -486,7 +486,7 @@ def run_steering(
     on_group: Callable[[SweepResult], None] | None = None,
 ) -> None:
     """After the profile runs and crash sweeps of ``gate``: a crash case at the first
-    place its runs reached each crash cell no sweep armed (``conformance.searching.steer``), added
+    place its runs reached each crash cell no sweep armed (``conformance.queue.steer``), added
     to ``gate.steered`` in the gate's order (the same with or without a ``pool``)."""
     targets = steer_targets(gate.results, gate.sweeps)
     steer = SteerPlan(plan.impl, plan.out, plan.steps, plan.crash_rate)

@@ -1,7 +1,7 @@
 """Steering the gate's crashes into the crash cells its sweeps never armed.
 
 The crash sweeps crash at every point of ONE seed's first ``DEFAULT_SWEEP_STEPS`` steps;
-the profile runs over all the seeds reach more crash cells (``conformance.searching.coverage``: an
+the profile runs over all the seeds reach more crash cells (``conformance.queue.coverage``: an
 operation kind, a condition, a crash point) than that. After the sweeps, every reachable
 crash cell still not armed gets one case: at the FIRST place a profile run reached it, in
 the gate's order (profile, seed, then the run's log of points passed: step, point, hit).
@@ -26,9 +26,9 @@ from pathlib import Path
 
 from rmqsim.conformance.adapter import Factory
 from rmqsim.conformance.crashing.crash_sweep import CrashCase, SweepResult, case_inputs, run_case
+from rmqsim.conformance.queue.coverage import NO_POINT, Cell, MappedRun, merged_coverage
 from rmqsim.conformance.running.pool import WorkerPool
 from rmqsim.conformance.running.run import RunResult, run_seed
-from rmqsim.conformance.searching.coverage import NO_POINT, Cell, MappedRun, merged_coverage
 
 __all__ = [
     "MAX_STEERED_CASES",

@@ -138,7 +138,7 @@ class CoverageMap:
     crashed: Counter[Cell] = field(default_factory=Counter)
     points_per_call: dict[str, int] = field(default_factory=dict)
     #: Per crash cell reached, where an ``ArmCrash`` first reaches it (log order): the
-    #: ``(step, during, hit)`` of a crash sweep's case (``conformance.searching.steer`` arms it).
+    #: ``(step, during, hit)`` of a crash sweep's case (``conformance.queue.steer`` arms it).
     first_passed: dict[Cell, tuple[int, str, int]] = field(default_factory=dict)
 
     def merge(self, other: CoverageMap) -> None:
@@ -444,7 +444,7 @@ def sweep_coverage(sweep: SweepResult) -> CoverageMap:
 
 
 def steered_coverage(steered: SweepResult) -> CoverageMap:
-    """The crashes steered cases armed (``conformance.searching.steer``): their base run is a
+    """The crashes steered cases armed (``conformance.queue.steer``): their base run is a
     profile run the map already counts, so only the crash cells its cases armed."""
     cases = [(case.step, case.point) for case in steered.cases]
     coverage = coverage_of_trace(parse_lines(steered.base.trace_lines), (), cases)
