@@ -17,8 +17,9 @@ from click.testing import CliRunner, Result
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL, model_factory
 from rmqsim.conformance.cli import cli
+from rmqsim.conformance.queue.layer import trace_header
 from rmqsim.conformance.reporting.report import render_failure
-from rmqsim.conformance.running.run import replay_trace, run_seed, trace_header
+from rmqsim.conformance.running.run import replay_trace, run_seed
 from rmqsim.conformance.running.trace import Trace, TraceStep, parse_lines, write_lines
 from tests.test_replay_crash_flip import CONFIG, PROGRAM
 

@@ -16,8 +16,9 @@ from click.testing import CliRunner
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL, make_model_factory, model_factory
 from rmqsim.conformance.cli import cli
+from rmqsim.conformance.queue.layer import trace_header
 from rmqsim.conformance.reporting.report import render_failure
-from rmqsim.conformance.running.run import replay_trace, trace_header
+from rmqsim.conformance.running.run import replay_trace
 from rmqsim.conformance.running.trace import Trace, TraceStep, parse_lines, write_lines
 from rmqsim.model.api import MQConfig
 from rmqsim.scenarios.queue.ops import ArmCrash, Consume, CreateGroup, CreateTopic, Message, Produce

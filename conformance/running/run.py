@@ -38,12 +38,6 @@ from rmqsim.conformance.layer import (
     layer_named,
     registered_layers,
 )
-from rmqsim.conformance.queue.layer import (
-    CRASH_FIELDS,
-    check_recorded_crashes,
-    lockstep_result,
-    trace_header,
-)
 from rmqsim.conformance.running.lockstep import Divergence
 from rmqsim.conformance.running.run_result import (
     VERSIONED_PACKAGES,
@@ -64,17 +58,14 @@ if TYPE_CHECKING:  # typing's from Python 3.12
     from typing_extensions import Unpack
 
 __all__ = [
-    "CRASH_FIELDS",
     "VERSIONED_PACKAGES",
     "CrashFlip",
     "RunOptions",
     "RunResult",
     "TraceRender",
     "check_final_state",
-    "check_recorded_crashes",
     "execute_recorded",
     "git_commit",
-    "lockstep_result",
     "parse_run_lines",
     "read_run_trace",
     "replay",
@@ -86,7 +77,6 @@ __all__ = [
     "run_seed",
     "run_steps",
     "spec_for_seed",
-    "trace_header",
     "versions",
 ]
 

@@ -55,10 +55,11 @@ from hypothesis.stateful import (
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL, Factory, queue_factory
 from rmqsim.conformance.layer import UnknownLayerError, layer_for_header, layer_named
+from rmqsim.conformance.queue.layer import lockstep_result, trace_header
 from rmqsim.conformance.reporting.report import render_op, render_outcome
 from rmqsim.conformance.running.lockstep import Divergence, Lockstep
 from rmqsim.conformance.running.pool import worker_pool
-from rmqsim.conformance.running.run import RunResult, lockstep_result, parse_run_lines, trace_header
+from rmqsim.conformance.running.run import RunResult, parse_run_lines
 from rmqsim.conformance.running.scratch import scratch_root
 from rmqsim.conformance.running.trace import read_trace
 from rmqsim.conformance.running.watchdog import op_timeout, op_timeout_s
