@@ -224,8 +224,10 @@ def test_no_module_imports_rmqsims_folders_by_their_bare_names() -> None:
 
 
 #: What importing the plugin may add besides the standard library: the plugin and the
-#: packages it lives in (their ``__init__`` modules import nothing else of rmqsim).
-PLUGIN_MODULES = {"rmqsim", "rmqsim.conformance", "rmqsim.conformance.pytest_plugin"}
+#: packages it lives in (their ``__init__`` modules import nothing else of rmqsim but the
+#: old import paths' aliases, ``rmqsim.moved``, which imports only the standard library).
+PLUGIN_MODULES = {"rmqsim", "rmqsim.moved", "rmqsim.conformance",
+                  "rmqsim.conformance.pytest_plugin"}
 #: Prints the modules that importing the plugin adds to a process that has pytest.
 MEASURE_IMPORT = """
 import json, sys
