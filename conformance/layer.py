@@ -36,6 +36,11 @@ A layer (one object, registered with ``register_layer``) supplies:
   candidate lists, tried after the generic passes (drop actors, chunks, single steps);
 - **sweep-row fields**: ``sweep_fields(result)``, the layer's own columns of a sweep row.
 
+What a layer adds to the gate beyond its runs (a coverage map, runs or crash cases steered
+at what the profiles left empty, its entries of the summary) is its ``GateHooks``,
+registered apart (``register_gate_hooks``; the built-in layers' by
+``conformance.layers.gate``): the gate calls every registered layer's and names none.
+
 The registry (``register_layer``, ``layer_for_profile``, ``layer_for_header``,
 ``registered_layers``) is filled with the built-in layers when
 ``rmqsim.conformance.layers`` is imported (``conformance.running.run`` does); a layer defined
@@ -65,9 +70,11 @@ from rmqsim.scenarios.queue.profiles import UnknownProfileError
 
 __all__ = [
     "CRASH_MODES",
+    "NO_GATE_HOOKS",
     "VERSIONED_PACKAGES",
     "BadRecordedStep",
     "FuzzableLayer",
+    "GateHooks",
     "HeaderError",
     "Layer",
     "LayerLockstep",
@@ -78,10 +85,12 @@ __all__ = [
     "ShrinkSearch",
     "StepCodec",
     "UnknownLayerError",
+    "gate_hooks",
     "git_commit",
     "layer_for_header",
     "layer_for_profile",
     "layer_named",
+    "register_gate_hooks",
     "register_layer",
     "registered_layers",
     "unregister_layer",
@@ -485,6 +494,67 @@ class FuzzableLayer(Layer, Protocol):
         by hypothesis's draws), a ``draining`` flag (True once its drain began; the fuzzer
         stops steering there) and ``run(execute)``."""
         ...
+
+
+class GateHooks:
+    """What a layer adds to the gate beyond its profile runs (``conformance.running.gate``),
+    each a no-op here: a layer's hooks (registered with ``register_gate_hooks``) override
+    the ones it needs. The gate calls them for every registered layer, so it never names
+    a layer: the queue maps its runs' coverage and steers crash cases into the crash cells
+    no sweep armed; the streams steer runs at the stream cells the profiles left empty.
+
+    A result here is a ``RunResult``, a sweep a ``SweepResult``."""
+
+    def map_run(self, result: Any) -> Any:
+        """``result`` (a finished profile run of this layer, its trace still held) as the
+        gate keeps it: e.g. with its coverage map (the trace is then dropped if it passed)."""
+        return result
+
+    def summary(
+        self, results: Sequence[Any], sweeps: Sequence[Any], steered: Sequence[Any]
+    ) -> Mapping[str, Any]:
+        """This layer's entries of the gate's ``summary.json`` (key -> JSON value), from
+        every profile run, crash sweep and steered crash case of the gate."""
+        return {}
+
+    def summary_lines(self, summary: Mapping[str, Any]) -> list[str]:
+        """The printed summary's lines about this layer's entries of ``summary`` (the
+        written ``summary.json``, so that the two cannot disagree)."""
+        return []
+
+    def steering_runs(
+        self, runs: Callable[[], Sequence[Any]], first_seed: int
+    ) -> Iterable[tuple[str, int]]:
+        """(profile, seed) of runs to add after the profile runs, each chosen when the one
+        before it has finished: ``runs()`` is this layer's runs so far; seeds from
+        ``first_seed`` on are beyond the gate's. The gate stops at a failing one."""
+        return ()
+
+    def steer_crashes(
+        self, results: Sequence[Any], sweeps: Sequence[Any], plan: Any, *, pool: Any,
+        on_group: Callable[[Any], None] | None,
+    ) -> Sequence[Any]:
+        """Crash cases beyond the crash sweeps (a ``SweepResult`` per (profile, seed)),
+        chosen from the gate's profile ``results`` and ``sweeps``; ``plan`` has the run's
+        ``impl``, ``out``, ``steps`` and ``crash_rate``; with a ``pool``, its tasks;
+        ``on_group`` hears each result."""
+        return ()
+
+
+#: What a layer without registered hooks adds to the gate: nothing.
+NO_GATE_HOOKS = GateHooks()
+_GATE_HOOKS: dict[str, GateHooks] = {}
+
+
+def register_gate_hooks(layer_name: str, hooks: GateHooks) -> GateHooks:
+    """Give the layer called ``layer_name`` its gate hooks (again: replaces them)."""
+    _GATE_HOOKS[layer_name] = hooks
+    return hooks
+
+
+def gate_hooks(layer: Layer) -> GateHooks:
+    """``layer``'s gate hooks (``NO_GATE_HOOKS`` when none were registered)."""
+    return _GATE_HOOKS.get(layer.name, NO_GATE_HOOKS)
 
 
 _LAYERS: dict[str, Layer] = {}

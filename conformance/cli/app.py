@@ -578,7 +578,7 @@ def _worker_ended() -> Iterator[None]:
 def _gate_profiles(gate: Any, plan: Any, runner: Any, pool: Any) -> None:
     """The gate's profile runs (``runner``: a gate runner; None: ours, in ``pool`` when
     there is one), each added to ``gate`` as it is reported, under one progress bar."""
-    from rmqsim.conformance.running.gate import run_profiles, run_stream_steering
+    from rmqsim.conformance.running.gate import run_layer_steering, run_profiles
     from rmqsim.conformance.running.run import RunResult
 
     with progress(len(plan.profiles) * len(plan.seeds), "gate") as bar:
@@ -596,8 +596,8 @@ def _gate_profiles(gate: Any, plan: Any, runner: Any, pool: Any) -> None:
         else:
             ran = runner(plan, on_result=on_result, on_shrink_run=on_shrink_run)
         assert len(ran.results) == len(gate.results), "a gate runner reports every run"
-    # Then runs of stream-steer aimed at the stream cells the profiles left empty.
-    run_stream_steering(gate, plan)
+    # Then the runs layers add (stream-steer: aimed at the stream cells left empty).
+    run_layer_steering(gate, plan)
 
 
 def _gate_sweeps(
@@ -813,18 +813,12 @@ def _print_gate_tables(gate: Any, summary: Path) -> None:
                 f"{s.wall_s:.1f}",
             )
         console.print(sweeps)
-    from rmqsim.conformance.queue.coverage import coverage_lines
-    from rmqsim.conformance.stream.cells import cells_lines
+    from rmqsim.conformance.layer import gate_hooks, registered_layers
 
-    # The lines say what summary.json says: its coverage entries, as written.
+    # The lines say what summary.json says: each layer's entries, as written.
     written = json.loads(summary.read_text())
-    queue_map = written["coverage"]
-    if queue_map["runs"] or queue_map["crash_sweeps"] or "stream_coverage" not in written:
-        for line in coverage_lines(queue_map):
-            click.echo(line)
-    if "stream_coverage" in written:
-        stream = written["stream_coverage"]
-        for line in cells_lines(stream, stream["steered"]):
+    for layer in registered_layers():
+        for line in gate_hooks(layer).summary_lines(written):
             click.echo(line)
     if gate.power_sweeps:
         console.print(_power_table(gate))

@@ -51,6 +51,7 @@ from rmqsim.scenarios.queue.profiles import ProfileError
 
 __all__ = [
     "DEFAULT_SWEEP_STEPS",
+    "STEER_PREFIX",
     "SWEEP_ACTOR",
     "CrashCase",
     "SweepResult",
@@ -68,6 +69,9 @@ __all__ = [
 DEFAULT_SWEEP_STEPS = 60
 #: The actor name of the operations a sweep adds to the scenario.
 SWEEP_ACTOR = "crash-sweep"
+#: File-name prefix of the traces of a crash case steered beyond the sweeps (a layer's
+#: ``GateHooks.steer_crashes``) and of its failing base run.
+STEER_PREFIX = "crash-steer-"
 _REOPENS = frozenset({"crash_reopen", "close_reopen"})
 
 

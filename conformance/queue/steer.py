@@ -25,7 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rmqsim.conformance.adapter import Factory
-from rmqsim.conformance.crashing.crash_sweep import CrashCase, SweepResult, case_inputs, run_case
+from rmqsim.conformance.crashing.crash_sweep import (
+    STEER_PREFIX,
+    CrashCase,
+    SweepResult,
+    case_inputs,
+    run_case,
+)
 from rmqsim.conformance.queue.coverage import NO_POINT, Cell, MappedRun, merged_coverage
 from rmqsim.conformance.running.pool import WorkerPool
 from rmqsim.conformance.running.run import RunResult, run_seed
@@ -42,8 +48,6 @@ __all__ = [
 
 #: The most steered cases one gate runs (the first ones, in the gate's order).
 MAX_STEERED_CASES = 200
-#: File-name prefix of a failing steered case's trace.
-STEER_PREFIX = "crash-steer-"
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,16 +17,22 @@ from typing import Any, TypeVar
 from rmqsim.conformance.adapter import QUEUE_LAYERS, Factory, resolve_impl
 from rmqsim.conformance.crashing.crash_sweep import (
     DEFAULT_SWEEP_STEPS,
+    STEER_PREFIX,
     CrashCase,
     SweepResult,
     crash_sweep,
 )
 from rmqsim.conformance.crashing.gate_power import power_coverage, power_suite, power_summary
 from rmqsim.conformance.crashing.power_loss import PowerSweepResult
-from rmqsim.conformance.layer import layer_for_profile, layer_named, registered_layers
+from rmqsim.conformance.layer import (
+    Layer,
+    gate_hooks,
+    layer_for_profile,
+    layer_named,
+    registered_layers,
+)
 from rmqsim.conformance.layers import CONSUMER_LAYER, QUEUE_LAYER, STREAM_LAYER
-from rmqsim.conformance.queue.coverage import coverage_summary, with_coverage
-from rmqsim.conformance.queue.steer import STEER_PREFIX, SteerPlan, run_steered, steer_targets
+from rmqsim.conformance.layers.gate import register_builtin_gate_hooks
 from rmqsim.conformance.reporting.deviations import Deviation, DeviationProfile
 from rmqsim.conformance.reporting.report import render_failure
 from rmqsim.conformance.running.corpus import replay_corpus
@@ -34,8 +40,6 @@ from rmqsim.conformance.running.pool import WorkerPool
 from rmqsim.conformance.running.run import RunResult, run_seed
 from rmqsim.conformance.running.trace import output_problem, write_lines
 from rmqsim.conformance.searching.shrink_budget import OnRun, ShrinkBudget
-from rmqsim.conformance.stream.cells import cells_summary, steer_class
-from rmqsim.scenarios.stream.profiles import SEEK_CLASSES
 
 __all__ = [
     "CORPUS_SUITE",
@@ -44,8 +48,6 @@ __all__ = [
     "GATE_PROFILES",
     "GATE_STREAM_PROFILES",
     "MAX_SHRUNK_FAILURES",
-    "MAX_STREAM_STEER_RUNS",
-    "STREAM_STEER_PROFILE",
     "GatePlan",
     "GateResult",
     "ProfileSummary",
@@ -55,15 +57,15 @@ __all__ = [
     "crash_case_failures",
     "gate_profiles_for",
     "junit_xml",
+    "layer_runs",
     "run_corpus",
+    "run_layer_steering",
     "run_profiles",
     "run_steering",
-    "run_stream_steering",
     "run_sweeps",
     "save_failure",
     "save_failure_or_note",
     "shrink_crash_cases",
-    "stream_cells",
     "submit_sweeps",
     "summary_json",
     "sweep_order",
@@ -97,11 +99,6 @@ def gate_profiles_for(impl_layer: str) -> tuple[str, ...]:
         return all_gate_profiles()
     return tuple(layer_named(impl_layer).gate_profiles)
 
-#: The profile whose runs the gate adds to hit the stream cells its profiles left empty
-#: (``run_stream_steering``), and the most it adds.
-STREAM_STEER_PROFILE = "stream-steer"
-MAX_STREAM_STEER_RUNS = 24
-
 #: The gate's summary row and JUnit suite of the regression corpus replays.
 CORPUS_SUITE = "regressions"
 #: Default seeds per profile: sized so that the whole gate takes a few minutes here.
@@ -111,6 +108,8 @@ DEFAULT_GATE_SEEDS = range(0, 20)
 MAX_SHRUNK_FAILURES = 5
 
 T = TypeVar("T")
+
+register_builtin_gate_hooks()
 
 
 @dataclass(slots=True)
@@ -267,16 +266,17 @@ class GatePlan:
 
 
 def _run_one(profile: str, seed: int, plan: GatePlan) -> RunResult:
-    """One profile run with its coverage map (``conformance.queue.coverage``: the points it
-    passes are logged for it), its trace dropped if it passed (memory stays flat) and
-    rendered if not (it may go to another process)."""
+    """One profile run as its layer's gate hooks keep it (``GateHooks.map_run``: the
+    queue's with its coverage map; the points it passes are logged for it), its trace
+    dropped if it passed (memory stays flat) and rendered if not (it may go to another
+    process)."""
     layer = layer_for_profile(profile)
     crash_mode = plan.crash_mode if plan.crash_mode in layer.crash_modes else "inprocess"
     result = run_seed(
         profile, seed, impl=plan.impl, steps=plan.steps, crash_rate=plan.crash_rate,
         log_faults=True, crash_mode=crash_mode,
     )  # fmt: skip
-    result = with_coverage(result)
+    result = gate_hooks(layer).map_run(result)
     if result.ok:
         result.trace_lines = []
     else:
@@ -485,60 +485,40 @@ def run_steering(
     pool: WorkerPool | None = None,
     on_group: Callable[[SweepResult], None] | None = None,
 ) -> None:
-    """After the profile runs and crash sweeps of ``gate``: a crash case at the first
-    place its runs reached each crash cell no sweep armed (``conformance.queue.steer``), added
-    to ``gate.steered`` in the gate's order (the same with or without a ``pool``)."""
-    targets = steer_targets(gate.results, gate.sweeps)
-    steer = SteerPlan(plan.impl, plan.out, plan.steps, plan.crash_rate)
-    for result in run_steered(targets, steer, pool=pool, on_group=on_group):
-        if not result.base.ok:
-            save_failure_or_note(result.base, plan.out, prefix=STEER_PREFIX)
-        gate.steered.append(result)
+    """After the profile runs and crash sweeps of ``gate``: the crash cases each layer
+    steers beyond the sweeps (``GateHooks.steer_crashes``: the queue's, at the first place
+    its runs reached each crash cell no sweep armed), added to ``gate.steered`` in the
+    gate's order (the same with or without a ``pool``), failing base runs saved."""
+    for layer in registered_layers():
+        steered = gate_hooks(layer).steer_crashes(
+            gate.results, gate.sweeps, plan, pool=pool, on_group=on_group)
+        for result in steered:
+            if not result.base.ok:
+                save_failure_or_note(result.base, plan.out, prefix=STEER_PREFIX)
+            gate.steered.append(result)
 
 
-def _stream_runs(gate: GateResult) -> list[RunResult]:
-    return [r for r in gate.results if layer_for_profile(r.profile) is STREAM_LAYER]
+def layer_runs(gate: GateResult, layer: Layer) -> list[RunResult]:
+    """The profile runs of ``gate`` that are ``layer``'s, in run order."""
+    return [r for r in gate.results if layer_for_profile(r.profile) is layer]
 
 
-def stream_cells(gate: GateResult) -> dict[str, Any]:
-    """The stream cells (``conformance.stream.cells``) of the gate's stream runs, the
-    steered ones included: ``summary.json``'s ``stream_coverage``."""
-    runs = _stream_runs(gate)
-    summary = cells_summary([r.stats.cells for r in runs], len(runs))
-    summary["steered"] = sum(1 for r in runs if r.profile == STREAM_STEER_PROFILE)
-    return summary
-
-
-def run_stream_steering(
+def run_layer_steering(
     gate: GateResult, plan: GatePlan, *, on_result: Callable[[RunResult], None] | None = None
 ) -> None:
-    """After the profile runs of ``gate``: while a stream cell (``conformance.stream.cells``)
-    is still empty and at most ``MAX_STREAM_STEER_RUNS`` times, a run of
-    ``STREAM_STEER_PROFILE`` whose seed aims its seeks at that cell's class, added to
-    ``gate`` as a profile run (its failure saved and shrunk like theirs). Nothing when the
-    gate ran no stream profile or one of its stream runs failed (that is the report)."""
-    runs = _stream_runs(gate)
-    if not runs or not all(r.ok for r in runs):
-        return
+    """After the profile runs of ``gate``: the runs each layer adds (``GateHooks.
+    steering_runs``: the streams', aimed at the stream cells the profiles left empty), each
+    added to ``gate`` as a profile run (its failure saved and shrunk like theirs); a
+    layer's stop at its first failing one (that is the report)."""
     shrinker = functools.partial(_shrink_here, plan=plan, on_run=None)
-    for attempt in range(MAX_STREAM_STEER_RUNS):
-        empty = stream_cells(gate)["never_hit"]
-        if not empty:
-            return
-        seed = _steer_seed(empty[0], plan.seeds.stop + attempt)
-        result = _run_one(STREAM_STEER_PROFILE, seed, plan)
-        _finish(gate, result, plan, shrinker, on_result)
-        if not result.ok:
-            return
-
-
-def _steer_seed(cell: str, base: int) -> int:
-    """A seed of ``STREAM_STEER_PROFILE`` beyond the gate's whose focus is ``cell``'s
-    seek class (``stream_profiles.resolve_stream``), any seed's for another cell."""
-    klass = steer_class(cell)
-    if klass is None:
-        return base
-    return base * len(SEEK_CLASSES) + SEEK_CLASSES.index(klass)
+    for layer in registered_layers():
+        chosen = gate_hooks(layer).steering_runs(
+            functools.partial(layer_runs, gate, layer), plan.seeds.stop)
+        for profile, seed in chosen:
+            result = _run_one(profile, seed, plan)
+            _finish(gate, result, plan, shrinker, on_result)
+            if not result.ok:
+                break
 
 
 def crash_case_failures(gate: GateResult) -> list[RunResult]:
@@ -759,8 +739,7 @@ def summary_json(gate: GateResult) -> dict[str, Any]:
             }
             for r in gate.failures
         ],
-        "coverage": coverage_summary(gate.results, gate.sweeps, gate.steered),
-        **({"stream_coverage": stream_cells(gate)} if _stream_runs(gate) else {}),
+        **_layer_entries(gate),
         "crash_steer": [
             {
                 "profile": s.profile,
@@ -788,6 +767,16 @@ def summary_json(gate: GateResult) -> dict[str, Any]:
         **({"power_coverage": cells} if (cells := power_coverage(gate.power_sweeps)) else {}),
         "deviations": _deviations_json(gate),
     }
+
+
+def _layer_entries(gate: GateResult) -> dict[str, Any]:
+    """Each layer's own entries of the summary (``GateHooks.summary``: the queue's
+    ``coverage``, the streams' ``stream_coverage``), from its runs and every sweep."""
+    entries: dict[str, Any] = {}
+    for layer in registered_layers():
+        entries.update(gate_hooks(layer).summary(layer_runs(gate, layer), gate.sweeps,
+                                                 gate.steered))
+    return entries
 
 
 def _deviations_json(gate: GateResult) -> dict[str, Any] | None:

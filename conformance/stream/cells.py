@@ -9,7 +9,7 @@ before the model applies the operation) and from what the model's outcomes told 
 (``after``); a seek of several positions is in the cell of each. The counts go into the
 run's ``Stats.cells``; the gate merges them (``cells_summary``), says which cells stayed
 empty (``cells_lines``) and steers runs of ``stream-steer`` at them
-(``conformance.running.gate.run_stream_steering``).
+(``conformance.stream.gate_hooks``).
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.running import gate as gate_module
 from rmqsim.conformance.running.run import run_seed
+from rmqsim.conformance.stream import gate_hooks as stream_gate_hooks
 from rmqsim.conformance.stream.cells import STREAM_CELLS, cells_summary
 
 #: The mutants of the new cell families (docs/STREAM.md "Operation cells").
@@ -66,7 +66,7 @@ def test_the_gate_names_the_stream_cells_left_empty(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "no-corpus").mkdir()
-    monkeypatch.setattr(gate_module, "MAX_STREAM_STEER_RUNS", 0)
+    monkeypatch.setattr(stream_gate_hooks, "MAX_STREAM_STEER_RUNS", 0)
     code, output, summary = _gate(tmp_path, "--profiles", "stream", "--seeds", "0:1")
     assert code == 0, output
     never = summary["stream_coverage"]["never_hit"]
