@@ -251,9 +251,38 @@ DURATIONS_KEY = "rmqsim/durations"
 _measured_s: dict[str, float] = {}
 
 
+#: pytest's cache key of each test's last measured CPU seconds: its process's and the
+#: children it reaped (setup + call + teardown), to tell a test that computes from one that
+#: waits (a bound, a child's start) and so shares a core well with another worker.
+CPU_KEY = "rmqsim/cpu"
+_measured_cpu_s: dict[str, float] = {}
+_CPU_START = pytest.StashKey[float]()
+
+
+def _cpu_s() -> float:
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.stash[_CPU_START] = _cpu_s()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    outcome = yield
+    report = outcome.get_result()
+    if call.when == "teardown" and _CPU_START in item.stash:
+        report.user_properties.append(("cpu_s", _cpu_s() - item.stash[_CPU_START]))
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Add up each test's phases (under pytest-xdist the reports reach the controller)."""
     _measured_s[report.nodeid] = _measured_s.get(report.nodeid, 0.0) + report.duration
+    for name, value in report.user_properties:
+        if name == "cpu_s" and isinstance(value, float):
+            _measured_cpu_s[report.nodeid] = value
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -264,6 +293,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     recorded = cache.get(DURATIONS_KEY, {})
     recorded = recorded if isinstance(recorded, dict) else {}
     cache.set(DURATIONS_KEY, {**recorded, **{k: round(v, 3) for k, v in _measured_s.items()}})
+    recorded_cpu = cache.get(CPU_KEY, {})
+    recorded_cpu = recorded_cpu if isinstance(recorded_cpu, dict) else {}
+    cache.set(CPU_KEY, {**recorded_cpu,
+                        **{k: round(v, 3) for k, v in _measured_cpu_s.items()}})
 
 
 def _slow_tests(config: pytest.Config) -> frozenset[str]:
