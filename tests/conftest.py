@@ -207,26 +207,19 @@ def both_factories(tmp_path: Path) -> Iterator[dict[str, QueueFactory]]:
         factory.close_all()
 
 
-#: The slowest test files (or single tests), slowest first, as ``--durations`` measured
-#: them (docs/BENCHMARKS.md, "The test suite"). They run before the rest, in this order, so
-#: that ``scripts/test.sh`` (two pytest-xdist workers, ``--dist worksteal``) does not end on
-#: one of them while the other worker idles; a whole file moves together so that its
-#: module-scoped fixtures (a Spark session, an installed wheel) are set up once.
-SLOWEST_FIRST = (
-    "tests/test_fuzz.py::test_a_campaign_does_not_depend_on_what_the_process_imported[fuzz]",
-    "tests/test_crash_fidelity.py",
-    "tests/test_spark_cluster.py",
-    "tests/test_mutants.py::test_every_mutant_is_killed_by_the_default_gate_seeds[capped-poll]",
-    "tests/test_fuzz_campaign.py",
-    "tests/test_fuzz.py::test_the_default_fuzz_campaign_catches_a_queue_that_merges_two_names"
-    "[nfc-insensitive-names-pair1]",
-    "tests/test_mutants.py::test_every_mutant_is_killed_by_the_default_gate_seeds"
-    "[two-step-destroy-topic]",
-    "tests/test_reports_spark.py",
-    "tests/test_fuzz.py::test_crash_inside_an_operation_is_found_and_the_same_seed_gives_the_same_trace",
-    "tests/test_gate_parallel.py",
-    "tests/test_wire_stream.py::test_the_stream_gate_passes_through_the_protocol",
-)
+def _slowest_first() -> tuple[str, ...]:
+    """The test files (or single tests) of tests/slow_tests.txt, slowest first, as a whole
+    run on this machine measured them (``tests.slow_list``). They run before the rest, in
+    this order, so that ``scripts/test.sh`` (pytest-xdist workers, ``--dist worksteal``)
+    does not end on one of them while the other worker idles; a whole file moves together
+    so that its module-scoped fixtures (a Spark session, an installed wheel) are set up
+    once."""
+    from tests.slow_list import read_slow_entries
+
+    return tuple(name for _, name in read_slow_entries())
+
+
+SLOWEST_FIRST = _slowest_first()
 
 
 def _slowness_rank(item: pytest.Item) -> int:

@@ -27,7 +27,7 @@ from collections import defaultdict
 from pathlib import Path
 
 __all__ = ["CACHE_PATH", "FILE_SHARE", "LIST_PATH", "THRESHOLD_S", "main", "parse_durations",
-           "read_slow_list", "slow_entries"]
+           "read_slow_entries", "read_slow_list", "slow_entries"]
 
 LIST_PATH = Path(__file__).with_name("slow_tests.txt")
 #: Where pytest's cache keeps the recorded durations (``conftest.DURATIONS_KEY``).
@@ -50,18 +50,25 @@ def parse_durations(text: str) -> dict[str, float]:
     return dict(seconds)
 
 
-def read_slow_list(path: Path | None = None) -> frozenset[str]:
-    """The node ids listed in ``path`` (default: ``RMQSIM_SLOW_TESTS`` when set, else
-    ``LIST_PATH``; none when it is missing)."""
+def read_slow_entries(path: Path | None = None) -> list[tuple[float, str]]:
+    """(seconds, node id or file path) of each line of ``path`` (default:
+    ``RMQSIM_SLOW_TESTS`` when set, else ``LIST_PATH``; none when it is missing), slowest
+    first."""
     if path is None:
         path = Path(os.environ.get("RMQSIM_SLOW_TESTS", LIST_PATH))
     if not path.exists():
-        return frozenset()
-    ids = set()
+        return []
+    entries = []
     for line in path.read_text().splitlines():
         if line.strip() and not line.startswith("#"):
-            ids.add(line.split(maxsplit=1)[1])
-    return frozenset(ids)
+            seconds, name = line.split(maxsplit=1)
+            entries.append((float(seconds), name))
+    return sorted(entries, key=lambda entry: -entry[0])
+
+
+def read_slow_list(path: Path | None = None) -> frozenset[str]:
+    """The node ids and file paths listed in ``path`` (as ``read_slow_entries``)."""
+    return frozenset(name for _, name in read_slow_entries(path))
 
 
 def slow_entries(durations: dict[str, float]) -> list[tuple[float, str]]:

@@ -1,5 +1,6 @@
-"""The suite's order (tests/conftest.py): the slowest tests first, for scripts/test.sh's two
-pytest-xdist workers, and every name of that list still names a test."""
+"""The suite's order (tests/conftest.py): the slowest tests of tests/slow_tests.txt first,
+for scripts/test.sh's pytest-xdist workers, and every name of that list still names a
+test."""
 
 from __future__ import annotations
 
