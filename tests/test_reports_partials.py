@@ -48,7 +48,9 @@ CONSUMER_CONFIG = {"clients": [{"group": "g1", "mode": "push", "workers": 2}], "
 def spark() -> Iterator[Any]:
     from rmqsim.reports.spark import spark_session
 
-    with spark_session("local[2]", "rmqsim tests") as session:
+    # quick_start: the JVM options ``rmqsim report`` starts its sessions with (half the
+    # JVM's CPU of a default start); the reference queries' results do not depend on them.
+    with spark_session("local[2]", "rmqsim tests", quick_start=True) as session:
         yield session
 
 

@@ -44,7 +44,10 @@ def spark() -> Iterator[Any]:
     os.environ["PYTHONPATH"] = f"{ROOT}{os.pathsep}{path}" if path else str(ROOT)
     from rmqsim.reports.spark import spark_session
 
-    with spark_session("local[2]", "rmqsim tests") as session:
+    # quick_start: the JVM options ``rmqsim sweep`` and ``rmqsim report`` start their own
+    # sessions with (the commands run here reuse this one): the product's configuration,
+    # at half the JVM's CPU of a default start.
+    with spark_session("local[2]", "rmqsim tests", quick_start=True) as session:
         yield session
     if path is None:
         os.environ.pop("PYTHONPATH", None)
@@ -77,6 +80,16 @@ def good_sweep(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Pa
 
 
 @pytest.fixture(scope="module")
+def good_report(good_sweep: tuple[Path, Any]) -> tuple[dict[str, Any], str]:
+    """``rmqsim report`` of the good sweep, run once (exit 0): its JSON summary and its
+    page, which several tests read (none of them writes into the sweep directory)."""
+    out, _ = good_sweep
+    result = rmqsim("report", out)
+    assert result.exit_code == 0, result.output
+    return json.loads((out / "report.json").read_text()), (out / "report.html").read_text()
+
+
+@pytest.fixture(scope="module")
 def wrong_sweep(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
     """A sweep of a queue that loses writes, plus two injected rows: a failure whose
     topic is named like a script, and a determinism twin with another digest."""
@@ -103,6 +116,16 @@ def wrong_sweep(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[P
     injected = pa.Table.from_pylist([hostile, twin], schema=schema)
     pq.write_table(injected, out / RUNS_DIR / "profile=smoke" / "injected.parquet")
     return out, result
+
+
+@pytest.fixture(scope="module")
+def wrong_report(wrong_sweep: tuple[Path, Any]) -> tuple[Any, Path]:
+    """``rmqsim report`` of the wrong sweep, run once, its page written where ``--html``
+    says (the JSON summary in the sweep directory): the command's result and the page."""
+    out, _ = wrong_sweep
+    page = out.parent / f"{out.name}-page" / "page.html"
+    page.parent.mkdir()
+    return rmqsim("report", out, "--html", page), page
 
 
 @pytest.fixture(scope="module")
@@ -169,12 +192,10 @@ def test_the_manifest_lists_the_files_and_rows_each_sweep_wrote(
 
 
 def test_report_totals_match_an_independent_pyarrow_recount(
-    good_sweep: tuple[Path, Any],
+    good_sweep: tuple[Path, Any], good_report: tuple[dict[str, Any], str]
 ) -> None:
     out, _ = good_sweep
-    result = rmqsim("report", out)
-    assert result.exit_code == 0, result.output
-    summary = json.loads((out / "report.json").read_text())
+    summary, page = good_report
     table = rows(out)
     firsts = first_runs(table)
     assert summary["totals"]["runs"] == firsts.num_rows == 120
@@ -203,12 +224,11 @@ def test_report_totals_match_an_independent_pyarrow_recount(
     # Determinism: the four twins match theirs.
     assert summary["determinism"] == {"pairs_checked": 4, "mismatches": []}
     assert set(summary["wall_time_s"]["by_profile"]) == {"smoke", "swarm"}
-    page = (out / "report.html").read_text()
     assert "Total runs: <strong>120</strong>" in page
 
 
 def test_the_report_shows_the_coverage_map_of_the_sweeps_queue_runs(
-    good_sweep: tuple[Path, Any],
+    good_report: tuple[dict[str, Any], str],
 ) -> None:
     """Each row carries its run's coverage cells; the report sums them into the gate's
     map (the same map as the runs' own, recomputed here one by one) and names the
@@ -216,10 +236,8 @@ def test_the_report_shows_the_coverage_map_of_the_sweeps_queue_runs(
     from rmqsim.conformance.queue.coverage import CoverageMap, coverage_of_result
     from rmqsim.conformance.running.run import run_seed
 
-    out, _ = good_sweep
-    result = rmqsim("report", out)
-    assert result.exit_code == 0, result.output
-    cells = json.loads((out / "report.json").read_text())["coverage"]["cells"]
+    summary, page = good_report
+    cells = summary["coverage"]["cells"]
     expected = CoverageMap()
     for profile in ("smoke", "swarm"):
         for seed in range(60):
@@ -239,7 +257,6 @@ def test_the_report_shows_the_coverage_map_of_the_sweeps_queue_runs(
     # 20 steps never grow a backlog of a thousand messages: that cell is named.
     assert "consume/large-backlog/-" in cells["operations_never_hit"]
     assert cells["crash_cells"]["hit"] >= 1  # swarm arms crashes
-    page = (out / "report.html").read_text()
     assert "<h3>Coverage map</h3>" in page
     hit, reachable = cells["operation_cells"]["hit"], cells["operation_cells"]["reachable"]
     assert f"{hit} of {reachable} operation cells hit" in page
@@ -296,12 +313,12 @@ def test_the_report_runs_its_aggregations_as_one_spark_job(
 
 
 def test_wrong_implementation_is_grouped_with_a_shrunk_reproducer(
-    wrong_sweep: tuple[Path, Any],
+    wrong_sweep: tuple[Path, Any], wrong_report: tuple[Any, Path]
 ) -> None:
     out, result = wrong_sweep
     assert result.exit_code == 1, result.output
     assert "30 divergence(s)" in result.output
-    report = rmqsim("report", out)
+    report, _ = wrong_report
     assert report.exit_code == 1, report.output
     summary = json.loads((out / "report.json").read_text())
     assert summary["totals"]["runs"] == 31  # 30 runs + the injected hostile row
@@ -320,13 +337,13 @@ def test_wrong_implementation_is_grouped_with_a_shrunk_reproducer(
 
 
 def test_a_schema_4_directory_is_reported_as_its_rows_of_schema_5_are(
-    wrong_sweep: tuple[Path, Any], tmp_path: Path
+    wrong_sweep: tuple[Path, Any], wrong_report: tuple[Any, Path], tmp_path: Path
 ) -> None:
     """Rows written before ``trace_hash`` (schema version 4): their twins are paired by
     the hash taken from their digests, so the report is the same, the injected twin with
     another digest still a mismatch with both digests."""
     out, _ = wrong_sweep
-    assert rmqsim("report", out).exit_code == 1
+    assert wrong_report[0].exit_code == 1
     current = json.loads((out / "report.json").read_text())
     old = tmp_path / "v4"
     shutil.copytree(out, old)
@@ -398,12 +415,17 @@ def test_a_consumer_mutant_sweep_reports_its_divergences(
     assert page.count('<tr class="profile">') == 2
 
 
-def test_report_refuses_rows_of_schema_1_under_a_schema_2_manifest(
-    consumer_sweep: tuple[Path, Any], tmp_path: Path
-) -> None:
+def test_report_refuses_rows_of_schema_1_under_a_schema_2_manifest(tmp_path: Path) -> None:
     """Rows of the old layout (no layer, the queue's operation counts alone) behind a
-    current manifest: the column check refuses them with exit 2, no Spark error."""
-    out, _ = consumer_sweep
+    current manifest: the column check refuses them with exit 2, no Spark error.
+
+    The check reads the files' footers before any Spark starts, so the rows need no sweep:
+    they are rows of the current schema (``reports.synthetic``, with a current manifest)
+    rewritten in the old layout."""
+    from rmqsim.reports.synthetic import write_synthetic
+
+    out = write_synthetic(tmp_path / "current", rows=40)
+    tmp_path = tmp_path / "old"
     # Without the footer's copy of Spark's schema (rows(out) keeps it), which Spark reads.
     old = rows(out).drop_columns(["layer", "consumer_config"]).replace_schema_metadata(None)
     queue_counts = pa.struct([pa.field(kind, pa.int64(), nullable=False) for kind in OP_KINDS])
@@ -432,7 +454,10 @@ def gate_summary(out: Path) -> dict:
 
 
 def test_gate_spark_runs_consumer_profiles_like_the_plain_gate(spark: Any, tmp_path: Path):
-    args = ["gate", "--seeds", "0:2", "--profiles", "smoke,consumer", "--steps", "20"]
+    """The correct queue passes the gate on Spark as on the plain runner, with the same
+    summary, over queue profiles (churn: the profiles of the wrong-queue comparison below)
+    and a consumer profile."""
+    args = ["gate", "--seeds", "0:2", "--profiles", "smoke,churn,consumer", "--steps", "20"]
     args += ["--no-shrink", "--no-crash-sweep"]
     plain = rmqsim(*args, "--out", tmp_path / "plain")
     on_spark = rmqsim(*args, "--spark", "--out", tmp_path / "spark")
@@ -442,10 +467,11 @@ def test_gate_spark_runs_consumer_profiles_like_the_plain_gate(spark: Any, tmp_p
     assert summary == gate_summary(tmp_path / "plain")
     assert {p: s["runs"] for p, s in summary["profiles"].items() if p != "regressions"} == {
         "smoke": 2,
+        "churn": 2,
         "consumer": 2,
     }
     layers = Counter(rows(tmp_path / "spark")["layer"].to_pylist())
-    assert layers == Counter({"queue": 2, "consumer": 2})
+    assert layers == Counter({"queue": 4, "consumer": 2})
 
 
 def test_gate_spark_reports_like_the_plain_gate(spark: Any, tmp_path: Path) -> None:
@@ -461,8 +487,8 @@ def test_gate_spark_reports_like_the_plain_gate(spark: Any, tmp_path: Path) -> N
     assert failures
     junit = (tmp_path / "spark" / "junit.xml").read_text()
     assert junit.count("<failure ") == len(failures)
-    good = rmqsim(*args, "--spark", "--out", tmp_path / "good")
-    assert good.exit_code == 0, good.output
+    # The correct queue passing these profiles (exit 0) on Spark, as on the plain runner:
+    # test_gate_spark_runs_consumer_profiles_like_the_plain_gate (smoke and churn there).
 
 
 @pytest.mark.parametrize(
@@ -585,11 +611,9 @@ def test_no_browser_means_skip_or_fail_never_an_install(
 
 
 def test_report_page_renders_in_headless_chromium(
-    wrong_sweep: tuple[Path, Any], tmp_path: Path
+    wrong_report: tuple[Any, Path], tmp_path: Path
 ) -> None:
-    out, _ = wrong_sweep
-    page = tmp_path / "page.html"
-    result = rmqsim("report", out, "--html", page)
+    result, page = wrong_report
     assert result.exit_code == 1 and page.is_file()
     webdriver, options, service = _browser_or_skip()
     options.add_argument(f"--user-data-dir={tmp_path / 'profile'}")

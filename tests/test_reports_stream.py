@@ -39,7 +39,8 @@ def stream_sweep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Pat
     from rmqsim.reports.spark import spark_session
 
     out = tmp_path_factory.mktemp("stream")
-    with spark_session("local[2]", "rmqsim stream tests"):
+    # quick_start: the JVM options ``rmqsim sweep`` would start its own session with.
+    with spark_session("local[2]", "rmqsim stream tests", quick_start=True):
         result = rmqsim(
             "sweep", "--profiles", ",".join(PROFILES), "--seeds", "0:4",
             "--determinism-sample", "2", "--out", out,

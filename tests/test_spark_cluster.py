@@ -21,6 +21,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from rmqsim.reports.schema import RUNS_DIR
+from rmqsim.reports.spark import QUICK_START_JVM_OPTIONS
 
 pytestmark = pytest.mark.slow
 
@@ -28,6 +29,11 @@ pytestmark = pytest.mark.slow
 DAEMON_START_S = 120.0
 #: The sweep both masters run.
 SWEEP = ["--seeds", "0:3", "--profiles", "smoke,consumer", "--steps", "30"]
+#: The JVM options of the daemons and of the executors the worker starts (they inherit its
+#: environment): ``reports.spark``'s quick start, which rmqsim's own drivers use. The JVMs
+#: only schedule and carry rows here (the runs are Python tasks): the optimizing JIT's
+#: compile threads would cost more CPU than they gain. The rows do not depend on them.
+DAEMON_JAVA_OPTIONS = QUICK_START_JVM_OPTIONS
 #: Columns that differ between two runs of the same sweep by design.
 PER_SWEEP = ("sweep_id", "wall_s")
 
@@ -101,6 +107,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if shutil.which("java") is None:
         pytest.skip("no java on PATH: Spark needs Java 17")
     env = bare_env()
+    env["JAVA_TOOL_OPTIONS"] = DAEMON_JAVA_OPTIONS
     logs = tmp_path_factory.mktemp("spark-daemons")
     probe = subprocess.run(
         ["python3", "-c", "import rmqsim"], env=env, cwd=logs, capture_output=True, check=False
