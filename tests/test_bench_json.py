@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from rmqsim.conformance.bench.data import RECORD_FIELDS, Figure, verdict_lines
 from rmqsim.conformance.cli import cli
+from tests.fuse_programs import fuse_or_skip
+from tests.test_progress_log import TIMING
 
 ROOT = Path(__file__).resolve().parent.parent
 HISTORY = ROOT / "bench" / "history.jsonl"
@@ -49,13 +51,30 @@ def test_figures_meet_their_targets_from_the_right_side() -> None:
     ]
 
 
-def test_bench_json_writes_a_record_per_figure_agreeing_with_what_it_prints(
-    tmp_path: Path,
-) -> None:
-    out = tmp_path / "bench.jsonl"
-    result = CliRunner().invoke(cli, [*SMALL, "--json", str(out)], env={"COLUMNS": "250"})
+#: The small bench with every section the tests below look at: each backend, one
+#: lockstep seed, one step of the power-loss sweep (in process and, where FUSE can be used,
+#: through it), the records to standard output and the tables to standard error.
+EVERY_SECTION = [*SMALL, "--power-steps", "1", "--json", "-"]
+
+
+@pytest.fixture(scope="module")
+def small_bench() -> Result:
+    """One run of ``EVERY_SECTION``, asserted on by several tests (each used to run its
+    own small bench: 125 s between two of them)."""
+    result = CliRunner().invoke(cli, EVERY_SECTION, env={"COLUMNS": "250"})
     assert result.exit_code == 0, result.output
-    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    return result
+
+
+def _printed_verdicts(text: str) -> dict[str, str]:
+    """``target NAME ...: ..., met|MISSED`` lines: verdict per figure name."""
+    return {m[1]: m[2] for m in re.finditer(r"^target (\S+) .*, (met|MISSED)$", text, re.M)}
+
+
+def test_bench_json_writes_a_record_per_figure_agreeing_with_what_it_prints(
+    small_bench: Result,
+) -> None:
+    rows = [json.loads(line) for line in small_bench.stdout.splitlines()]
     for row in rows:
         _check_record(row)
     by_name = {row["name"]: row for row in rows}
@@ -70,22 +89,68 @@ def test_bench_json_writes_a_record_per_figure_agreeing_with_what_it_prints(
     assert by_name["lockstep.smoke.ops_per_cpu_s"]["target"] == 10_000
     assert by_name["lockstep.smoke.cpu_slowdown_vs_sut"]["target"] == 1.5
     assert by_name["lockstep.swarm.ops_per_s"]["target"] is None
+    assert by_name["power.in-process.cases_per_s"]["target"] is None
     assert rows[0]["params"]["messages"] == 100 and rows[0]["cpus"] >= 1
+    assert rows[0]["params"]["power_steps"] == 1
     # What is printed: one verdict line per targeted record, with the record's verdict.
-    printed = {m[1]: m[2] for m in re.finditer(r"^target (\S+) .*, (met|MISSED)$",
-                                               result.output, re.M)}  # fmt: skip
     targeted = {r["name"]: "met" if r["met"] else "MISSED" for r in rows if r["target"]}
-    assert printed == targeted
-    assert "NO" not in result.output.split()  # the old verdict against consume's non-target
+    assert _printed_verdicts(small_bench.stderr) == targeted
+    assert "NO" not in small_bench.stderr.split()  # the old verdict against consume's non-target
 
 
-def test_bench_json_to_stdout_is_data_only() -> None:
-    result = CliRunner().invoke(cli, [*SMALL, "--backend", "rocksmq", "--lockstep-seeds",
-                                      "0", "--json", "-"])  # fmt: skip
+def test_bench_json_to_stdout_is_data_only(small_bench: Result) -> None:
+    """With ``--json -`` every line of standard output is a record, whatever section
+    printed (backends, lockstep, power loss); the tables, the verdicts and the time go to
+    standard error, the time last."""
+    rows = [json.loads(line) for line in small_bench.stdout.splitlines()]
+    assert {r["name"] for r in rows} >= {"produce.rocksmq.ratio", "consume.rocksmq.ratio",
+                                         "lockstep.smoke.ops_per_s",
+                                         "power.in-process.cases_per_s"}
+    assert "rmqsim bench" in small_bench.stderr  # the tables and the time went to stderr
+    assert "power loss: the storage sweep of smoke seed 0, 1 steps" in small_bench.stderr
+    assert "lockstep: same operations three ways" in small_bench.stderr
+    assert _printed_verdicts(small_bench.stderr)
+    assert TIMING.match(small_bench.stderr.splitlines()[-1]), small_bench.stderr[-2000:]
+
+
+def test_bench_measures_power_loss_cases_through_fuse_beside_in_process(
+    small_bench: Result,
+) -> None:
+    """The power-loss table: the same cases in process and through FUSE, FUSE measured
+    slower, none failing (was tests/test_power_fuse.py's, with a bench of its own)."""
+    fuse_or_skip()
+    table = small_bench.stderr
+    assert "power loss: the storage sweep of smoke seed 0, 1 steps, sync" in table
+    rows = {row.split("│")[1].strip(): row.split("│")[2:-1] for row in
+            table.splitlines() if "│ fs=" in row or "│ FUSE" in row}
+    assert set(rows) == {"fs= (in process)", "FUSE (a child process)"}
+    in_process, fuse_row = rows["fs= (in process)"], rows["FUSE (a child process)"]
+    assert in_process[0] == fuse_row[0] and int(fuse_row[0]) > 0  # the same cases
+    assert in_process[4].strip() == "1.000x / 1.000x"
+    assert re.fullmatch(r" *0\.\d{3}x / 0\.\d{3}x *", fuse_row[4])  # slower, measured
+    assert fuse_row[5].strip() == in_process[5].strip() == "0"
+    assert "power.fuse.cases_per_cpu_s" in {json.loads(line)["name"]
+                                            for line in small_bench.stdout.splitlines()}
+
+
+def test_bench_json_to_a_file_writes_the_records_beside_the_tables(tmp_path: Path) -> None:
+    """``--json PATH`` replaces PATH with the records (checked as above) and leaves the
+    tables and verdicts on standard output. The sections are the cheapest: what each
+    section records is checked on ``small_bench``; written to a file or to standard
+    output, the records are the same ``write_records``'s."""
+    out = tmp_path / "bench.jsonl"
+    out.write_text("an older run\n")
+    args = [*SMALL, "--backend", "rocksmq", "--lockstep-seeds", "0", "--power-steps", "0"]
+    result = CliRunner().invoke(cli, [*args, "--json", str(out)], env={"COLUMNS": "250"})
     assert result.exit_code == 0, result.output
-    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    for row in rows:
+        _check_record(row)
     assert {r["name"] for r in rows} >= {"produce.rocksmq.ratio", "consume.rocksmq.ratio"}
-    assert "rmqsim bench" in result.stderr  # the tables and the time went to stderr
+    assert rows[0]["params"]["lockstep_seeds"] == 0
+    targeted = {r["name"]: "met" if r["met"] else "MISSED" for r in rows if r["target"]}
+    assert targeted and _printed_verdicts(result.stdout) == targeted
+    assert "rmqsim bench: 100 messages" in result.stdout
 
 
 def test_an_unwritable_json_path_is_refused_before_measuring(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from rmqsim.conformance.bench.backends import BACKENDS, run_bench, vs_rocksmq
 from rmqsim.conformance.bench.raw import (
@@ -27,12 +27,25 @@ from rmqsim.conformance.bench.raw import (
 from rmqsim.conformance.cli import cli
 from rmqsim.impl.commitlog import records
 
+#: A small bench of every backend with the lockstep section (smoke, swarm, the stream
+#: layer: one seed each), without the protocol's and the power loss's sections.
+EVERY_BACKEND_AND_LOCKSTEP = ["bench", "--messages", "200", "--repeats", "1",
+                              "--lockstep-seeds", "1", "--protocol-seeds", "0",
+                              "--power-steps", "0"]
 
-def test_bench_command_prints_ratios() -> None:
-    args = ["bench", "--messages", "200", "--repeats", "1", "--lockstep-seeds", "1",
-            "--protocol-seeds", "0", "--power-steps", "0"]
-    result = CliRunner().invoke(cli, args, env={"COLUMNS": "200"})
+
+@pytest.fixture(scope="module")
+def small_bench() -> Result:
+    """One run of ``EVERY_BACKEND_AND_LOCKSTEP`` with standard output not a terminal (as
+    piped: no ``COLUMNS``), asserted on by several tests below (each used to run its own,
+    most of it the same lockstep section: 60 s among four of them)."""
+    result = CliRunner().invoke(cli, EVERY_BACKEND_AND_LOCKSTEP, env={"COLUMNS": None})
     assert result.exit_code == 0, result.output
+    return result
+
+
+def test_bench_command_prints_ratios(small_bench: Result) -> None:
+    result = small_bench
     assert "produce" in result.output and "consume" in result.output
     assert "lockstep" in result.output and "smoke" in result.output and "swarm" in result.output
     # Per backend (rocksmq, commitlog, commitlog-async) and operation (produce, consume) a
@@ -118,7 +131,9 @@ def test_bench_lockstep_cadence_reaches_the_runs(monkeypatch) -> None:
 
     def recording_run_seed(*args, **kwargs):
         cadences.append(kwargs["check_every"])
-        return real_run_seed(*args, **kwargs)
+        # Each run bounded to 40 steps: the cadence is what reaches run_seed, not what a
+        # whole run of smoke or swarm does with it.
+        return real_run_seed(*args, **{**kwargs, "steps": 40})
 
     monkeypatch.setattr(bench_lockstep, "run_seed", recording_run_seed)
     args = ["bench", "--messages", "100", "--repeats", "1", "--lockstep-seeds", "1",
@@ -131,11 +146,10 @@ def test_bench_lockstep_cadence_reaches_the_runs(monkeypatch) -> None:
     assert CliRunner().invoke(cli, [*args, "--check-every", "0"]).exit_code == 2
 
 
-def test_bench_reports_the_stream_lockstep_beside_the_stream_implementation_alone() -> None:
-    args = ["bench", "--messages", "100", "--repeats", "1", "--backend", "rocksmq"]
-    result = CliRunner().invoke(cli, [*args, "--lockstep-seeds", "1",
-            "--protocol-seeds", "0", "--power-steps", "0"], env={"COLUMNS": "250"})
-    assert result.exit_code == 0, result.output
+def test_bench_reports_the_stream_lockstep_beside_the_stream_implementation_alone(
+    small_bench: Result,
+) -> None:
+    result = small_bench
     [row] = [line for line in result.output.splitlines() if "stream (stream layer)" in line]
     # operations, then ops/s and ops/CPU-s for lockstep, implementation alone and model
     # alone, then the slowdowns vs the implementation (wall, CPU) and vs the model.
@@ -189,8 +203,13 @@ def test_bench_measures_the_commit_log_beside_rocksmq_per_wall_and_cpu_second() 
     assert vs_rocksmq([r for r in results if r.backend != "rocksmq"]) is None
 
 
-def test_bench_command_prints_the_commit_log_rows_and_the_cpu_columns() -> None:
-    args = ["bench", "--messages", "100", "--repeats", "1", "--lockstep-seeds", "1",
+def test_bench_command_prints_the_commit_log_rows_and_the_cpu_columns(
+    small_bench: Result,
+) -> None:
+    """The backends asked for, and only them, per wall and CPU second (a bench of its own,
+    without lockstep); the lockstep table's CPU columns and smoke's CPU target on
+    ``small_bench``."""
+    args = ["bench", "--messages", "100", "--repeats", "1", "--lockstep-seeds", "0",
             "--backend", "commitlog-async", "--backend", "rocksmq", "--protocol-seeds", "0",
             "--power-steps", "0"]
     result = CliRunner().invoke(cli, args, env={"COLUMNS": "250"})
@@ -200,20 +219,19 @@ def test_bench_command_prints_the_commit_log_rows_and_the_cpu_columns() -> None:
     assert "msgs/CPU-s" in result.output and "CPU ratio" in result.output
     assert "commitlog-async produce / rocksmq produce:" in result.output
     assert "per CPU second" in result.output
-    tables = "\n".join(line for line in result.output.splitlines()
+    assert " commitlog " not in result.output  # only the backends asked for
+    assert CliRunner().invoke(cli, [*args[:6], "--backend", "nope"]).exit_code == 2
+    tables = "\n".join(line for line in small_bench.output.splitlines()
                         if not line.startswith("target "))
     assert tables.count("ops/CPU-s") == 3  # lockstep, SUT alone, model alone
     # Smoke's rate per CPU second has its target (issue 40), with its verdict.
-    assert "target lockstep.smoke.ops_per_cpu_s >= 10,000 ops/CPU-s: " in result.output
-    assert " commitlog " not in result.output  # only the backends asked for
-    assert CliRunner().invoke(cli, [*args[:6], "--backend", "nope"]).exit_code == 2
+    assert "target lockstep.smoke.ops_per_cpu_s >= 10,000 ops/CPU-s: " in small_bench.output
 
 
-def test_a_piped_bench_prints_whole_numbers_not_a_table_squeezed_to_80_columns() -> None:
-    args = ["bench", "--messages", "100", "--repeats", "1", "--lockstep-seeds", "1",
-            "--backend", "commitlog-async", "--power-steps", "0"]
-    result = CliRunner().invoke(cli, args, env={"COLUMNS": None})  # stdout is not a tty
-    assert result.exit_code == 0, result.output
+def test_a_piped_bench_prints_whole_numbers_not_a_table_squeezed_to_80_columns(
+    small_bench: Result,
+) -> None:
+    result = small_bench  # stdout is not a tty, no COLUMNS
     assert "…" not in result.output, result.output
     row = next(line for line in result.output.splitlines() if "commitlog-async" in line)
     assert "raw append, fsync per 4 dirty pages or 10 s" in row, result.output

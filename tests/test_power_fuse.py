@@ -173,20 +173,9 @@ def test_through_needs_storage(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_bench_measures_power_loss_cases_through_fuse_beside_in_process(fuse: None) -> None:
-    args = ["bench", "--messages", "100", "--repeats", "1", "--backend", "rocksmq",
-            "--lockstep-seeds", "0", "--protocol-seeds", "0", "--power-steps", "1"]
-    result = CliRunner().invoke(cli, args, env={"COLUMNS": "200"})
-    assert result.exit_code == 0, result.output
-    assert "power loss: the storage sweep of smoke seed 0, 1 steps, sync" in result.output
-    rows = {row.split("│")[1].strip(): row.split("│")[2:-1] for row in
-            result.output.splitlines() if "│ fs=" in row or "│ FUSE" in row}
-    assert set(rows) == {"fs= (in process)", "FUSE (a child process)"}
-    in_process, fuse_row = rows["fs= (in process)"], rows["FUSE (a child process)"]
-    assert in_process[0] == fuse_row[0] and int(fuse_row[0]) > 0  # the same cases
-    assert in_process[4].strip() == "1.000x / 1.000x"
-    assert re.fullmatch(r" *0\.\d{3}x / 0\.\d{3}x *", fuse_row[4])  # slower, measured
-    assert fuse_row[5].strip() == in_process[5].strip() == "0"
+# The bench's power-loss table through FUSE beside in process is checked on the small bench
+# that tests/test_bench_json.py runs once for several tests
+# (test_bench_measures_power_loss_cases_through_fuse_beside_in_process there).
 
 
 def test_bench_says_when_fuse_cannot_be_measured(monkeypatch: pytest.MonkeyPatch) -> None:

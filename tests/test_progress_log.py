@@ -132,8 +132,10 @@ def test_every_command_is_timed() -> None:
          "--impl", "rmqsim.conformance.mutants.crash:hwm_not_persisted"],
         ["crash-sweep", "--profile", "smoke", "--steps", "3"],
         ["fuzz", "--profile", "dev", "--examples", "2", "--steps", "5"],
+        # No power-loss sweep here: the bench with it (through FUSE) and lockstep ends with
+        # its time in tests/test_bench_json.py::test_bench_json_to_stdout_is_data_only.
         ["bench", "--messages", "100", "--repeats", "1", "--backend", "rocksmq",
-         "--lockstep-seeds", "0", "--protocol-seeds", "0"],
+         "--lockstep-seeds", "0", "--protocol-seeds", "0", "--power-steps", "0"],
     ],
     ids=["run", "run-diverging", "crash-sweep", "fuzz", "bench"],
 )
