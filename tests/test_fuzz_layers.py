@@ -119,15 +119,6 @@ def test_the_default_fuzz_of_a_layer_catches_its_mutant_and_the_trace_replays(
     assert replay_file(fuzz_kill.trace, impl=DEFAULT_IMPL).status == "ok"
 
 
-def test_a_layer_campaign_is_deterministic_for_its_seed() -> None:
-    (mutant,) = select([CONSUMER_MUTANT])
-    first = fuzz(mutant.impl, layer="consumer", seed=3, examples=60)
-    second = fuzz(mutant.impl, layer="consumer", seed=3, examples=60)
-    assert first.failure is not None and second.failure is not None
-    assert first.examples_to_find == second.examples_to_find
-    assert first.failure.trace_lines == second.failure.trace_lines
-
-
 def test_our_implementation_passes_a_layer_campaign() -> None:
     for layer in ("consumer", "stream", "store"):
         done = fuzz(layer=layer, profile="dev", seed=1, examples=20, steps=20)
@@ -138,6 +129,10 @@ def test_our_implementation_passes_a_layer_campaign() -> None:
 
 
 def test_cli_fuzzes_a_layer_and_writes_a_trace_replay_reproduces(tmp_path: Path) -> None:
+    """The CLI's campaign writes a trace that replays; and a layer campaign is
+    deterministic for its seed: the same campaign run again (``fuzz``, seed 0 as the CLI
+    runs it) finds the failure at the same example and shrinks it to the same trace.
+    (This replaced a separate determinism test that ran a seed-3 campaign twice.)"""
     (mutant,) = select([CONSUMER_MUTANT])
     runner = CliRunner()
     done = runner.invoke(
@@ -148,6 +143,10 @@ def test_cli_fuzzes_a_layer_and_writes_a_trace_replay_reproduces(tmp_path: Path)
     (trace,) = tmp_path.glob("*.jsonl")
     replayed = runner.invoke(cli, ["replay", str(trace), "--impl", mutant.impl])
     assert replayed.exit_code == 1, replayed.output
+    again = fuzz(mutant.impl, layer="consumer", seed=0)
+    assert again.failure is not None
+    assert f"after {again.examples_to_find} example(s)" in done.output, done.output
+    assert trace.read_text().splitlines() == list(again.failure.trace_lines)
 
 
 def test_cli_refuses_an_unknown_layer_or_a_stream_profile(tmp_path: Path) -> None:

@@ -379,14 +379,22 @@ def _kill_by_power_loss(
 
 
 def fuzz_mutant(
-    mutant: Mutant, out: Path, corpus: Path | None = None, *, jobs: int = 1
+    mutant: Mutant,
+    out: Path,
+    corpus: Path | None = None,
+    *,
+    jobs: int = 1,
+    first_round: int = 0,
 ) -> FuzzKill:
     """Run ``rmqsim fuzz`` at its default profile (``corpus``: the regression corpus its
     examples may start from; ``jobs``: worker processes, the same campaign whatever their
-    number) against ``mutant``; a failure's trace goes under ``out``."""
+    number; ``first_round``: the round to start at, the rounds before it counted as run)
+    against ``mutant``; a failure's trace goes under ``out``."""
     if mutant.layer not in FUZZ_LAYERS:
         return FuzzKill(NOT_RUN, note=f"{mutant.layer} layer: no fuzzer drives it")
-    campaign = fuzz(mutant.impl, layer=mutant.layer, corpus=corpus, jobs=jobs)
+    campaign = fuzz(
+        mutant.impl, layer=mutant.layer, corpus=corpus, jobs=jobs, first_round=first_round
+    )
     fuzz_kill = FuzzKill(
         SURVIVED, examples=campaign.examples, seconds=campaign.wall_s, cpu_seconds=campaign.cpu_s
     )

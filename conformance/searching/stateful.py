@@ -1018,6 +1018,10 @@ class FuzzOptions(TypedDict, total=False):
     #: An example database directory, kept across rounds and campaigns; a campaign
     #: there resumes after its last round [none: each round starts empty].
     database: Path | None
+    #: The round to start at, as if the rounds before it had run and passed: they count
+    #: toward the examples; each round runs on its own seed, so the rounds run are those
+    #: of the whole campaign [0; a resumed campaign's next].
+    first_round: int
     #: Worker processes running rounds side by side (``impl`` must be a string) [1].
     jobs: int
     #: Called after each round, in round order, with the campaign so far and the round.
@@ -1043,6 +1047,8 @@ def _plan(impl_name: str, options: FuzzOptions) -> FuzzPlan:
         budget_s=budget_s,
         layer=options.get("layer", "queue"),
     )
+    first_round = options.get("first_round", 0)
+    plan.first_round, plan.examples_before = first_round, first_round * plan.round_examples
     database = options.get("database")
     if database is not None:
         _resume(plan, database / CAMPAIGN_FILE, impl_name, options.get("seed"))
