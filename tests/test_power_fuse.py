@@ -172,7 +172,6 @@ def test_through_needs_storage(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "--through needs --storage" in result.output
 
 
-@pytest.mark.slow
 # The bench's power-loss table through FUSE beside in process is checked on the small bench
 # that tests/test_bench_json.py runs once for several tests
 # (test_bench_measures_power_loss_cases_through_fuse_beside_in_process there).

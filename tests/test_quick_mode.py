@@ -52,7 +52,7 @@ def _collected(slow_list: Path, *args: str) -> set[str]:
 
 def test_quick_leaves_out_the_listed_tests_and_those_marked_slow(tmp_path: Path) -> None:
     marked = ("tests/test_power_fuse.py::"
-              "test_bench_measures_power_loss_cases_through_fuse_beside_in_process")
+              "test_the_commit_log_cut_through_fuse_leaves_what_it_leaves_in_process[sync]")
     listed = "tests/test_power_fuse.py::test_through_needs_storage"
     slow_list = tmp_path / "slow.txt"
     slow_list.write_text(f"# measured\n2.00 {listed}\n")
