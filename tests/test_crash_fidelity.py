@@ -12,9 +12,8 @@ from rmqsim.conformance.crashing.crash_sweep import (
     DEFAULT_SWEEP_STEPS,
     CrashCase,
     SweepResult,
-    case_inputs,
-    crash_cases,
     run_case,
+    sweep_base,
 )
 from rmqsim.conformance.mutants.blind import POLL_CAP, UnloggedPositions
 from rmqsim.conformance.reporting.anomalies import Before, classify_consume
@@ -112,16 +111,10 @@ def _sampled_sweep(profile: str, impl: str, crash_mode: str) -> SweepResult:
     """The seed-0 crash sweep (default length) of ``profile`` in ``crash_mode``, with every
     case listed in ``cases`` but only ``one_case_per_point`` of them run (their digests in
     ``case_digests``, in the same order)."""
-    base = run_seed(
-        profile, 0, impl=impl, steps=DEFAULT_SWEEP_STEPS, log_faults=True, crash_mode=crash_mode
-    )
-    result = SweepResult(profile, 0, base.impl, base.steps, base)
-    if base.ok:
-        header, recorded = case_inputs(base)
-        result.cases = crash_cases(base.fault_log, recorded)
-        for case in one_case_per_point(result.cases):
-            run_case(result, header, recorded, case, impl=impl, out=None)
-    return result
+    base = sweep_base(profile, 0, impl=impl, steps=DEFAULT_SWEEP_STEPS, crash_mode=crash_mode)
+    for case in one_case_per_point(base.result.cases):
+        run_case(base.result, base.header, base.recorded, case, impl=impl, out=None)
+    return base.result
 
 
 @pytest.mark.slow

@@ -54,6 +54,7 @@ __all__ = [
     "STEER_PREFIX",
     "SWEEP_ACTOR",
     "CrashCase",
+    "SweepBase",
     "SweepResult",
     "case_digest",
     "case_file_name",
@@ -62,6 +63,7 @@ __all__ = [
     "crash_cases",
     "crash_sweep",
     "run_case",
+    "sweep_base",
 ]
 
 #: Steps of the scenario a sweep crashes in, by default (cases grow about linearly with
@@ -212,6 +214,35 @@ def run_case(
     return False
 
 
+@dataclass
+class SweepBase:
+    """A sweep's first part: its base run, in ``result`` with every case listed (none when
+    the base run failed), and what each case replays: the base run's trace ``header`` and
+    its ``recorded`` steps."""
+
+    result: SweepResult
+    header: dict[str, Any]
+    recorded: list[Step]
+
+
+def sweep_base(
+    profile: str, seed: int, *, impl: str | Factory, steps: int | None, crash_mode: str
+) -> SweepBase:
+    """Run the scenario once, logging every fault point, and list its crash cases
+    (``crash_sweep`` then runs them; a test may run some of them with ``run_case``)."""
+    refusal = layer_for_profile(profile).crash_sweep_refusal
+    if refusal is not None:
+        raise ProfileError(refusal.format(profile=profile))
+    queue_factory(impl, "a crash sweep")
+    base = run_seed(profile, seed, impl=impl, steps=steps, log_faults=True, crash_mode=crash_mode)
+    result = SweepResult(profile, seed, base.impl, base.steps, base)
+    if not base.ok:
+        return SweepBase(result, {}, [])
+    header, recorded = case_inputs(base)
+    result.cases = crash_cases(base.fault_log, recorded)
+    return SweepBase(result, header, recorded)
+
+
 def crash_sweep(
     profile: str,
     seed: int,
@@ -227,20 +258,11 @@ def crash_sweep(
     ``out`` (when given). ``on_case(done, total)`` reports progress. With
     ``max_failures``, stop after that many failing cases. ``crash_mode`` ``process``:
     every case SIGKILLs a child process (it is in the header, so the cases replay so)."""
-    refusal = layer_for_profile(profile).crash_sweep_refusal
-    if refusal is not None:
-        raise ProfileError(refusal.format(profile=profile))
-    queue_factory(impl, "a crash sweep")
     started = time.perf_counter()
-    base = run_seed(profile, seed, impl=impl, steps=steps, log_faults=True, crash_mode=crash_mode)
-    result = SweepResult(profile, seed, base.impl, base.steps, base)
-    if not base.ok:
-        result.wall_s = time.perf_counter() - started
-        return result
-    header, recorded = case_inputs(base)
-    result.cases = crash_cases(base.fault_log, recorded)
+    base = sweep_base(profile, seed, impl=impl, steps=steps, crash_mode=crash_mode)
+    result = base.result
     for done, case in enumerate(result.cases, start=1):
-        ok = run_case(result, header, recorded, case, impl=impl, out=out)
+        ok = run_case(result, base.header, base.recorded, case, impl=impl, out=out)
         if not ok and max_failures is not None and len(result.failures) >= max_failures:
             break
         if on_case is not None:
