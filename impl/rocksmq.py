@@ -406,6 +406,8 @@ class RocksMQ:
             open_bytes = cached.open_page_bytes
             now = LazyNow(self._clock)
             msg_key = self._store.message_keys.msg_key
+            if msg_key is keys.msg_key:  # not a variant's layout: the same keys, cheaper
+                msg_key = keys.msg_key_packer
             bare = b"\x01"
             encode = codec.encode_message
             plan = Plan()

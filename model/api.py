@@ -250,6 +250,13 @@ def validate_messages(messages: object) -> list[ProducerMessage]:
             f"messages must be a list of ProducerMessage, got {type(messages).__name__}"
         )
     for index, message in enumerate(messages):
+        if (
+            type(message) is ProducerMessage
+            and type(message.payload) is bytes
+            and type(message.properties) is dict
+            and not message.properties
+        ):
+            continue  # the common case, cheaply: every check below would pass
         if not isinstance(message, ProducerMessage):
             raise InvalidArgumentError(
                 f"messages[{index}] must be a ProducerMessage, got {type(message).__name__}"
