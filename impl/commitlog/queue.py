@@ -79,6 +79,11 @@ _DEFAULT_CONFIG = MQConfig()
 _T = TypeVar("_T")
 _PAYLOAD = operator.attrgetter("payload")
 _PROPERTIES = operator.attrgetter("properties")
+#: A control record's JSON: ``json.dumps(event, sort_keys=True, separators=(",", ":"))``
+#: and ``json.loads`` without building an encoder or detecting the encoding at every call
+#: (ASCII: ``ensure_ascii``).
+_EVENT_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+_EVENT_DECODER = json.JSONDecoder()
 _SIZE = operator.itemgetter(1)  # of a consume-queue entry
 _MSG_ID = operator.itemgetter(2)  # of a consume-queue entry
 
@@ -567,7 +572,7 @@ class CommitLogMQ:
         """Write one operation's records as one batch, then apply them (module docstring)."""
         batch = list(pending)
         if event is not None:
-            body = json.dumps(event, sort_keys=True, separators=(",", ":")).encode()
+            body = _EVENT_ENCODER.encode(event).encode()
             batch.append(PendingRecord(records.FLAG_CONTROL, 0, now, event.get("inc", 0), b"",
                                        b"", body))
         last = batch[-1]
@@ -619,7 +624,7 @@ class CommitLogMQ:
             if flags & records.FLAG_CONTROL:
                 self._apply_run(run)
                 run = _Run()
-                apply_event(meta, json.loads(body))
+                apply_event(meta, _EVENT_DECODER.decode(body.decode()))  # ASCII JSON
                 continue
             if run.messages and (inc != run.incarnation or msg_id != run.next_id):
                 self._apply_run(run)
