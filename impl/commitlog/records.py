@@ -267,20 +267,26 @@ def encode_run(
 ) -> list[bytes]:  # fmt: skip
     """The run record of ``bodies`` (ids from ``first_id`` on, ``closes[i]`` 1 where
     ``bodies[i]`` closes its topic's page), to be written at physical ``offset``, as the
-    parts to join (the bodies are copied once here, once by the join): one header, one
-    CRC, no Python loop per message (a produce's hot path)."""
+    parts to join: the header, then the bodies themselves, copied once, by the log's join
+    (joining them here first copied each twice: 2.9-4.0 against 2.0-3.1 µs of CPU per
+    message produced, alternated, load ≈5); one
+    header, one CRC, carried from body to body (``crc32(body, crc)``: the CRC of the
+    bodies joined)."""
     count = len(bodies)
-    data = b"".join(bodies)
+    data_length = sum(map(len, bodies))
     if not 0 < count == len(closes) or closes.strip(b"\0\1"):
         raise ValueError(f"a run needs a 0/1 page-close mark per body: {closes!r} for {count}")
-    if count > 1 and len(data) > RUN_BODIES_MAX_BYTES:
-        raise ValueError(f"a run of {count} bodies of {len(data)} bytes in all exceeds "
+    if count > 1 and data_length > RUN_BODIES_MAX_BYTES:
+        raise ValueError(f"a run of {count} bodies of {data_length} bytes in all exceeds "
                          f"RUN_BODIES_MAX_BYTES")
     fields = b"".join((_RUN_FIELDS.pack(flags, first_id, offset, store_time, incarnation, count,
                                         len(topic)), topic,
                        _lengths_struct(count).pack(*map(len, bodies)), closes))
-    size = _PREFIX.size + len(fields) + len(data)
-    return [_PREFIX.pack(size, MAGIC_RUN, crc32(data, crc32(fields))) + fields, data]
+    size = _PREFIX.size + len(fields) + data_length
+    crc = crc32(fields)
+    for body in bodies:
+        crc = crc32(body, crc)
+    return [_PREFIX.pack(size, MAGIC_RUN, crc) + fields, *bodies]
 
 
 @functools.lru_cache(maxsize=256)
