@@ -144,6 +144,23 @@ class ConsumeQueue:
             index += in_file
         return result
 
+    def places(self, first: int, count: int) -> list[tuple[int, int, int]]:
+        """Entries ``first .. first+count-1`` as plain tuples ``(offset, size, msg_id)``,
+        unpacked in C (a read's path: no ``Entry`` per message); ``(0, 0, 0)`` where
+        there is none (size 0, as ``get``'s None)."""
+        result: list[tuple[int, int, int]] = []
+        index = first
+        while index < first + count:
+            handle, position = self._handle(index, create=False)
+            in_file = min(first + count - index, self.entries_per_file - position // 20)
+            if handle is None:
+                result += [(0, 0, 0)] * in_file
+            else:
+                data = self.fs.read(handle, position, in_file * ENTRY_SIZE_BYTES)
+                result += _ENTRY.iter_unpack(data.ljust(in_file * ENTRY_SIZE_BYTES, b"\0"))
+            index += in_file
+        return result
+
     def clear_from(self, index: int) -> bool:
         """Zero every entry from ``index`` on; True if any was set."""
         changed = False

@@ -15,7 +15,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import operator
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -37,6 +37,7 @@ __all__ = [
 _NAME_DIGITS = 20
 _ZERO_CHUNK_BYTES = 1 << 20
 _OFFSET_OF = operator.itemgetter(0)  # of a consume-queue entry
+_SIZE_OF = operator.itemgetter(1)  # of a consume-queue entry
 _PLACE_OF = operator.itemgetter(0, 1)  # of a consume-queue entry: a record's offset, size
 #: ``encode(position, start, end)``: the bytes (as parts to join) of messages ``start`` to
 #: ``end - 1`` of an operation (their records, or one run record), from physical offset
@@ -227,6 +228,38 @@ class CommitLog:
         lie in one segment (consecutive ids usually do). ``CorruptDatabaseError`` naming
         the segment when a record is not valid or does not hold the message."""
         result: list[Record] = []
+        for segment, data, low, span in self._segment_reads(entries):
+            for offset, group in itertools.groupby(span, key=_OFFSET_OF):
+                result += self._check(segment, data, offset - low, list(group))
+        return result
+
+    def read_bodies(self, entries: Sequence[tuple[int, int, int]]) -> list[records.Bodies]:
+        """``read_messages`` as a read needs it: per record, the asked messages' ids and
+        bodies (``records.parse_bodies``: the same checks, no ``Record`` per message)."""
+        result: list[records.Bodies] = []
+        for segment, data, low, span in self._segment_reads(entries):
+            for offset, group in itertools.groupby(span, key=_OFFSET_OF):
+                asked = list(group)
+                where = f"{segment.path} at byte {offset - segment.start}"
+                try:
+                    parsed = records.parse_bodies(data, offset - low, offset,
+                                                  (asked[0][2], len(asked)))
+                except RecordError as exc:
+                    raise CorruptDatabaseError(f"{where}: {exc}") from None
+                if isinstance(parsed, int) or parsed.size_bytes != asked[0][1]:
+                    raise CorruptDatabaseError(f"{where}: not the expected record")
+                if len(parsed.ids) != len(asked):
+                    raise CorruptDatabaseError(f"{where}: {len(asked)} entries point at one "
+                                               "message")
+                result.append(parsed)
+        return result
+
+    def _segment_reads(self, entries: Sequence[tuple[int, int, int]]
+                       ) -> Iterator[tuple[Segment, bytes, int, Sequence[tuple[int, int, int]]]]:
+        """Per span of consecutive ``entries`` lying in one segment: the segment, the
+        bytes read (one read from the span's lowest offset to its highest end), that
+        offset, and the span. ``CorruptDatabaseError`` when no segment holds an entry."""
+        all_offsets = list(map(_OFFSET_OF, entries))
         start = 0
         while start < len(entries):
             offset, size_bytes, _msg_id = entries[start]
@@ -236,17 +269,17 @@ class CommitLog:
                     f"{self.directory}: no segment holds bytes {offset}..{offset + size_bytes}"
                 )
             segment = self.segments[index]
-            end = start
-            while end < len(entries) and segment.start <= entries[end][0] < segment.end:
+            seg_start, seg_end = segment.start, segment.end
+            end, rest = start, all_offsets[start:]
+            if seg_start <= min(rest) and max(rest) < seg_end:  # all in it: the usual case
+                end = len(entries)
+            while end < len(entries) and seg_start <= all_offsets[end] < seg_end:
                 end += 1
-            low = min(entry[0] for entry in entries[start:end])
-            high = min(segment.end, max(entry[0] + entry[1] for entry in entries[start:end]))
-            data = self.fs.read(segment.handle, low - segment.start, high - low)
-            for offset, group in itertools.groupby(entries[start:end], key=_OFFSET_OF):
-                asked = list(group)
-                result += self._check(segment, data, offset - low, asked)
+            span, offsets = entries[start:end], all_offsets[start:end]
+            low = min(offsets)
+            high = min(seg_end, max(map(operator.add, offsets, map(_SIZE_OF, span))))
+            yield segment, self.fs.read(segment.handle, low - seg_start, high - low), low, span
             start = end
-        return result
 
     def misplaced(self, entries: Sequence[tuple[int, int, int]], incarnation: int) -> int | None:
         """The position in ``entries`` (consume-queue entries ``(offset, size, msg_id)`` of

@@ -26,10 +26,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, NoReturn, TypeVar
 
 from rmqsim.impl.commitlog import records
-from rmqsim.impl.commitlog.cq import Entry
+from rmqsim.impl.commitlog.cq import ConsumeQueue, Entry
 from rmqsim.impl.commitlog.fs import FileSystem, OsFileSystem
 from rmqsim.impl.commitlog.log import PendingRecord
 from rmqsim.impl.commitlog.recovery import (
@@ -78,6 +79,13 @@ _DEFAULT_CONFIG = MQConfig()
 _T = TypeVar("_T")
 _PAYLOAD = operator.attrgetter("payload")
 _PROPERTIES = operator.attrgetter("properties")
+#: A control record's JSON: ``json.dumps(event, sort_keys=True, separators=(",", ":"))``
+#: and ``json.loads`` without building an encoder or detecting the encoding at every call
+#: (ASCII: ``ensure_ascii``).
+_EVENT_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+_EVENT_DECODER = json.JSONDecoder()
+_SIZE = operator.itemgetter(1)  # of a consume-queue entry
+_MSG_ID = operator.itemgetter(2)  # of a consume-queue entry
 
 
 @dataclass(frozen=True, slots=True)
@@ -564,7 +572,7 @@ class CommitLogMQ:
         """Write one operation's records as one batch, then apply them (module docstring)."""
         batch = list(pending)
         if event is not None:
-            body = json.dumps(event, sort_keys=True, separators=(",", ":")).encode()
+            body = _EVENT_ENCODER.encode(event).encode()
             batch.append(PendingRecord(records.FLAG_CONTROL, 0, now, event.get("inc", 0), b"",
                                        b"", body))
         last = batch[-1]
@@ -616,7 +624,7 @@ class CommitLogMQ:
             if flags & records.FLAG_CONTROL:
                 self._apply_run(run)
                 run = _Run()
-                apply_event(meta, json.loads(body))
+                apply_event(meta, _EVENT_DECODER.decode(body.decode()))  # ASCII JSON
                 continue
             if run.messages and (inc != run.incarnation or msg_id != run.next_id):
                 self._apply_run(run)
@@ -675,20 +683,63 @@ class CommitLogMQ:
         store.log.flush()
 
     def _read(self, cached: TopicMeta, first_id: int, last_id: int) -> list[ConsumerMessage]:
-        """Messages ``first_id..last_id`` through the consume queue, each record checked. A
+        """Messages ``first_id..last_id`` through the consume queue, each record checked
+        (as ``_records``: every entry that id's, each record valid, CRC once per run, a
+        message of this incarnation with that id), built straight from the bodies read. A
         read the OS refuses (``EIO``) is a ``StorageError``; the queue goes on serving
         (nothing was written)."""
+        if first_id > last_id:
+            return []
+        queue = self._store.cq(cached.incarnation)
+        places = self._places(queue, cached, first_id, last_id)
+        try:
+            found = self._store.log.read_bodies(places)
+        except OSError as exc:
+            raise StorageError(f"reading {self._store.log.directory} failed ({exc})") from exc
         result: list[ConsumerMessage] = []
-        directory = self._store.cq(cached.incarnation).directory
-        for record in self._records(cached, first_id, last_id):
-            try:
-                properties = records.decode_properties(record.properties)
-            except records.RecordError as exc:
+        at = 0  # the index in places of the record's first message
+        for got in found:
+            if (got.is_control or got.incarnation != cached.incarnation
+                    or got.ids.start != first_id + at):
                 raise CorruptDatabaseError(
-                    f"{directory}: id {record.queue_offset}: {exc}"
-                ) from None
-            result.append(ConsumerMessage(record.queue_offset, record.body, properties))
+                    f"{queue.directory}: the entry of id {first_id + at} points at another "
+                    f"record (offset {places[at][0]})"
+                )
+            if got.properties is None:
+                result += map(ConsumerMessage, got.ids, got.bodies, map(dict, repeat((),
+                                                                                 len(got.ids))))
+            else:
+                result += map(ConsumerMessage, got.ids, got.bodies,
+                              map(self._properties(queue), got.ids, got.properties))
+            at += len(got.ids)
         return result
+
+    @staticmethod
+    def _properties(queue: ConsumeQueue) -> Callable[[int, bytes], dict[str, str]]:
+        """Decodes one message's properties block, a damaged one refused naming its id."""
+        def decode(msg_id: int, data: bytes) -> dict[str, str]:
+            try:
+                return records.decode_properties(data)
+            except records.RecordError as exc:
+                raise CorruptDatabaseError(f"{queue.directory}: id {msg_id}: {exc}") from None
+        return decode
+
+    @staticmethod
+    def _places(queue: ConsumeQueue, cached: TopicMeta, first_id: int, last_id: int
+                ) -> list[tuple[int, int, int]]:
+        """The consume-queue entries of ids ``first_id..last_id``, checked to be there
+        and to be those ids' (compared in C); ``CorruptDatabaseError`` naming the first
+        id that has none, ``StorageError`` when the OS refuses the read."""
+        try:
+            places = queue.places(cached.cq_index(first_id), last_id - first_id + 1)
+        except OSError as exc:
+            raise StorageError(f"reading {queue.directory} failed ({exc})") from exc
+        ids = list(map(_MSG_ID, places))
+        if ids != list(range(first_id, last_id + 1)) or not all(map(_SIZE, places)):
+            wrong = next(at for at, (_offset, size, msg_id) in enumerate(places)
+                         if not size or msg_id != first_id + at)
+            raise CorruptDatabaseError(f"{queue.directory}: no entry for id {first_id + wrong}")
+        return places
 
     def _records(self, cached: TopicMeta, first_id: int, last_id: int) -> list[records.Record]:
         """The records of ids ``first_id..last_id`` through the consume queue, each checked
