@@ -9,8 +9,10 @@ file system; every write, sync, creation and rename it makes reaches the disk th
 FUSE and is numbered there, exactly as ``fs=`` numbers them in process.
 
 The queue it returns is the wire queue, watched: when the disk lost power during a call
-(the armed point fired: the child saw ``EIO`` from then on), the child is killed and the
-call raises ``PowerCut``, as the disk raises it in process; a failed sync (``sync-error``)
+(the armed point fired), the child is killed at once, by the FUSE call that fired it
+(``FuseMount.kill_at_cut``: a machine's processes end with its power, and nothing the
+child would do after the cut reaches the dead disk or is used), and the call raises
+``PowerCut``, as the disk raises it in process; a failed sync (``sync-error``)
 reaches the child as the ``EIO`` of its ``fsync`` and the call answers whatever the child
 makes of it. A child that does not answer within the wire protocol's bound is killed,
 and the call fails naming the FUSE call it was inside, if any (``ChildHangError``).
@@ -142,6 +144,7 @@ class FuseAccess:
             return held[1]
         manager = mount_disk(disk)
         mount = manager.__enter__()
+        mount.kill_at_cut = True  # a call in flight at the cut is answered PowerCut anyway
         self._mounts[id(disk)] = (manager, mount)
         return mount
 
