@@ -45,10 +45,12 @@ attributes (``ENOTSUP``/``ENOSYS``).
 When the armed point fires as a power cut (``PowerCut``), that call and every later one
 fails with ``EIO`` (the machine lost power) and ``cut_event`` is set; ``cut_power`` then
 SIGKILLs the process groups added to the mount, unmounts it (lazily when busy) and gives
-``disk.cut(mode, rng)``. A failed sync (mode ``sync-error``) fails that ``fsync`` with
-``EIO``, as in process. Mount hygiene (every mount recorded, a killed run's mounts cleaned
-at the next start) is ``conformance.crashing.fuse_mounts``; ``fuse_available()`` says why FUSE
-cannot be used here, or None.
+``disk.cut(mode, rng)``; with ``FuseMount.kill_at_cut`` the firing call SIGKILLs them
+at once (a caller that uses nothing they do after the cut need not wait for them). A
+failed sync (mode ``sync-error``) fails that ``fsync`` with ``EIO``, as in process.
+Mount hygiene (every mount recorded, a killed run's mounts cleaned at the next start) is
+``conformance.crashing.fuse_mounts``; ``fuse_available()`` says why FUSE cannot be used
+here, or None.
 """
 
 from __future__ import annotations
@@ -228,6 +230,8 @@ class _Operations:
                 raise PowerCut("the disk is dead")
             return action()
         except PowerCut:
+            if mount.kill_at_cut and not mount.cut_event.is_set():
+                mount.kill_processes()  # the machine's processes end with its power
             mount.cut_event.set()
             code = errno.EIO
             raise OSError(errno.EIO, "the simulated disk lost power") from None
@@ -481,6 +485,10 @@ class FuseMount:
         self.calls: list[FuseCall] | None = [] if record else None
         #: Set when the armed point fired as a power cut: every call fails from then on.
         self.cut_event = threading.Event()
+        #: Whether the cut SIGKILLs the processes added (``add_process``) at once, from the
+        #: call that fired it, rather than leaving them to see ``EIO`` until ``cut_power``:
+        #: for a caller that uses nothing they do after the cut (``power_fuse``).
+        self.kill_at_cut = False
         #: The FUSE call being answered: (call, path, ``time.monotonic()`` at its start).
         self.in_flight: tuple[str, str, float] | None = None
         #: Modification times set or caused through the mount (not durable), by path.
