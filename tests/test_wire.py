@@ -10,6 +10,7 @@ import json
 import os
 import shlex
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from rmqsim.conformance.cli import cli
 from rmqsim.conformance.running.run import run_seed
 from rmqsim.conformance.running.watchdog import op_timeout
 from rmqsim.conformance.wire import client
+from rmqsim.conformance.wire.child import ForkedChild
 from rmqsim.conformance.wire.client import WireQueue, server_command
 from rmqsim.conformance.wire.codec import WireProtocolError, decode_state, encode_state
 from rmqsim.model import ReferenceMQ
@@ -190,3 +192,36 @@ def test_the_reference_server_answers_partial_snapshots_for_any_queue(tmp_path: 
     result = run_seed("smoke", 1, impl="tests.hang_impls:whole_snapshot_only", steps=120,
                       crash_mode="process", workdir=tmp_path)  # fmt: skip
     assert result.ok, result.divergence
+
+
+def test_a_server_started_by_a_forked_child_dies_with_it(tmp_path: Path) -> None:
+    """A Python implementation that wraps another process's (the real RocketMQ store's
+    mutants wrap its driver) runs in a forked child under ``--crash-mode process`` and the
+    FUSE power sweep; a kill of the child (a crash, a power cut) kills the server it
+    started too, even one that would outlive its closed stdin (it left JVMs running)."""
+    from tests.forked_group_impls import start_a_server_and_wait
+
+    pid_file = tmp_path / "server.pid"
+    child = ForkedChild(start_a_server_and_wait, str(pid_file))
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() or not pid_file.read_text().endswith("\n"):
+            assert time.monotonic() < deadline, "the forked child started no server"
+            time.sleep(0.05)
+        server_pid = int(pid_file.read_text())
+        assert os.getpgid(server_pid) == child.pid  # in the child's group
+    finally:
+        child.kill()
+    deadline = time.monotonic() + 30
+    while _alive(server_pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(server_pid), "the forked child's server outlived it"
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (not gone, not a zombie waiting for init to reap it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"

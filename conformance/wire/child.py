@@ -35,8 +35,24 @@ __all__ = [
     "ForkedChild",
     "ServerChild",
     "StartError",
+    "enter_forked_server",
     "preload_forked",
 ]
+
+#: Whether this process is a forked server child (``enter_forked_server``).
+_in_forked_server = False
+
+
+def enter_forked_server() -> None:
+    """Called first in a forked server child: make it a process group of its own, which
+    ``ServerChild.kill`` kills whole. The servers it starts in turn (a Python
+    implementation wrapping another process's, as the mutants of the real RocketMQ store
+    wrap its driver) then stay in that group instead of starting their own: a kill of
+    the child (a crash, a power cut) kills them with it rather than leaving them running."""
+    global _in_forked_server
+    os.setpgid(0, 0)
+    _in_forked_server = True
+
 
 #: The longest line either end may send (a snapshot of a large store is one line).
 MAX_LINE_BYTES = 512 * 1024 * 1024
@@ -160,7 +176,9 @@ class ChildProcess(ServerChild):
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                start_new_session=True,  # its own process group: kill takes its children too
+                # Its own process group (kill takes its children too), but in a forked
+                # server child the child's group, which its own kill takes whole.
+                start_new_session=not _in_forked_server,
                 env=env,
             )
         except OSError as exc:

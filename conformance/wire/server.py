@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from rmqsim.conformance.wire.child import enter_forked_server
 from rmqsim.conformance.wire.codec import (
     ERROR_KINDS,
     PROTOCOL_VERSION,
@@ -252,8 +253,9 @@ _LAYERS: dict[str, tuple[dict[str, tuple[str, ...]], dict[str, Callable[..., Any
 
 def serve_forked(requests: Any, replies: Any, impl: str) -> None:
     """A forked child's body (``conformance.wire.child.ForkedChild``): a process group of
-    its own, then the reference server on the two pipe connections."""
-    os.setpgid(0, 0)
+    its own (``enter_forked_server``), then the reference server on the two pipe
+    connections."""
+    enter_forked_server()
     reader = os.fdopen(os.dup(requests.fileno()), "rb")
     writer = os.fdopen(os.dup(replies.fileno()), "wb")
     requests.close()
