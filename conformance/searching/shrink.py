@@ -186,20 +186,28 @@ def _topic_of(step: AnyStep) -> str | None:
 
 
 def _ddmin(search: _Search, steps: tuple[AnyStep, ...]) -> tuple[AnyStep, ...]:
-    """Delta debugging over complements: remove chunks while the failure persists."""
+    """Delta debugging over complements: remove chunks while the failure persists. After
+    a removal the scan goes on from where it was, wrapping round, rather than from the
+    first chunk again: the chunks before it were just tried and kept. It ends as
+    classic ddmin does, when no single step can be removed (a whole scan found none)."""
     chunks = 2
+    resume_at = 0
     while len(steps) >= 2:
         size = -(-len(steps) // chunks)  # ceiling division
-        for start in range(0, len(steps), size):
+        starts = range(0, len(steps), size)
+        first = min(resume_at // size, len(starts) - 1)
+        for start in (*starts[first:], *starts[:first]):
             found = search.fails(steps[:start] + steps[start + size :])
             if found is not None:
                 steps = found
                 chunks = max(chunks - 1, 2)
+                resume_at = start
                 break
         else:
             if chunks >= len(steps):
                 return steps
             chunks = min(len(steps), chunks * 2)
+            resume_at = 0
     return steps
 
 
