@@ -11,8 +11,9 @@ actors restart from checkpoints. Their simulations already make only valid progr
 the fuzzer keeps them and replaces their random source: each ``random()``,
 ``randint()``, ``choice()`` or ``randbytes()`` of the active phase is a hypothesis draw
 (``st.randoms``), so hypothesis picks the profile, the step count, the timings, the
-failures and the crashes, steers them toward the values that break things, and shrinks
-a failure toward fewer steps and simpler draws. The drain after the active phase (the
+failures and the crashes, and steers them toward the values that break things (a
+campaign's rounds do not shrink with hypothesis: ``stateful.run_round`` shrinks the
+failing example's trace with rmqsim's shrinker). The drain after the active phase (the
 consumers finish every message) is long and not where choices matter: it draws from a
 ``random.Random`` seeded by one hypothesis draw, so an example stays within
 hypothesis's bounds.
@@ -127,7 +128,8 @@ class LayerRound:
     first_failure: int = 0
     first_failure_s: float = 0.0
     coverage: set[str] = field(default_factory=set)
-    #: The shrunk failing example (hypothesis's last run of it).
+    #: The failing example (hypothesis's last run of it: shrunk only if the settings
+    #: have hypothesis's shrink phase).
     failure: RunResult | None = None
     last: RunResult | None = None
 
@@ -182,7 +184,8 @@ def fuzz_layer_round(
 ) -> LayerRound:
     """Run ``round_settings.max_examples`` examples of ``layer_name`` against ``impl`` on
     hypothesis seed ``seed``; each runs one of the layer's gate profiles for at most
-    ``max_steps`` operations before its drain. A failure comes back shrunk, its trace's
+    ``max_steps`` operations before its drain. A failure comes back as hypothesis last
+    ran it (shrunk only if ``round_settings`` has the shrink phase), its trace's
     header naming ``repro`` (the command that repeats the campaign)."""
     layer = layer_named(layer_name)
     if not isinstance(layer, FuzzableLayer):
@@ -225,5 +228,5 @@ def fuzz_layer_round(
     try:
         example()
     except Divergence:
-        done.failure = done.last  # hypothesis ran the shrunk example last
+        done.failure = done.last  # hypothesis ran the failing example last
     return done

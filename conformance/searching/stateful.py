@@ -2,11 +2,13 @@
 lockstep, and a ``fuzz`` driver that shrinks a failure to a replayable trace.
 
 Why a second explorer next to the seeded simulations: the simulations are fast and find
-problems in long, realistic runs; hypothesis is slower per step but *shrinks*, so what it
-reports is a program of a handful of steps. Every step goes through ``Lockstep.execute``,
-the one checking path the runner, replay and the shrinker use: the machine has no checks of
-its own, a ``Divergence`` raised by the runner is the failure. The steps the runner recorded
-become a normal trace (``conformance.running.run.lockstep_result``), which ``rmqsim replay`` reads.
+problems in long, realistic runs; hypothesis is slower per step but draws short programs
+of its own choosing (swarm rules, ``target``), and a failing one is shrunk (by rmqsim's
+shrinker, ``_shrunk``) to a program of a handful of steps. Every step goes through
+``Lockstep.execute``, the one checking path the runner, replay and the shrinker use: the
+machine has no checks of its own, a ``Divergence`` raised by the runner is the failure. The
+steps the runner recorded become a normal trace
+(``conformance.running.run.lockstep_result``), which ``rmqsim replay`` reads.
 
 The machine is built per implementation (``make_machine(factory)``), so the same rules fuzz
 our RocksMQ, a user's queue or a deliberately wrong model. Its rules cover the whole
@@ -64,6 +66,7 @@ from rmqsim.conformance.running.scratch import scratch_root
 from rmqsim.conformance.running.trace import read_trace
 from rmqsim.conformance.running.watchdog import op_timeout, op_timeout_s
 from rmqsim.conformance.searching.fuzz_layers import fuzz_layer_round, fuzzable_layers
+from rmqsim.conformance.searching.shrink import shrink_result
 from rmqsim.model.api import MQConfig, State
 from rmqsim.scenarios.names import (
     AT_LIMIT_NAMES,
@@ -262,7 +265,8 @@ class LockstepMachine(RuleBasedStateMachine):
 
     Subclasses made by ``make_machine`` set ``factory`` and ``impl_name``. ``last`` is the
     most recent instance: after a failing run it is hypothesis's final replay of the
-    shrunk example, whose lockstep holds the recorded steps.
+    failing example (shrunk, when the settings have hypothesis's shrink phase), whose
+    lockstep holds the recorded steps.
     """
 
     factory: ClassVar[Factory]
@@ -862,6 +866,17 @@ def round_seed(seed: int, index: int) -> int:
     return seed if index == 0 else (seed * 1_000_003 + index * 7_919) % 2**32
 
 
+#: The hypothesis phases of a campaign's round: the profile's without ``Phase.shrink``.
+#: A round stops at its first failing example, and rmqsim's own shrinker (``_shrunk``)
+#: shrinks that example's trace: measured 2026-11-28 on the nfc-insensitive-names mutant
+#: (ci, round 2, failing at its 9th example), hypothesis's shrink phase re-ran the machine
+#: 1,120 times (98% of the round's CPU; its test took 45 CPU s) for a 7-step program;
+#: rmqsim's shrinker, 33 candidate runs (0.3 CPU s) for 3 steps (the test: 0.9 CPU s).
+ROUND_PHASES: tuple[Phase, ...] = tuple(
+    phase for phase in _COMMON["phases"] if phase is not Phase.shrink
+)
+
+
 def _round_settings(spec: RoundSpec) -> settings:
     database = DirectoryBasedExampleDatabase(spec.database) if spec.database else None
     return settings(
@@ -870,12 +885,25 @@ def _round_settings(spec: RoundSpec) -> settings:
         stateful_step_count=spec.steps,
         derandomize=False,  # the round's seed decides
         database=database,
+        phases=ROUND_PHASES,
     )
 
 
+def _shrunk(failure: RunResult, impl: str | Factory) -> RunResult:
+    """The failing example's trace shrunk by rmqsim's shrinker (``shrink_result``, the
+    one ``rmqsim shrink`` and the gate use: deterministic, bounded by operations, within
+    ``DEFAULT_SHRINK_BUDGET``), for a round's failure; ``failure`` itself if its steps do
+    not fail the same way when re-run (a flaky SUT)."""
+    shrunk = shrink_result(failure, impl=impl)
+    if shrunk is None:
+        return failure
+    shrunk.replay_only = failure.replay_only  # the report names the trace as before
+    return shrunk
+
+
 def run_round(spec: RoundSpec) -> RoundResult:
-    """Run one round; a failure comes back shrunk, with a replayable trace. Its calls
-    into the SUT are bounded as a run's are (``--op-timeout-s``, ``watchdog.op_timeout_s``):
+    """Run one round; a failure comes back shrunk (``_shrunk``), with a replayable trace.
+    Its calls into the SUT are bounded as a run's are (``--op-timeout-s``, ``op_timeout_s``):
     a round's examples are long and build big backlogs, and a machine shared with other
     work once took more than a shrink's 1 s for one produce of the reference model."""
     if spec.layer != "queue":
@@ -894,7 +922,7 @@ def run_round(spec: RoundSpec) -> RoundResult:
             run_state_machine_as_test(machine, settings=_round_settings(spec))
     except Divergence as divergence:
         # Anything else (the SUT failing to reopen, a flaky SUT) propagates, as in ``run``.
-        done.failure = _failure(machine, spec, divergence)
+        done.failure = _shrunk(_failure(machine, spec, divergence), spec.impl)
         done.report.extend(getattr(divergence, "__notes__", ()))
     finally:
         done.wall_s = time.perf_counter() - started
@@ -915,12 +943,13 @@ def _run_layer_round(spec: RoundSpec) -> RoundResult:
             spec.layer, spec.impl, seed=round_seed(spec.seed, spec.index),
             round_settings=_round_settings(spec), max_steps=spec.steps, repro=spec.repro,
         )  # fmt: skip
+    failure = _shrunk(ran.failure, spec.impl) if ran.failure is not None else None
     return RoundResult(
         spec.index, ran.impl, planned=spec.examples, examples=ran.examples, steps=ran.steps,
         crashes_injected=ran.crashes_injected, first_failure=ran.first_failure,
         first_failure_s=ran.first_failure_s, coverage=frozenset(ran.coverage),
         wall_s=time.perf_counter() - started, cpu_s=time.process_time() - cpu_started,
-        failure=ran.failure, report=report if ran.failure is not None else [],
+        failure=failure, report=report if failure is not None else [],
     )  # fmt: skip
 
 
