@@ -9,10 +9,9 @@ file system; every write, sync, creation and rename it makes reaches the disk th
 FUSE and is numbered there, exactly as ``fs=`` numbers them in process.
 
 The queue it returns is the wire queue, watched: when the disk lost power during a call
-(the armed point fired), the child is killed (a child that is the server itself: at
-once, by the FUSE call that fired it, ``FuseMount.kill_at_cut``: a machine's processes
-end with its power, and nothing the child would do after the cut reaches the dead disk
-or is used; a forked Python child: when its call returns), and the call raises
+(the armed point fired), the child is killed at once, by the FUSE call that fired it
+(``FuseMount.kill_at_cut``: a machine's processes end with its power, and nothing the
+child would do after the cut reaches the dead disk or is used), and the call raises
 ``PowerCut``, as the disk raises it in process; a failed sync (``sync-error``)
 reaches the child as the ``EIO`` of its ``fsync`` and the call answers whatever the child
 makes of it. A child that does not answer within the wire protocol's bound is killed,
@@ -26,7 +25,6 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from rmqsim.conformance.adapter import EXTERNAL_DRIVERS, external_driver
 from rmqsim.conformance.crashing.fuse_disk import (
     FuseMount,
     FuseMountError,
@@ -36,7 +34,6 @@ from rmqsim.conformance.crashing.fuse_disk import (
 from rmqsim.conformance.crashing.simdisk import PowerCut, SimDisk
 from rmqsim.conformance.running.process_sut import process_factory
 from rmqsim.conformance.running.watchdog import OperationHang
-from rmqsim.conformance.wire.client import is_exec_impl
 from rmqsim.conformance.wire.server import serve_forked
 from rmqsim.model.api import Clock, MQConfig
 
@@ -136,12 +133,10 @@ class FuseAccess:
         if reason is not None:
             raise FuseUnavailableError(reason)
         self.factory = process_factory(impl, serve_quietly)
-        #: Whether the child is killed by the FUSE call that cuts the power: when it is
-        #: the server itself (a named driver or ``exec:``). A forked Python child may have
-        #: started processes of its own (a mutant wrapping a driver) that only its own
-        #: ending stops: it is killed after its call, as before.
-        self.kill_at_cut = is_exec_impl(external_driver(impl) if impl in EXTERNAL_DRIVERS
-                                        else impl)
+        #: The child is killed by the FUSE call that cuts the power, with its process
+        #: group: a forked Python child's holds the servers it started too
+        #: (``child.enter_forked_server``: a mutant wrapping a driver).
+        self.kill_at_cut = True
         self.store_path = store_path
         self._mounts: dict[int, tuple[Any, FuseMount]] = {}
         #: CPU seconds of the children, counted as each is killed or closed.
