@@ -129,20 +129,7 @@ class ConsumeQueue:
 
     def get(self, first: int, count: int) -> list[Entry | None]:
         """Entries ``first .. first+count-1`` (None where there is none)."""
-        result: list[Entry | None] = []
-        index = first
-        while index < first + count:
-            handle, position = self._handle(index, create=False)
-            in_file = min(first + count - index, self.entries_per_file - position // 20)
-            if handle is None:
-                result.extend([None] * in_file)
-            else:
-                data = self.fs.read(handle, position, in_file * ENTRY_SIZE_BYTES)
-                data = data.ljust(in_file * ENTRY_SIZE_BYTES, b"\0")
-                for offset, size, msg_id in _ENTRY.iter_unpack(data):
-                    result.append(Entry(offset, size, msg_id) if size else None)
-            index += in_file
-        return result
+        return [Entry(*place) if place[1] else None for place in self.places(first, count)]
 
     def places(self, first: int, count: int) -> list[tuple[int, int, int]]:
         """Entries ``first .. first+count-1`` as plain tuples ``(offset, size, msg_id)``,

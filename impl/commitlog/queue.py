@@ -30,7 +30,7 @@ from itertools import repeat
 from typing import Any, NoReturn, TypeVar
 
 from rmqsim.impl.commitlog import records
-from rmqsim.impl.commitlog.cq import ConsumeQueue, Entry
+from rmqsim.impl.commitlog.cq import ConsumeQueue
 from rmqsim.impl.commitlog.fs import FileSystem, OsFileSystem
 from rmqsim.impl.commitlog.log import PendingRecord
 from rmqsim.impl.commitlog.recovery import (
@@ -747,25 +747,18 @@ class CommitLogMQ:
         if first_id > last_id:
             return []
         queue = self._store.cq(cached.incarnation)
-        try:
-            entries = queue.get(cached.cq_index(first_id), last_id - first_id + 1)
-        except OSError as exc:
-            raise StorageError(f"reading {queue.directory} failed ({exc})") from exc
-        places: list[Entry] = []
-        for msg_id, entry in enumerate(entries, start=first_id):
-            if entry is None or entry.msg_id != msg_id:
-                raise CorruptDatabaseError(f"{queue.directory}: no entry for id {msg_id}")
-            places.append(entry)
+        places = self._places(queue, cached, first_id, last_id)
         try:
             found = self._store.log.read_messages(places)
         except OSError as exc:
             raise StorageError(f"reading {self._store.log.directory} failed ({exc})") from exc
-        for msg_id, entry, record in zip(itertools.count(first_id), places, found, strict=False):
+        for msg_id, (offset, _size, _id), record in zip(itertools.count(first_id), places, found,
+                                                        strict=False):
             if (record.is_control or record.incarnation != cached.incarnation
                     or record.queue_offset != msg_id):
                 raise CorruptDatabaseError(
                     f"{queue.directory}: the entry of id {msg_id} points at another record "
-                    f"(offset {entry.offset})"
+                    f"(offset {offset})"
                 )
         return list(found)
 
