@@ -13,11 +13,12 @@ written since the last flush, and the directory when a segment was created or re
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import operator
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from rmqsim.impl.commitlog import records
 from rmqsim.impl.commitlog.fs import FileSystem
@@ -240,18 +241,12 @@ class CommitLog:
         for segment, data, low, span in self._segment_reads(entries):
             for offset, group in itertools.groupby(span, key=_OFFSET_OF):
                 asked = list(group)
-                where = f"{segment.path} at byte {offset - segment.start}"
-                try:
-                    parsed = records.parse_bodies(data, offset - low, offset,
-                                                  (asked[0][2], len(asked)))
-                except RecordError as exc:
-                    raise CorruptDatabaseError(f"{where}: {exc}") from None
-                if isinstance(parsed, int) or parsed.size_bytes != asked[0][1]:
-                    raise CorruptDatabaseError(f"{where}: not the expected record")
-                if len(parsed.ids) != len(asked):
-                    raise CorruptDatabaseError(f"{where}: {len(asked)} entries point at one "
-                                               "message")
-                result.append(parsed)
+                result.append(_checked(
+                    segment, asked,
+                    functools.partial(records.parse_bodies, data, offset - low, offset,
+                                      (asked[0][2], len(asked))),
+                    lambda bodies: (bodies.size_bytes, len(bodies.ids)),
+                ))  # fmt: skip
         return result
 
     def _segment_reads(self, entries: Sequence[tuple[int, int, int]]
@@ -333,17 +328,13 @@ class CommitLog:
         """The messages of consecutive entries ``asked`` (one offset and size, ids from
         the first's on) from the record at ``data[position:]``, checked; the caller checks
         the ids of a message record's."""
-        offset, size_bytes, first_id = asked[0]
-        where = f"{segment.path} at byte {offset - segment.start}"
-        try:
-            parsed = records.parse_records(data, position, offset, (first_id, len(asked)))
-        except RecordError as exc:
-            raise CorruptDatabaseError(f"{where}: {exc}") from None
-        if isinstance(parsed, int) or parsed[0].size_bytes != size_bytes:
-            raise CorruptDatabaseError(f"{where}: not the expected record")
-        if len(parsed) != len(asked):
-            raise CorruptDatabaseError(f"{where}: {len(asked)} entries point at one message")
-        return parsed
+        offset, _size_bytes, first_id = asked[0]
+        return _checked(
+            segment, asked,
+            functools.partial(records.parse_records, data, position, offset,
+                              (first_id, len(asked))),
+            lambda parsed: (parsed[0].size_bytes, len(parsed)),
+        )  # fmt: skip
 
     # ----------------------------------------------------------------- writing
 
@@ -496,3 +487,29 @@ class CommitLog:
             removed.append(segment.path)
             self.dir_dirty = True
         return removed
+
+
+_Parsed = TypeVar("_Parsed")
+
+
+def _checked(segment: Segment, asked: Sequence[tuple[int, int, int]],
+             parse: Callable[[], _Parsed | int],
+             size_and_count: Callable[[_Parsed], tuple[int, int]]) -> _Parsed:
+    """What ``parse`` makes of the record that consecutive consume-queue entries ``asked``
+    (one offset and size) point at, checked to be that record and to hold one message per
+    entry (``size_and_count``: the record's size and its messages parsed);
+    ``CorruptDatabaseError`` naming the segment and the byte otherwise."""
+    offset, size_bytes, _first_id = asked[0]
+    where = f"{segment.path} at byte {offset - segment.start}"
+    try:
+        parsed = parse()
+    except RecordError as exc:
+        raise CorruptDatabaseError(f"{where}: {exc}") from None
+    if isinstance(parsed, int):
+        raise CorruptDatabaseError(f"{where}: not the expected record")
+    parsed_size, parsed_count = size_and_count(parsed)
+    if parsed_size != size_bytes:
+        raise CorruptDatabaseError(f"{where}: not the expected record")
+    if parsed_count != len(asked):
+        raise CorruptDatabaseError(f"{where}: {len(asked)} entries point at one message")
+    return parsed
