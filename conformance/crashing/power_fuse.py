@@ -133,10 +133,6 @@ class FuseAccess:
         if reason is not None:
             raise FuseUnavailableError(reason)
         self.factory = process_factory(impl, serve_quietly)
-        #: The child is killed by the FUSE call that cuts the power, with its process
-        #: group: a forked Python child's holds the servers it started too
-        #: (``child.enter_forked_server``: a mutant wrapping a driver).
-        self.kill_at_cut = True
         self.store_path = store_path
         self._mounts: dict[int, tuple[Any, FuseMount]] = {}
         #: CPU seconds of the children, counted as each is killed or closed.
@@ -148,7 +144,10 @@ class FuseAccess:
             return held[1]
         manager = mount_disk(disk)
         mount = manager.__enter__()
-        mount.kill_at_cut = self.kill_at_cut  # a call in flight at the cut: PowerCut anyway
+        # The child dies by the FUSE call that cuts the power, with its process group (a
+        # forked Python child's holds the servers it started: enter_forked_server); the
+        # call in flight at the cut raises PowerCut anyway.
+        mount.kill_at_cut = True
         self._mounts[id(disk)] = (manager, mount)
         return mount
 
