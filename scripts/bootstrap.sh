@@ -64,7 +64,10 @@ want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "bootstrap: installing rmqsim and its dependencies into .venv" >&2
     .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-    .venv/bin/python -m pip install -q -e '.[dev]'
+    # --no-compile: pip would byte-compile every module of every dependency (pyspark alone
+    # holds thousands), about 18 of the install's 45 CPU s; Python compiles what is imported,
+    # once, at its first import (where bytecode is written: scripts/test.sh makes sure).
+    .venv/bin/python -m pip install -q --no-compile -e '.[dev]'
     echo "$want" > "$stamp"
 fi
 if [ "$want_milvus" = 1 ]; then
