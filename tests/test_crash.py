@@ -10,7 +10,13 @@ from click.testing import CliRunner
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL
 from rmqsim.conformance.cli import cli
-from rmqsim.conformance.crashing.crash_sweep import crash_cases, crash_sweep
+from rmqsim.conformance.crashing.crash_sweep import (
+    case_trace,
+    crash_cases,
+    crash_resolutions,
+    crash_sweep,
+    sweep_base,
+)
 from rmqsim.conformance.mutants.crash import MUTANTS
 from rmqsim.conformance.running.run import replay_trace, run_seed
 from rmqsim.conformance.running.trace import parse_lines, read_trace
@@ -46,6 +52,24 @@ def test_the_crash_sweep_is_clean_on_impl_and_covers_every_kind_of_case() -> Non
     assert sweep.resolutions["before"] > 0 and sweep.resolutions["after"] > 0
     # every case that passed is counted once, those in the first open too
     assert sum(sweep.resolutions.values()) == len(sweep.cases)
+
+
+def test_a_sweep_reads_crash_resolutions_from_the_records_as_the_trace_has_them() -> None:
+    """``run_case`` counts a case's crash resolutions from its step records, not by parsing
+    its trace back: they must be exactly the trace's ``crash`` fields (read from the
+    records before rendering, parsed after), for cases resolved each way."""
+    base = sweep_base("crashy", 0, impl=DEFAULT_IMPL, steps=15, crash_mode="inprocess")
+    seen: set[str] = set()
+    for case in base.result.cases:
+        outcome = replay_trace(case_trace(base.header, base.recorded, case), impl=DEFAULT_IMPL)
+        assert outcome.ok, outcome.anomaly
+        from_records = crash_resolutions(outcome)  # before the trace is rendered
+        parsed = [s.crash.resolved for s in parse_lines(outcome.trace_lines).steps if s.crash]
+        assert from_records == parsed == crash_resolutions(outcome)  # the last: from lines
+        seen.update(from_records)
+        if seen == {"before", "after"}:
+            break
+    assert seen == {"before", "after"}
 
 
 def test_the_case_list_is_deterministic() -> None:
