@@ -477,8 +477,11 @@ def _freeze(path: str) -> dict[str, _Frozen]:
     MANIFEST changed is taken again, so the files frozen are those of one instant."""
     hold = os.path.join(path, CRASH_HOLD_DIR_NAME)
     for _attempt in range(FREEZE_ATTEMPTS):
-        shutil.rmtree(hold, ignore_errors=True)
-        os.mkdir(hold)
+        try:
+            os.mkdir(hold)
+        except FileExistsError:  # a freeze taken again, or left by an interrupted crash
+            shutil.rmtree(hold, ignore_errors=True)
+            os.mkdir(hold)
         before = _manifest_mark(path)
         frozen: dict[str, _Frozen] = {}
         for name in _held_names(path):
@@ -500,15 +503,19 @@ def _thaw(path: str, frozen: dict[str, _Frozen]) -> None:
     for name in _held_names(path):
         if name not in frozen:
             os.unlink(os.path.join(path, name))  # created after the crash instant
+    still_held: list[str] = []
     for name, fact in frozen.items():
         target = os.path.join(path, name)
         try:
-            same = os.stat(target).st_ino == fact.inode
+            stat: os.stat_result | None = os.stat(target)
         except FileNotFoundError:
-            same = False
-        if not same:  # deleted, or replaced by a rename (CURRENT)
+            stat = None
+        if stat is None or stat.st_ino != fact.inode:  # deleted, or replaced (CURRENT)
             os.replace(os.path.join(hold, name), target)
-        size_bytes = os.stat(target).st_size
+            stat = os.stat(target)
+        else:
+            still_held.append(name)
+        size_bytes = stat.st_size
         if size_bytes < fact.size_bytes:
             raise StorageError(
                 f"cannot crash the database at {path} as a killed process would: RocksDB "
@@ -516,7 +523,14 @@ def _thaw(path: str, frozen: dict[str, _Frozen]) -> None:
             )
         if size_bytes > fact.size_bytes:
             os.truncate(target, fact.size_bytes)  # appended after the crash instant
-    shutil.rmtree(hold)
+    # The hold holds exactly the links not moved back: unlinking them is a third of what
+    # ``shutil.rmtree`` costs (it opens and checks the directory first).
+    for name in still_held:
+        os.unlink(os.path.join(hold, name))
+    try:
+        os.rmdir(hold)
+    except OSError:  # something else appeared in it
+        shutil.rmtree(hold)
 
 
 def _lock_directory(path: str, *, create: bool) -> int:

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from impl_helpers.script import CONFIG, STEPS, ScriptClock, pm
 
-from rmqsim.impl import RocksMQ
+from rmqsim.impl import RocksMQ, storage
+from rmqsim.impl.storage import CRASH_HOLD_DIR_NAME
 from rmqsim.model.api import NotServingError
 
 
@@ -125,6 +126,53 @@ def test_crash_writes_nothing_more(tmp_path: Path) -> None:
     mq = RocksMQ.open(path)
     assert [m.payload for m in mq.snapshot().topics["t"].messages] == [b"payload"]
     mq.close()
+
+
+def test_a_crash_over_a_hold_left_by_an_interrupted_crash_still_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    """``crash()`` freezes into a hold directory it then empties link by link: a hold an
+    interrupted crash left behind (with a stray file in it) is replaced, the crash still
+    leaves the files as they were, and no hold remains."""
+    path = tmp_path / "db"
+    mq = RocksMQ.open(path)
+    mq.create_topic("t")
+    mq.produce("t", [pm(b"payload")])
+    before = _files(path)
+    hold = path / CRASH_HOLD_DIR_NAME
+    hold.mkdir()
+    (hold / "stray").write_bytes(b"left over")
+    mq.crash()
+    assert _files(path) == before
+    assert not hold.exists()
+    mq = RocksMQ.open(path)
+    assert [m.payload for m in mq.snapshot().topics["t"].messages] == [b"payload"]
+    mq.close()
+
+
+def test_thaw_puts_back_what_changed_after_the_freeze(tmp_path: Path) -> None:
+    """What a RocksDB close may do after the crash instant is undone, file by file: a
+    deleted file comes back, one replaced by a rename (``CURRENT``) is the frozen one
+    again, an appended one is cut back, a new one is removed; and the hold is gone."""
+    frozen_bytes = {
+        "CURRENT": b"MANIFEST-000005\n",
+        "MANIFEST-000005": b"manifest",
+        "000004.log": b"wal",
+        "000007.sst": b"table",
+        "OPTIONS-000006": b"options",
+    }
+    for name, content in frozen_bytes.items():
+        (tmp_path / name).write_bytes(content)
+    frozen = storage._freeze(str(tmp_path))
+    assert sorted(frozen) == sorted(frozen_bytes)
+    (tmp_path / "000007.sst").unlink()
+    (tmp_path / "CURRENT.tmp").write_bytes(b"MANIFEST-000009\n")
+    os.replace(tmp_path / "CURRENT.tmp", tmp_path / "CURRENT")
+    with open(tmp_path / "000004.log", "ab") as log:
+        log.write(b" appended")
+    (tmp_path / "000009.sst").write_bytes(b"flushed on close")
+    storage._thaw(str(tmp_path), frozen)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == frozen_bytes
 
 
 def test_crash_after_close_and_close_after_crash_are_harmless(tmp_path: Path) -> None:
