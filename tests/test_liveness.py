@@ -15,6 +15,7 @@ import sys
 import textwrap
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +23,15 @@ import pytest
 from click.testing import CliRunner
 
 from rmqsim.conformance.cli import cli
+from rmqsim.conformance.mutants import kill as kill_module
 from rmqsim.conformance.mutants.catalogue import select
 from rmqsim.conformance.mutants.consumer import core_factory
 from rmqsim.conformance.mutants.kill import KILLED, kill_mutant
 from rmqsim.conformance.running import watchdog
 from rmqsim.conformance.running.process_sut import process_factory
 from rmqsim.conformance.running.run import parse_run_lines, replay_run_trace, replay_trace, run_seed
-from rmqsim.conformance.running.trace import write_lines
 from rmqsim.conformance.running.watchdog import CallBound, OperationHang, op_timeout
 from rmqsim.conformance.searching.shrink import shrink_and_save
-from rmqsim.conformance.searching.shrink_budget import DEFAULT_SHRINK_BUDGET
 from rmqsim.impl.consumer import ConsumerCore
 from rmqsim.model.api import MQConfig
 
@@ -83,31 +83,80 @@ def test_a_deadlocking_queue_is_a_hang_found_in_seconds(mode: str, tmp_path: Pat
     assert f"hang at operation {HANG_STEP}" in replayed.stdout
 
 
-def test_shrinking_a_hang_keeps_the_bound_short_and_finishes_quickly(tmp_path: Path) -> None:
-    """Every shrink candidate that still hangs waits out the bound once: the shrink runs
-    them under ``SHRINK_OP_TIMEOUT_S`` (1 s), not the command's 5 s."""
-    with op_timeout(1):
-        result = run_seed("smoke", 0, impl=DEADLOCK)
-    assert result.anomaly == "hang" and result.steps == HANG_STEP
-    result.trace_path = tmp_path / "hang.jsonl"
-    write_lines(result.trace_path, result.trace_lines)
-    bounds: list[float] = []
-    original = CallBound.__init__
+#: The command's bound in the shared ``mutants`` run below: not ``SHRINK_OP_TIMEOUT_S``, so
+#: that the bounds seen while shrinking tell the shrink's own from the command's.
+CLI_BOUND_S = 2.0
 
-    def spying(self: CallBound, limit_s: float | None = None) -> None:
-        original(self, limit_s)
-        bounds.append(self.limit_s)
 
-    started = time.monotonic()
+@dataclass
+class _HangShrink:
+    """What one ``rmqsim mutants`` run on the deadlock mutant did (``hang_kill``): its
+    command result, the failing run it shrank, the shrunk run, the bounds every call had
+    while shrinking, the bound in force after, and the shrink's wall seconds."""
+
+    done: Any
+    out: Path
+    failure: Any = None
+    shrunk: Any = None
+    bounds: list[float] = field(default_factory=list)
+    bound_after_s: float | None = None
+    seconds: float = 0.0
+
+
+@pytest.fixture(scope="module")
+def hang_kill(tmp_path_factory: pytest.TempPathFactory) -> _HangShrink:
+    """``rmqsim mutants --only last-group-deadlock`` once, with spies on its shrink: the
+    shrink of a hang is slow by nature (every candidate that still hangs waits out a
+    bound: ≈20 of them), so the CLI test and the shrink test share this one search."""
+    out = tmp_path_factory.mktemp("hang") / "out"
+    seen = _HangShrink(done=None, out=out)
+    shrinking = threading.Event()
+    original_bound = CallBound.__init__
+
+    def spying_bound(self: CallBound, limit_s: float | None = None) -> None:
+        original_bound(self, limit_s)
+        if shrinking.is_set():
+            seen.bounds.append(self.limit_s)
+
+    def spying_shrink(result: Any, **kwargs: Any) -> Any:
+        seen.failure = result
+        shrinking.set()
+        started = time.monotonic()
+        try:
+            seen.shrunk = shrink_and_save(result, **kwargs)
+        finally:
+            shrinking.clear()
+        seen.seconds = time.monotonic() - started
+        seen.bound_after_s = watchdog.op_timeout_s()
+        return seen.shrunk
+
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(CallBound, "__init__", spying)
-        shrunk = shrink_and_save(result, impl=DEADLOCK, budget=DEFAULT_SHRINK_BUDGET)
-    seconds = time.monotonic() - started
+        patch.setattr(CallBound, "__init__", spying_bound)
+        patch.setattr(kill_module, "shrink_and_save", spying_shrink)
+        seen.done = CliRunner().invoke(
+            cli,
+            [
+                *("mutants", "--only", "last-group-deadlock", "--seeds", "0:1", "--steps", "300"),
+                *("--op-timeout-s", str(CLI_BOUND_S), "--out", str(out)),
+            ],
+        )
+    return seen
+
+
+def test_shrinking_a_hang_keeps_the_bound_short_and_finishes_quickly(
+    hang_kill: _HangShrink,
+) -> None:
+    """Every shrink candidate that still hangs waits out the bound once: the shrink runs
+    them under ``SHRINK_OP_TIMEOUT_S`` (1 s), not the command's (``CLI_BOUND_S``), and the
+    command's bound is back after it."""
+    failure, shrunk = hang_kill.failure, hang_kill.shrunk
+    assert failure is not None, hang_kill.done.output
+    assert failure.anomaly == "hang" and failure.steps == HANG_STEP
     assert shrunk is not None and shrunk.anomaly == "hang" and shrunk.steps <= 6
     assert shrunk.shrink_stats is not None and shrunk.shrink_stats.stopped_by is None
-    assert bounds and set(bounds) == {watchdog.SHRINK_OP_TIMEOUT_S}
-    assert watchdog.op_timeout_s() == watchdog.DEFAULT_OP_TIMEOUT_S  # restored after
-    assert seconds < 120, seconds  # ≈20 s here: ≈20 candidates hang, 1 s each
+    assert hang_kill.bounds and set(hang_kill.bounds) == {watchdog.SHRINK_OP_TIMEOUT_S}
+    assert hang_kill.bound_after_s == CLI_BOUND_S  # restored after
+    assert hang_kill.seconds < 120, hang_kill.seconds  # ≈20 s here: ≈20 candidates hang, 1 s each
     with op_timeout(1):
         again = replay_trace(parse_run_lines(shrunk.trace_lines))
     assert again.anomaly == "hang" and again.steps == shrunk.steps
@@ -268,18 +317,11 @@ def test_the_deadlock_mutant_is_listed_and_killed_by_the_gate(tmp_path: Path) ->
     assert (kill.profile, kill.seed, kill.step) == ("smoke", 0, HANG_STEP)
 
 
-def test_cli_mutants_kills_the_deadlock_mutant(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    done = CliRunner().invoke(
-        cli,
-        [
-            *("mutants", "--only", "last-group-deadlock", "--seeds", "0:1", "--steps", "300"),
-            *("--op-timeout-s", "1", "--out", str(out)),
-        ],
-    )
+def test_cli_mutants_kills_the_deadlock_mutant(hang_kill: _HangShrink) -> None:
+    done = hang_kill.done
     assert done.exit_code == 0, done.output
     assert "PASS: 1 of 1 killed" in done.output
-    data = json.loads((out / "kill-matrix.json").read_text())
+    data = json.loads((hang_kill.out / "kill-matrix.json").read_text())
     (kill,) = data["mutants"]
     assert (kill["mutant"], kill["anomaly"], kill["check"]) == (
         "last-group-deadlock",
