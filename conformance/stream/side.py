@@ -34,7 +34,7 @@ from rmqsim.scenarios.stream.ops import (
     StreamOp,
 )
 
-__all__ = ["NO_STREAM", "StreamSide", "pack_to_plain", "to_ts_msg", "whole_messages"]
+__all__ = ["NO_STREAM", "StreamSide", "pack_of", "pack_to_plain", "to_ts_msg", "whole_messages"]
 
 #: The outcome error of an operation on a stream no actor opened (a shrunk trace's).
 NO_STREAM = "NoStream"
@@ -49,6 +49,29 @@ def to_ts_msg(msg: StreamMsg) -> TsMsg:
     msg_type: Any = MsgType(msg.msg_type) if msg.msg_type in TYPE_CODES else msg.msg_type
     rows = tuple(Row(row_id, ts) for row_id, ts in msg.rows)
     return TsMsg(msg_type, msg.msg_id, msg.timestamp, msg.hash_keys, msg.payload, rows)
+
+
+#: The pack of each recent ``Produce``/``Broadcast``, by the operation's identity, with the
+#: operation (held, so that its id names no other object while it is here): both sides of
+#: a lockstep apply the same operation objects, and so does every re-run of a shrink's
+#: candidates, so each operation's messages are converted once, into one immutable pack
+#: that ``validate_pack`` then checks once (``model.stream.api``).
+_PACKS: dict[int, tuple[Produce | Broadcast, MsgPack]] = {}
+#: At most this many packs are kept (then the cache starts again, empty).
+_PACKS_KEPT = 4096
+
+
+def pack_of(op: Produce | Broadcast) -> MsgPack:
+    """The ``MsgPack`` of ``op``'s messages (``to_ts_msg``), converted once per operation
+    object; a pack's values are immutable, so every side may be given the same one."""
+    cached = _PACKS.get(id(op))
+    if cached is not None and cached[0] is op:
+        return cached[1]
+    pack = MsgPack(tuple(map(to_ts_msg, op.msgs)))
+    if len(_PACKS) >= _PACKS_KEPT:
+        _PACKS.clear()
+    _PACKS[id(op)] = (op, pack)
+    return pack
 
 
 def _msg_to_plain(msg: TsMsg) -> tuple[Any, ...]:
@@ -107,10 +130,10 @@ class StreamSide:
         if isinstance(op, OpenProducer | OpenConsumer):
             return self._open(op)
         if isinstance(op, Produce):
-            written = self.streams[op.producer].produce(MsgPack(tuple(map(to_ts_msg, op.msgs))))
+            written = self.streams[op.producer].produce(pack_of(op))
             return tuple((channel, tuple(ids)) for channel, ids in written.items())
         if isinstance(op, Broadcast):
-            written = self.streams[op.producer].broadcast(MsgPack(tuple(map(to_ts_msg, op.msgs))))
+            written = self.streams[op.producer].broadcast(pack_of(op))
             return tuple((channel, tuple(ids)) for channel, ids in written.items())
         if isinstance(op, Consume):
             return pack_to_plain(self.streams[op.consumer].consume())

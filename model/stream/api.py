@@ -190,13 +190,19 @@ class TsMsg:
     @property
     def begin_ts(self) -> int:
         if self.msg_type in DML_TYPES and self.rows:
-            return min(row.timestamp for row in self.rows)
+            rows = self.rows
+            if type(rows) is tuple and len(rows) == 1:
+                return rows[0].timestamp
+            return min(row.timestamp for row in rows)
         return self.timestamp
 
     @property
     def end_ts(self) -> int:
         if self.msg_type in DML_TYPES and self.rows:
-            return max(row.timestamp for row in self.rows)
+            rows = self.rows
+            if type(rows) is tuple and len(rows) == 1:
+                return rows[0].timestamp
+            return max(row.timestamp for row in rows)
         return self.timestamp
 
     @staticmethod
@@ -383,12 +389,29 @@ def _is_plain_valid_pack(pack: object, need_keys: bool) -> TypeGuard[MsgPack]:
     return all(_is_plain_valid_msg(msg, need_keys) for msg in pack.msgs)
 
 
+#: Packs the fast path accepted lately, by identity (each held, so that its id names no
+#: other object while it is here), with whether they were checked with ``need_keys``.
+#: Such a pack is immutable all through (exact frozen types, tuples, ints, bytes), so it
+#: stays valid: when one object is validated again (the model's streams and the streams
+#: under test are given the same pack in lockstep), the first check answers.
+_VALID_PACKS: dict[int, tuple[MsgPack, bool]] = {}
+#: At most this many packs are remembered (then the memory starts again, empty).
+_VALID_PACKS_KEPT = 4096
+
+
 def validate_pack(pack: object, need_keys: bool) -> tuple[TsMsg, ...]:
     """Check a pack for ``produce`` (``need_keys``: every message must have a hash key) or
     ``broadcast``; return its messages. Raises ``InvalidPackError`` naming the first fault.
     A pack of exact types is checked on a fast path (``_is_plain_valid_pack``) that
-    accepts only what the field-by-field checks (``_checked_pack``) accept."""
+    accepts only what the field-by-field checks (``_checked_pack``) accept, and is
+    remembered (``_VALID_PACKS``)."""
+    known = _VALID_PACKS.get(id(pack))
+    if known is not None and known[0] is pack and (known[1] or not need_keys):
+        return known[0].msgs
     if _is_plain_valid_pack(pack, need_keys):
+        if len(_VALID_PACKS) >= _VALID_PACKS_KEPT:
+            _VALID_PACKS.clear()
+        _VALID_PACKS[id(pack)] = (pack, need_keys)
         return pack.msgs
     return _checked_pack(pack, need_keys)
 

@@ -1,9 +1,15 @@
-"""``validate_pack``'s fast path (``_is_plain_valid_pack``) accepts only packs that the
+"""The stream layer's fast paths answer what the slow ways answer.
+
+``validate_pack``'s fast path (``_is_plain_valid_pack``) accepts only packs that the
 field-by-field checks (``_checked_pack``) accept, with the same messages: a pack of exact
 types skips those checks, so a fast path that let through one value they refuse (a bool
 id, an int subclass, a list where a tuple is checked, a DML message with a timestamp...)
 would let a malformed pack be written. Every value below is tried in every field of
-valid messages and packs, and random mixes of them, against both."""
+valid messages and packs, and random mixes of them, against both.
+
+The memories (a pack validated once, a record decoded once, a name checked once, an
+operation's messages converted once) answer only for what they saw: another pack, record,
+name or operation is checked, decoded or converted anew."""
 
 from __future__ import annotations
 
@@ -15,6 +21,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rmqsim.conformance.stream.side import pack_of
+from rmqsim.model.api import InvalidArgumentError, validate_name
 from rmqsim.model.stream.api import (
     MAX_HASH_KEY,
     MAX_MSG_ID,
@@ -29,6 +37,8 @@ from rmqsim.model.stream.api import (
     _is_plain_valid_pack,
     validate_pack,
 )
+from rmqsim.model.stream.codec import MessageDecodeError, decode_msg, encode_msg
+from rmqsim.scenarios.stream.ops import INSERT, Broadcast, Produce, StreamMsg
 
 
 class _Int(int):
@@ -148,3 +158,70 @@ def test_random_mixes_get_the_checks_verdict(
     msgs: list[TsMsg], need_keys: bool, begin_ts: Any
 ) -> None:
     _assert_same_verdict(MsgPack(tuple(msgs), begin_ts), need_keys)
+
+
+def test_a_pack_validated_for_broadcast_is_checked_again_for_produce() -> None:
+    """``produce`` needs a hash key on every message, ``broadcast`` does not: what a
+    broadcast's check remembers does not pass a keyless pack to ``produce``."""
+    keyless = MsgPack((TsMsg(MsgType.FLUSH, 1, 4, ()),))
+    assert validate_pack(keyless, need_keys=False) == keyless.msgs
+    with pytest.raises(InvalidPackError, match="no hash key"):
+        validate_pack(keyless, need_keys=True)
+    assert validate_pack(keyless, need_keys=False) == keyless.msgs
+
+
+def test_a_pack_of_a_list_is_checked_every_time() -> None:
+    """A pack holding a list can change after its check: it is never remembered."""
+    msgs = [BASE_MSGS[0]]
+    pack = MsgPack(msgs)  # type: ignore[arg-type]  # the list is the point
+    assert validate_pack(pack, need_keys=True) == (BASE_MSGS[0],)
+    msgs.append(replace(BASE_MSGS[0], msg_id=-1))
+    with pytest.raises(InvalidPackError, match=r"pack.msgs\[1\].msg_id"):
+        validate_pack(pack, need_keys=True)
+
+
+def test_a_record_is_decoded_by_its_bytes() -> None:
+    """Records of the same length differing in one byte decode to their own messages;
+    an undecodable record is refused after a good one of the same length."""
+    first = encode_msg(TsMsg(MsgType.INSERT, 1, 0, (7,), b"a", (Row(1, 5),)))
+    second = encode_msg(TsMsg(MsgType.INSERT, 1, 0, (7,), b"b", (Row(1, 5),)))
+    assert len(first) == len(second)
+    for _ in range(2):
+        assert decode_msg(first).payload == b"a"
+        assert decode_msg(second).payload == b"b"
+        assert decode_msg(bytearray(second)).payload == b"b"  # type: ignore[arg-type]
+    with pytest.raises(MessageDecodeError):
+        decode_msg(b"RSTX" + first[4:])
+
+
+class _SneakyName(str):
+    """A str that hashes and compares as a valid name but holds another."""
+
+    def __hash__(self) -> int:
+        return hash("ch0")
+
+    def __eq__(self, other: object) -> bool:
+        return other == "ch0"
+
+
+@pytest.mark.parametrize("bad", ["", "a/b", "a\0b", "x" * 5000, _SneakyName("a/b"), 7])
+def test_a_bad_name_is_refused_after_good_ones(bad: object) -> None:
+    for good in ("ch0", "g", "x" * 300):
+        assert validate_name("topic", good) == good
+    for _ in range(2):  # and again
+        with pytest.raises(InvalidArgumentError):
+            validate_name("topic", bad)
+
+
+def _msg(msg_id: int) -> StreamMsg:
+    return StreamMsg(INSERT, msg_id, 0, (1,), b"", ((msg_id, 5),))
+
+
+def test_each_operation_is_converted_to_its_own_pack() -> None:
+    """Equal operations are other objects: each gets the pack of its own messages; one
+    operation object gets the same pack every time."""
+    first, second, again = (Produce("p", (_msg(i),)) for i in (1, 2, 1))
+    assert [m.msg_id for m in pack_of(first).msgs] == [1]
+    assert [m.msg_id for m in pack_of(second).msgs] == [2]
+    assert pack_of(first) is pack_of(first) and pack_of(again) == pack_of(first)
+    assert [m.msg_id for m in pack_of(Broadcast("p", (_msg(3),))).msgs] == [3]
