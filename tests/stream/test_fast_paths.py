@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rmqsim.conformance.stream.side import pack_of
+from rmqsim.impl.stream.codec import RecordError, unpack_record
 from rmqsim.model.api import InvalidArgumentError, validate_name
 from rmqsim.model.stream.api import (
     MAX_HASH_KEY,
@@ -192,6 +193,12 @@ def test_a_record_is_decoded_by_its_bytes() -> None:
         assert decode_msg(bytearray(second)).payload == b"b"  # type: ignore[arg-type]
     with pytest.raises(MessageDecodeError):
         decode_msg(b"RSTX" + first[4:])
+    for _ in range(2):  # the implementation's reader too
+        assert unpack_record(first).payload == b"a"
+        assert unpack_record(second).payload == b"b"
+        assert unpack_record(bytearray(second)).payload == b"b"  # type: ignore[arg-type]
+    with pytest.raises(RecordError):
+        unpack_record(b"RSTX" + first[4:])
 
 
 class _SneakyName(str):
