@@ -48,6 +48,7 @@ __all__ = [
     "TopicNotFoundError",
     "TopicState",
     "dlq_topic",
+    "forget_valid_names",
     "pull_group",
     "retry_topic",
     "validate_consumer_group",
@@ -207,6 +208,11 @@ class State:
 _VALID_NAMES: set[str] = set()
 _VALID_NAMES_KEPT = 1024
 _VALID_NAME_MAX_CHARS = 256
+
+
+def forget_valid_names() -> None:
+    """Empty ``_VALID_NAMES`` (a measurement's way of running starts cold)."""
+    _VALID_NAMES.clear()
 
 
 def validate_name(what: str, name: object) -> str:

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rmqsim.model.api import MQError
+from rmqsim.impl.stream.codec import forget_unpacked
+from rmqsim.model.api import MQError, forget_valid_names
 from rmqsim.model.stream.api import (
     TYPE_CODES,
     MsgPack,
@@ -19,7 +20,9 @@ from rmqsim.model.stream.api import (
     StreamFactory,
     SubscriptionPosition,
     TsMsg,
+    forget_valid_packs,
 )
+from rmqsim.model.stream.codec import forget_decoded
 from rmqsim.scenarios.queue.ops import Outcome, RunRetention
 from rmqsim.scenarios.stream.ops import (
     Broadcast,
@@ -34,7 +37,15 @@ from rmqsim.scenarios.stream.ops import (
     StreamOp,
 )
 
-__all__ = ["NO_STREAM", "StreamSide", "pack_of", "pack_to_plain", "to_ts_msg", "whole_messages"]
+__all__ = [
+    "NO_STREAM",
+    "StreamSide",
+    "forget_memories",
+    "pack_of",
+    "pack_to_plain",
+    "to_ts_msg",
+    "whole_messages",
+]
 
 #: The outcome error of an operation on a stream no actor opened (a shrunk trace's).
 NO_STREAM = "NoStream"
@@ -72,6 +83,19 @@ def pack_of(op: Produce | Broadcast) -> MsgPack:
         _PACKS.clear()
     _PACKS[id(op)] = (op, pack)
     return pack
+
+
+def forget_memories() -> None:
+    """Empty every memory of the stream layer's fast paths (``_PACKS``, the valid packs
+    and names, the decoded and unpacked records), so that a measurement times each way of
+    running the same operations from cold, as a process of its own would
+    (``bench.stream``): a way run after another would find the records it reads, the
+    packs it checks, already remembered."""
+    _PACKS.clear()
+    forget_valid_packs()
+    forget_decoded()
+    forget_unpacked()
+    forget_valid_names()
 
 
 def _msg_to_plain(msg: TsMsg) -> tuple[Any, ...]:

@@ -13,7 +13,14 @@ import struct
 
 from rmqsim.model.stream.api import TYPE_CODES, MsgType, Row, TsMsg
 
-__all__ = ["RECORD_MAGIC", "RECORD_VERSION", "RecordError", "pack_record", "unpack_record"]
+__all__ = [
+    "RECORD_MAGIC",
+    "RECORD_VERSION",
+    "RecordError",
+    "forget_unpacked",
+    "pack_record",
+    "unpack_record",
+]
 
 RECORD_MAGIC = b"RSTM"
 RECORD_VERSION = 1
@@ -60,6 +67,11 @@ _UNPACKED: dict[bytes, TsMsg] = {}
 #: At most this many records are remembered (then the memory starts again, empty).
 _UNPACKED_KEPT = 8192
 _UNPACKED_MAX_BYTES = 1024
+
+
+def forget_unpacked() -> None:
+    """Empty ``_UNPACKED`` (a measurement's way of running starts cold)."""
+    _UNPACKED.clear()
 
 
 def unpack_record(data: bytes) -> TsMsg:

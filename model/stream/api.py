@@ -42,6 +42,7 @@ __all__ = [
     "StreamState",
     "SubscriptionPosition",
     "TsMsg",
+    "forget_valid_packs",
     "validate_channels",
     "validate_pack",
     "validate_positions",
@@ -397,6 +398,11 @@ def _is_plain_valid_pack(pack: object, need_keys: bool) -> TypeGuard[MsgPack]:
 _VALID_PACKS: dict[int, tuple[MsgPack, bool]] = {}
 #: At most this many packs are remembered (then the memory starts again, empty).
 _VALID_PACKS_KEPT = 4096
+
+
+def forget_valid_packs() -> None:
+    """Empty ``_VALID_PACKS`` (a measurement's way of running starts cold)."""
+    _VALID_PACKS.clear()
 
 
 def validate_pack(pack: object, need_keys: bool) -> tuple[TsMsg, ...]:

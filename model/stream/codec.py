@@ -23,7 +23,14 @@ import struct
 
 from rmqsim.model.stream.api import TYPE_CODES, MsgType, Row, TsMsg
 
-__all__ = ["FORMAT_VERSION", "MAGIC", "MessageDecodeError", "decode_msg", "encode_msg"]
+__all__ = [
+    "FORMAT_VERSION",
+    "MAGIC",
+    "MessageDecodeError",
+    "decode_msg",
+    "encode_msg",
+    "forget_decoded",
+]
 
 MAGIC = b"RSTM"
 FORMAT_VERSION = 1
@@ -77,6 +84,11 @@ _DECODED: dict[bytes, TsMsg] = {}
 #: At most this many records are remembered (then the memory starts again, empty).
 _DECODED_KEPT = 8192
 _DECODED_MAX_BYTES = 1024
+
+
+def forget_decoded() -> None:
+    """Empty ``_DECODED`` (a measurement's way of running starts cold)."""
+    _DECODED.clear()
 
 
 def decode_msg(data: bytes) -> TsMsg:

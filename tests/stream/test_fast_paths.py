@@ -232,3 +232,22 @@ def test_each_operation_is_converted_to_its_own_pack() -> None:
     assert [m.msg_id for m in pack_of(second).msgs] == [2]
     assert pack_of(first) is pack_of(first) and pack_of(again) == pack_of(first)
     assert [m.msg_id for m in pack_of(Broadcast("p", (_msg(3),))).msgs] == [3]
+
+
+def test_forget_memories_empties_every_memory() -> None:
+    """``rmqsim bench`` times each way of running the same operations from cold: nothing
+    one way remembered may speed up the next."""
+    import rmqsim.conformance.stream.side as side
+    import rmqsim.impl.stream.codec as impl_codec
+    import rmqsim.model.api as model_api
+    import rmqsim.model.stream.api as stream_api
+    import rmqsim.model.stream.codec as model_codec
+
+    record = encode_msg(BASE_MSGS[0])
+    decode_msg(record), unpack_record(record), validate_name("topic", "ch0")
+    validate_pack(pack_of(Produce("p", (_msg(1),))), need_keys=True)
+    memories = (side._PACKS, stream_api._VALID_PACKS, model_codec._DECODED,
+                impl_codec._UNPACKED, model_api._VALID_NAMES)  # fmt: skip
+    assert all(memories)
+    side.forget_memories()
+    assert not any(memories)
