@@ -21,7 +21,7 @@ from rmqsim.conformance.bench.raw import Timing, stopwatch
 from rmqsim.conformance.running.run import parse_run_lines, run_seed
 from rmqsim.conformance.running.scratch import scratch_root
 from rmqsim.conformance.stream.run import StreamSut, resolve_stream_impl, stream_profile_of
-from rmqsim.conformance.stream.side import StreamSide
+from rmqsim.conformance.stream.side import StreamSide, forget_memories
 from rmqsim.model import ReferenceMQ
 from rmqsim.model.api import MessageQueue, MQConfig
 from rmqsim.model.stream import StreamModelFactory
@@ -99,19 +99,21 @@ def measure_stream_lockstep(
 ) -> LockstepMeasurement:
     """Run ``seeds`` of the stream profile ``profile_name`` in lockstep on ``impl``, then
     the same operations on ``impl`` alone and on the model alone; return the three rates.
-    The first seed runs once unmeasured first (a process's first run pays one-time costs)."""
+    The first seed runs once unmeasured first (a process's first run pays one-time costs).
+    Each way starts with the stream layer's memories empty (``side.forget_memories``): the
+    ways run the same records and packs, which the one before would have left remembered."""
     _, sut = resolve_stream_impl(impl)
     totals = {"lockstep": Timing(), "impl": Timing(), "model": Timing()}
     operations = 0
     for index, seed in enumerate([*seeds[:1], *seeds]):
+        forget_memories()  # each way from cold, as a process of its own would run it
         lockstep, trace = _timed_run(profile_name, seed, impl)
         profile = stream_profile_of(trace.header, "<bench>")
         steps = [Step(s.time_s, s.actor, s.op) for s in trace.steps]
-        timings = {
-            "lockstep": lockstep,
-            "impl": _impl_alone(sut, profile, steps),
-            "model": _model_alone(profile, steps),
-        }
+        forget_memories()
+        impl_alone = _impl_alone(sut, profile, steps)
+        forget_memories()
+        timings = {"lockstep": lockstep, "impl": impl_alone, "model": _model_alone(profile, steps)}
         if index == 0:
             continue  # the warm-up
         operations += len(steps)

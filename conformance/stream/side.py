@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rmqsim.model.api import MQError
+from rmqsim.impl.stream.codec import forget_unpacked
+from rmqsim.model.api import MQError, forget_valid_names
 from rmqsim.model.stream.api import (
     TYPE_CODES,
     MsgPack,
@@ -19,7 +20,9 @@ from rmqsim.model.stream.api import (
     StreamFactory,
     SubscriptionPosition,
     TsMsg,
+    forget_valid_packs,
 )
+from rmqsim.model.stream.codec import forget_decoded
 from rmqsim.scenarios.queue.ops import Outcome, RunRetention
 from rmqsim.scenarios.stream.ops import (
     Broadcast,
@@ -34,7 +37,15 @@ from rmqsim.scenarios.stream.ops import (
     StreamOp,
 )
 
-__all__ = ["NO_STREAM", "StreamSide", "pack_to_plain", "to_ts_msg", "whole_messages"]
+__all__ = [
+    "NO_STREAM",
+    "StreamSide",
+    "forget_memories",
+    "pack_of",
+    "pack_to_plain",
+    "to_ts_msg",
+    "whole_messages",
+]
 
 #: The outcome error of an operation on a stream no actor opened (a shrunk trace's).
 NO_STREAM = "NoStream"
@@ -49,6 +60,42 @@ def to_ts_msg(msg: StreamMsg) -> TsMsg:
     msg_type: Any = MsgType(msg.msg_type) if msg.msg_type in TYPE_CODES else msg.msg_type
     rows = tuple(Row(row_id, ts) for row_id, ts in msg.rows)
     return TsMsg(msg_type, msg.msg_id, msg.timestamp, msg.hash_keys, msg.payload, rows)
+
+
+#: The pack of each recent ``Produce``/``Broadcast``, by the operation's identity, with the
+#: operation (held, so that its id names no other object while it is here): both sides of
+#: a lockstep apply the same operation objects, and so does every re-run of a shrink's
+#: candidates, so each operation's messages are converted once, into one immutable pack
+#: that ``validate_pack`` then checks once (``model.stream.api``).
+_PACKS: dict[int, tuple[Produce | Broadcast, MsgPack]] = {}
+#: At most this many packs are kept (then the cache starts again, empty).
+_PACKS_KEPT = 4096
+
+
+def pack_of(op: Produce | Broadcast) -> MsgPack:
+    """The ``MsgPack`` of ``op``'s messages (``to_ts_msg``), converted once per operation
+    object; a pack's values are immutable, so every side may be given the same one."""
+    cached = _PACKS.get(id(op))
+    if cached is not None and cached[0] is op:
+        return cached[1]
+    pack = MsgPack(tuple(map(to_ts_msg, op.msgs)))
+    if len(_PACKS) >= _PACKS_KEPT:
+        _PACKS.clear()
+    _PACKS[id(op)] = (op, pack)
+    return pack
+
+
+def forget_memories() -> None:
+    """Empty every memory of the stream layer's fast paths (``_PACKS``, the valid packs
+    and names, the decoded and unpacked records), so that a measurement times each way of
+    running the same operations from cold, as a process of its own would
+    (``bench.stream``): a way run after another would find the records it reads, the
+    packs it checks, already remembered."""
+    _PACKS.clear()
+    forget_valid_packs()
+    forget_decoded()
+    forget_unpacked()
+    forget_valid_names()
 
 
 def _msg_to_plain(msg: TsMsg) -> tuple[Any, ...]:
@@ -107,10 +154,10 @@ class StreamSide:
         if isinstance(op, OpenProducer | OpenConsumer):
             return self._open(op)
         if isinstance(op, Produce):
-            written = self.streams[op.producer].produce(MsgPack(tuple(map(to_ts_msg, op.msgs))))
+            written = self.streams[op.producer].produce(pack_of(op))
             return tuple((channel, tuple(ids)) for channel, ids in written.items())
         if isinstance(op, Broadcast):
-            written = self.streams[op.producer].broadcast(MsgPack(tuple(map(to_ts_msg, op.msgs))))
+            written = self.streams[op.producer].broadcast(pack_of(op))
             return tuple((channel, tuple(ids)) for channel, ids in written.items())
         if isinstance(op, Consume):
             return pack_to_plain(self.streams[op.consumer].consume())

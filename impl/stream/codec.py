@@ -13,7 +13,14 @@ import struct
 
 from rmqsim.model.stream.api import TYPE_CODES, MsgType, Row, TsMsg
 
-__all__ = ["RECORD_MAGIC", "RECORD_VERSION", "RecordError", "pack_record", "unpack_record"]
+__all__ = [
+    "RECORD_MAGIC",
+    "RECORD_VERSION",
+    "RecordError",
+    "forget_unpacked",
+    "pack_record",
+    "unpack_record",
+]
 
 RECORD_MAGIC = b"RSTM"
 RECORD_VERSION = 1
@@ -53,8 +60,36 @@ def _counted(data: bytes, offset: int, item_bytes: int, what: str) -> tuple[int,
     return count, offset
 
 
+#: Records unpacked lately (``bytes`` of at most ``_UNPACKED_MAX_BYTES``) and their
+#: messages: every stream consuming a channel reads the same records, and a message is
+#: immutable, so a record is unpacked once and its message shared.
+_UNPACKED: dict[bytes, TsMsg] = {}
+#: At most this many records are remembered (then the memory starts again, empty).
+_UNPACKED_KEPT = 8192
+_UNPACKED_MAX_BYTES = 1024
+
+
+def forget_unpacked() -> None:
+    """Empty ``_UNPACKED`` (a measurement's way of running starts cold)."""
+    _UNPACKED.clear()
+
+
 def unpack_record(data: bytes) -> TsMsg:
-    """The message of a whole record; ``RecordError`` for anything else."""
+    """The message of a whole record; ``RecordError`` for anything else. A record
+    unpacked lately is not unpacked again (``_UNPACKED``)."""
+    if type(data) is not bytes or len(data) > _UNPACKED_MAX_BYTES:
+        return _unpacked(data)
+    msg = _UNPACKED.get(data)
+    if msg is None:
+        msg = _unpacked(data)
+        if len(_UNPACKED) >= _UNPACKED_KEPT:
+            _UNPACKED.clear()
+        _UNPACKED[data] = msg
+    return msg
+
+
+def _unpacked(data: bytes) -> TsMsg:
+    """``unpack_record``'s reading of the record, field by field."""
     if len(data) < _FIXED.size:
         raise RecordError(f"record of {len(data)} bytes is shorter than its header")
     magic, version, code, msg_id, timestamp = _FIXED.unpack_from(data, 0)

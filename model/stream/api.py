@@ -42,6 +42,7 @@ __all__ = [
     "StreamState",
     "SubscriptionPosition",
     "TsMsg",
+    "forget_valid_packs",
     "validate_channels",
     "validate_pack",
     "validate_positions",
@@ -190,13 +191,19 @@ class TsMsg:
     @property
     def begin_ts(self) -> int:
         if self.msg_type in DML_TYPES and self.rows:
-            return min(row.timestamp for row in self.rows)
+            rows = self.rows
+            if type(rows) is tuple and len(rows) == 1:
+                return rows[0].timestamp
+            return min(row.timestamp for row in rows)
         return self.timestamp
 
     @property
     def end_ts(self) -> int:
         if self.msg_type in DML_TYPES and self.rows:
-            return max(row.timestamp for row in self.rows)
+            rows = self.rows
+            if type(rows) is tuple and len(rows) == 1:
+                return rows[0].timestamp
+            return max(row.timestamp for row in rows)
         return self.timestamp
 
     @staticmethod
@@ -333,9 +340,90 @@ def _check_msg(where: str, msg: object, need_keys: bool) -> None:
         raise InvalidPackError(f"{where} has no hash key: produce cannot route it")
 
 
+def _is_int_in(value: object, high: int) -> bool:
+    """``value`` is exactly an ``int`` in ``[0, high]`` (what ``_check_int`` accepts, less
+    its subclasses)."""
+    return type(value) is int and 0 <= value <= high
+
+
+def _is_plain_valid_msg(msg: object, need_keys: bool) -> bool:
+    """True when ``msg`` is a ``TsMsg`` made of exact types (ints, bytes, tuples, ``Row``)
+    that passes every check of ``_check_msg``: the common case, checked cheaply. False
+    decides nothing: ``_check_msg`` then checks it (and names the fault)."""
+    if type(msg) is not TsMsg:
+        return False
+    msg_type, keys, rows = msg.msg_type, msg.hash_keys, msg.rows
+    if type(msg_type) is not MsgType and not (type(msg_type) is int and msg_type in TYPE_CODES):
+        return False
+    if not (_is_int_in(msg.msg_id, MAX_MSG_ID) and _is_int_in(msg.timestamp, MAX_TIMESTAMP)):
+        return False
+    if type(keys) is not tuple or (need_keys and not keys) or type(rows) is not tuple:
+        return False
+    for key in keys:
+        if type(key) is not int or not 0 <= key <= MAX_HASH_KEY:
+            return False
+    if type(msg.payload) is not bytes or len(msg.payload) > MAX_PAYLOAD_BYTES:
+        return False
+    for row in rows:
+        if type(row) is not Row or not (
+            _is_int_in(row.row_id, MAX_MSG_ID) and _is_int_in(row.timestamp, MAX_TIMESTAMP)
+        ):
+            return False
+    if msg_type in DML_TYPES:
+        return bool(rows) and len(keys) == len(rows) and msg.timestamp == 0
+    return not rows
+
+
+def _is_plain_valid_pack(pack: object, need_keys: bool) -> TypeGuard[MsgPack]:
+    """``_is_plain_valid_msg`` for a whole pack: a ``MsgPack`` of tuples that passes every
+    check of ``validate_pack``; False decides nothing."""
+    if type(pack) is not MsgPack or type(pack.msgs) is not tuple:
+        return False
+    if not (_is_int_in(pack.begin_ts, MAX_TIMESTAMP) and _is_int_in(pack.end_ts, MAX_TIMESTAMP)):
+        return False
+    for positions in (pack.start_positions, pack.end_positions):
+        if type(positions) is not tuple:
+            return False
+        for position in positions:
+            if type(position) is not MsgPosition:
+                return False
+    return all(_is_plain_valid_msg(msg, need_keys) for msg in pack.msgs)
+
+
+#: Packs the fast path accepted lately, by identity (each held, so that its id names no
+#: other object while it is here), with whether they were checked with ``need_keys``.
+#: Such a pack is immutable all through (exact frozen types, tuples, ints, bytes), so it
+#: stays valid: when one object is validated again (the model's streams and the streams
+#: under test are given the same pack in lockstep), the first check answers.
+_VALID_PACKS: dict[int, tuple[MsgPack, bool]] = {}
+#: At most this many packs are remembered (then the memory starts again, empty).
+_VALID_PACKS_KEPT = 4096
+
+
+def forget_valid_packs() -> None:
+    """Empty ``_VALID_PACKS`` (a measurement's way of running starts cold)."""
+    _VALID_PACKS.clear()
+
+
 def validate_pack(pack: object, need_keys: bool) -> tuple[TsMsg, ...]:
     """Check a pack for ``produce`` (``need_keys``: every message must have a hash key) or
-    ``broadcast``; return its messages. Raises ``InvalidPackError`` naming the first fault."""
+    ``broadcast``; return its messages. Raises ``InvalidPackError`` naming the first fault.
+    A pack of exact types is checked on a fast path (``_is_plain_valid_pack``) that
+    accepts only what the field-by-field checks (``_checked_pack``) accept, and is
+    remembered (``_VALID_PACKS``)."""
+    known = _VALID_PACKS.get(id(pack))
+    if known is not None and known[0] is pack and (known[1] or not need_keys):
+        return known[0].msgs
+    if _is_plain_valid_pack(pack, need_keys):
+        if len(_VALID_PACKS) >= _VALID_PACKS_KEPT:
+            _VALID_PACKS.clear()
+        _VALID_PACKS[id(pack)] = (pack, need_keys)
+        return pack.msgs
+    return _checked_pack(pack, need_keys)
+
+
+def _checked_pack(pack: object, need_keys: bool) -> tuple[TsMsg, ...]:
+    """``validate_pack``'s checks, field by field, naming the first fault."""
     if not isinstance(pack, MsgPack):
         raise InvalidPackError(f"pack must be a MsgPack, got {type(pack).__name__}")
     _check_int("pack.begin_ts", pack.begin_ts, MAX_TIMESTAMP)

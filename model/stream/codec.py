@@ -23,7 +23,14 @@ import struct
 
 from rmqsim.model.stream.api import TYPE_CODES, MsgType, Row, TsMsg
 
-__all__ = ["FORMAT_VERSION", "MAGIC", "MessageDecodeError", "decode_msg", "encode_msg"]
+__all__ = [
+    "FORMAT_VERSION",
+    "MAGIC",
+    "MessageDecodeError",
+    "decode_msg",
+    "encode_msg",
+    "forget_decoded",
+]
 
 MAGIC = b"RSTM"
 FORMAT_VERSION = 1
@@ -70,9 +77,37 @@ class _Reader:
         return int(count)
 
 
+#: Records decoded lately (``bytes`` of at most ``_DECODED_MAX_BYTES``) and their messages:
+#: every consumer of a channel reads the same records, and a message is immutable, so a
+#: record is decoded once and its message shared.
+_DECODED: dict[bytes, TsMsg] = {}
+#: At most this many records are remembered (then the memory starts again, empty).
+_DECODED_KEPT = 8192
+_DECODED_MAX_BYTES = 1024
+
+
+def forget_decoded() -> None:
+    """Empty ``_DECODED`` (a measurement's way of running starts cold)."""
+    _DECODED.clear()
+
+
 def decode_msg(data: bytes) -> TsMsg:
     """The message stored in ``data``; ``MessageDecodeError`` if it is not a whole record
-    of this format (wrong magic, unknown version or type, truncated, trailing bytes)."""
+    of this format (wrong magic, unknown version or type, truncated, trailing bytes).
+    A record decoded lately is not decoded again (``_DECODED``)."""
+    if type(data) is not bytes or len(data) > _DECODED_MAX_BYTES:
+        return _decoded(data)
+    msg = _DECODED.get(data)
+    if msg is None:
+        msg = _decoded(data)
+        if len(_DECODED) >= _DECODED_KEPT:
+            _DECODED.clear()
+        _DECODED[data] = msg
+    return msg
+
+
+def _decoded(data: bytes) -> TsMsg:
+    """``decode_msg``'s decoding: the record read field by field."""
     reader = _Reader(data)
     magic, version, code, msg_id, timestamp = reader.take(_HEAD)
     if magic != MAGIC:

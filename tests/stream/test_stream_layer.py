@@ -5,6 +5,7 @@ profile with an anomaly named after what breaks, and shrinks to at most 10 opera
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -133,9 +134,11 @@ def test_bad_input_is_the_same_typed_error_on_both_sides(op, error: str, tmp_pat
         lockstep.close()
 
 
+@functools.cache
 def _first_failure(impl: str) -> RunResult:
     """The first failing run over the gate's stream profiles, seeds 0..4, as the gate
-    meets them."""
+    meets them. Run once per process: a mutant's caught test and its shrink test (which
+    only reads it) share it when they run in the same worker."""
     for seed in range(5):
         for profile in STREAM_GATE_PROFILES:
             result = run_seed(profile, seed, impl=impl)
