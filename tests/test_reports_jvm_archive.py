@@ -52,17 +52,16 @@ def test_the_archive_is_built_once_then_mapped_and_a_damaged_one_is_not_used(
     path = archive_path()
     assert path is not None and path.parent == cache
 
+    # Built by the first report (a JVM of its own), then mapped by that report's JVM.
     built, stderr = _report(sweep_dir, cache)
     assert BUILDING in stderr and is_complete(path)
     assert not list(cache.glob("*.part"))  # the dump renamed into place once complete
-    mapped, stderr = _report(sweep_dir, cache)
-    assert BUILDING not in stderr and mapped == built
 
     # Truncated (a full disk, a partial copy): its size is not the one recorded, so it is
     # built again rather than mapped (a JVM mapping it dies of SIGBUS). Asked of the
     # report's own entry (``class_archive``, what ``_report`` started from above) in this
     # process: a whole report after the rebuild would only show again that a complete
-    # archive maps to the same report (``mapped == built`` above), at a Spark start's cost.
+    # archive maps to the same report, at a Spark start's cost.
     whole = path.read_bytes()
     path.write_bytes(whole[: len(whole) // 2])
     capsys.readouterr()
@@ -70,11 +69,16 @@ def test_the_archive_is_built_once_then_mapped_and_a_damaged_one_is_not_used(
     assert BUILDING in capsys.readouterr().err and is_complete(path)
     assert path.read_bytes() != whole[: len(whole) // 2]
 
-    # Damaged in a way the size does not show: the JVM cannot start with it; Spark starts
-    # without it and the archive is removed (to be built again by the next report).
+    # Damaged in a way the size does not show: an archive of the recorded size is not
+    # built again (the next report maps it), the JVM cannot start with it; Spark starts
+    # without it, the same report as the one that mapped the archive, and the archive is
+    # removed (to be built again by the next report). (A second report mapping the good
+    # archive, once run between the first and this one, showed nothing these two do not:
+    # "not built again" is asked here, "the same report" of a start without the archive.)
     path.write_bytes(whole[: len(whole) // 2])
     path.with_name(path.name + ".bytes").write_text(f"{len(whole) // 2}\n")
-    survived, _ = _report(sweep_dir, cache)
+    survived, stderr = _report(sweep_dir, cache)
+    assert BUILDING not in stderr
     assert survived == built and not path.exists()
     assert not list(Path.cwd().glob("hs_err_pid*.log"))
 

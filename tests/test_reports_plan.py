@@ -217,6 +217,38 @@ def test_a_queue_row_carries_its_runs_coverage_cells(tmp_path: Path) -> None:
     assert consumer["coverage_reached"] == consumer["coverage_crashed"] == {}
 
 
+def test_a_sweeps_tallies_pair_each_twin_with_its_first_run_in_another_task(
+    tmp_path: Path,
+) -> None:
+    """What a sweep's driver collects from its tasks (``_tally`` in each, ``_merged``):
+    the rows counted by (determinism_repeat, status) and the kept results; a pair whose
+    two runs, in two tasks, left two trace digests is a determinism mismatch, one whose
+    runs agree is not, and a run without a digest (an error row) is no second digest."""
+    from rmqsim.reports.sweep import _merged, _tally
+
+    spec = TaskSpec(impl=model_factory, out_dir=str(tmp_path), sweep_id="t", steps=10)
+    [(_item, result, real)] = list(run_chunk([WorkItem("smoke", 1)], spec))
+    base = dict(zip(COLUMNS, real, strict=True))
+
+    def row(seed: int, digest: str | None, repeat: int = 0, status: str = "ok") -> tuple:
+        changed = dict(base, seed=seed, trace_digest=digest, determinism_repeat=repeat,
+                       status=status)  # fmt: skip
+        return tuple(changed[column] for column in COLUMNS)
+
+    one, other = "sha256:" + "1" * 64, "sha256:" + "2" * 64
+    first_task = [(result, row(1, one)), (None, row(2, one)), (None, row(3, one)),
+                  (None, row(4, other, status="divergence"))]  # fmt: skip
+    second_task = [(None, row(1, other, repeat=1)), (None, row(2, one, repeat=1)),
+                   (None, row(3, None, repeat=1, status="error"))]  # fmt: skip
+    twice = {("smoke", 1), ("smoke", 2), ("smoke", 3)}
+    collected = _merged([_tally(iter(first_task), twice), _tally(iter(second_task), twice)])
+    assert collected.mismatched == [("smoke", 1)]
+    assert collected.tallies == Counter(
+        {(0, "ok"): 3, (0, "divergence"): 1, (1, "ok"): 2, (1, "error"): 1}
+    )
+    assert collected.kept == [result]
+
+
 def test_a_conforming_row_carries_counts_and_no_trace(tmp_path: Path) -> None:
     spec = TaskSpec(impl=model_factory, out_dir=str(tmp_path), sweep_id="t", steps=50)
     [(_item, result, row)] = list(run_chunk([WorkItem("swarm", 3)], spec))
