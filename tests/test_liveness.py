@@ -72,12 +72,16 @@ def _rmqsim_side_by_side(commands: dict[str, list[str]], cwd: Path) -> dict[str,
         for name, args in commands.items()
     }
     done = {}
-    for name, process in started.items():
-        try:
+    try:
+        for name, process in started.items():
             stdout, stderr = process.communicate(timeout=COMMAND_TIMEOUT_S)
-        finally:
+            done[name] = subprocess.CompletedProcess(
+                process.args, process.returncode, stdout, stderr
+            )
+    finally:  # none left behind when one overruns the command's timeout
+        for process in started.values():
             process.kill()
-        done[name] = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+            process.wait()
     return done
 
 
