@@ -59,28 +59,72 @@ def _rmqsim(*args: str, cwd: Path, timeout_s: float = COMMAND_TIMEOUT_S) -> tupl
     return done, time.monotonic() - started
 
 
-@pytest.mark.parametrize("mode", ["inprocess", "process"])
-def test_a_deadlocking_queue_is_a_hang_found_in_seconds(mode: str, tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    run = ("run", "--profile", "smoke", "--seed", "0", "--impl", DEADLOCK, "--out", str(out))
-    done, _ = _rmqsim(
-        *run, "--crash-mode", mode, "--op-timeout-s", str(DEADLOCK_BOUND_S), "--no-shrink",
+def _rmqsim_side_by_side(commands: dict[str, list[str]], cwd: Path) -> dict[str, Any]:
+    """Run each ``rmqsim`` command of ``commands`` (name -> arguments) in a process of its
+    own, all at once: their waits on the bound overlap; name -> the completed process."""
+    path = os.environ.get("PYTHONPATH")
+    env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{path}" if path else str(ROOT))
+    started = {
+        name: subprocess.Popen(
+            [RMQSIM, *args], cwd=cwd, env=env, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        for name, args in commands.items()
+    }
+    done = {}
+    try:
+        for name, process in started.items():
+            stdout, stderr = process.communicate(timeout=COMMAND_TIMEOUT_S)
+            done[name] = subprocess.CompletedProcess(
+                process.args, process.returncode, stdout, stderr
+            )
+    finally:  # none left behind when one overruns the command's timeout
+        for process in started.values():
+            process.kill()
+            process.wait()
+    return done
+
+
+def test_a_deadlocking_queue_is_a_hang_found_in_seconds(tmp_path: Path) -> None:
+    """In both crash modes, the deadlock mutant's run is a hang at ``HANG_STEP`` found by the
+    bound, and its trace replays to the same hang. The two modes' runs (then their replays:
+    the traces differ, the process mode's says so) go side by side, so their waits on
+    ``DEADLOCK_BOUND_S`` overlap instead of adding up."""
+    modes = ("inprocess", "process")
+    runs = _rmqsim_side_by_side(
+        {
+            mode: [
+                "run", "--profile", "smoke", "--seed", "0", "--impl", DEADLOCK,
+                "--out", str(tmp_path / mode), "--crash-mode", mode,
+                "--op-timeout-s", str(DEADLOCK_BOUND_S), "--no-shrink",
+            ]
+            for mode in modes
+        },
         cwd=tmp_path,
     )
-    assert done.returncode == 1, done.stderr
-    assert "DIVERGENCE hang" in done.stderr
-    assert f"step {HANG_STEP} of {HANG_STEP}" in done.stderr
-    assert f"destroy_group did not return within {DEADLOCK_BOUND_S} s" in done.stderr
-    # Found by the bound (its message above), not by the command's timeout: no wall-time
-    # assertion, which would measure the machine's load.
-    trace = out / "smoke-seed0-hang.jsonl"
-    end = json.loads(trace.read_text().splitlines()[-1])
-    assert (end["status"], end["anomaly"], end["steps"]) == ("divergence", "hang", HANG_STEP)
-    replayed, _ = _rmqsim(
-        "replay", str(trace), "--op-timeout-s", str(DEADLOCK_BOUND_S), cwd=tmp_path
+    for mode, done in runs.items():
+        assert done.returncode == 1, (mode, done.stderr)
+        assert "DIVERGENCE hang" in done.stderr, mode
+        assert f"step {HANG_STEP} of {HANG_STEP}" in done.stderr, mode
+        assert f"destroy_group did not return within {DEADLOCK_BOUND_S} s" in done.stderr, mode
+        # Found by the bound (its message above), not by the command's timeout: no wall-time
+        # assertion, which would measure the machine's load.
+        trace = tmp_path / mode / "smoke-seed0-hang.jsonl"
+        end = json.loads(trace.read_text().splitlines()[-1])
+        assert (end["status"], end["anomaly"], end["steps"]) == ("divergence", "hang", HANG_STEP)
+    replays = _rmqsim_side_by_side(
+        {
+            mode: [
+                "replay", str(tmp_path / mode / "smoke-seed0-hang.jsonl"),
+                "--op-timeout-s", str(DEADLOCK_BOUND_S),
+            ]
+            for mode in modes
+        },
+        cwd=tmp_path,
     )
-    assert replayed.returncode == 1, replayed.stderr
-    assert f"hang at operation {HANG_STEP}" in replayed.stdout
+    for mode, replayed in replays.items():
+        assert replayed.returncode == 1, (mode, replayed.stderr)
+        assert f"hang at operation {HANG_STEP}" in replayed.stdout, mode
 
 
 #: The command's bound in the shared ``mutants`` run below: not ``SHRINK_OP_TIMEOUT_S``, so

@@ -75,6 +75,10 @@ WAIT_SCRIPT = textwrap.dedent(
 )
 #: Stopped this long: past the bound (0.5 s) and the last resort's timer (about 3.5 s).
 STOPPED_S = 6.0
+#: Stopped this long inside ``WAIT_SCRIPT``'s waiting call: three times its 1 s bound (so a
+#: watchdog counting the time stopped finds the call past its deadline on resume), and
+#: that script's last resort has its 30 s floor, so its timer is not reached.
+WAIT_STOPPED_S = 3.0
 
 
 def _state(pid: int) -> str:
@@ -95,9 +99,10 @@ def _suspended_run(
     *,
     marker: str = "started",
     delay_s: float = 1.0,
+    stopped_s: float = STOPPED_S,
 ) -> subprocess.CompletedProcess[str]:
     """``script``'s run, sent ``stop_signal`` ``delay_s`` after it printed ``marker``,
-    continued after ``STOPPED_S``."""
+    continued after ``stopped_s``."""
     path = os.environ.get("PYTHONPATH")
     env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{path}" if path else str(ROOT))
     child = subprocess.Popen(
@@ -110,7 +115,7 @@ def _suspended_run(
         assert child.poll() is None, "the run ended before it was stopped"
         child.send_signal(stop_signal)
         _wait_for_state(child.pid, "T")  # it does stop
-        time.sleep(STOPPED_S)
+        time.sleep(stopped_s)
         assert _state(child.pid) == "T"
         child.send_signal(signal.SIGCONT)
         out, err = child.communicate(timeout=120)
@@ -131,10 +136,12 @@ def test_ctrl_z_past_the_bound_and_the_last_resort_does_not_end_the_run() -> Non
 
 @pytest.mark.skipif(not hasattr(signal, "SIGTSTP"), reason="POSIX job control")
 def test_ctrl_z_inside_a_waiting_call_does_not_count_against_its_bound() -> None:
-    """Stopped 6 s in a call that waits 0.4 s under a 1 s bound: on resume the call is
+    """Stopped 3 s in a call that waits 0.4 s under a 1 s bound: on resume the call is
     not past its deadline (the time stopped is left out), though it waits on with hardly
     any CPU (which, past the deadline, would be a hang at once)."""
-    done = _suspended_run(signal.SIGTSTP, WAIT_SCRIPT, marker="waiting", delay_s=0.0)
+    done = _suspended_run(
+        signal.SIGTSTP, WAIT_SCRIPT, marker="waiting", delay_s=0.0, stopped_s=WAIT_STOPPED_S
+    )
     assert done.returncode == 0, (done.stdout, done.stderr)
     assert done.stdout.startswith("ok None"), done.stdout
 
