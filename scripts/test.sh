@@ -31,18 +31,6 @@ if [ "${1:-}" = "--quick" ]; then
     quick=(--quick)
 fi
 bash "$root/scripts/bootstrap.sh" --java --fuse
-# Bytecode is cached (in __pycache__/, git-ignored), as Python does by default: an
-# environment that sets PYTHONDONTWRITEBYTECODE=1 (this workplace's machines do) would make
-# each xdist worker rewrite every test module's asserts again (about 7 CPU s each) and every
-# rmqsim process the tests start compile rmqsim's modules again (about 0.25 CPU s each).
-unset PYTHONDONTWRITEBYTECODE
-# ruff and mypy (a cold mypy is about 20 s) run beside the rest of the set-up (Chromium, the
-# drivers' builds: mostly waiting on the network, the disk and one core); their output is
-# printed, and a finding stops the command, before pytest starts.
-lint_log="$(mktemp)"
-(cd "$root" && .venv/bin/ruff check . && .venv/bin/mypy) >"$lint_log" 2>&1 &
-lint_pid=$!
-trap 'kill "$lint_pid" 2>/dev/null || true; rm -f "$lint_log"' EXIT
 if ! bash "$root/scripts/install-chromium.sh"; then
     if [ -n "${RMQSIM_REQUIRE_BROWSER:-}" ]; then
         echo "test.sh: Chromium could not be installed, and RMQSIM_REQUIRE_BROWSER=1" >&2
@@ -75,13 +63,12 @@ else
         "above): its tests will be skipped" >&2
 fi
 cd "$root"
-lint_status=0
-wait "$lint_pid" || lint_status=$?
-cat "$lint_log"
-if [ "$lint_status" != 0 ]; then
-    exit "$lint_status"
-fi
-rm -f "$lint_log"
-trap - EXIT
+# Bytecode is cached (in __pycache__/, git-ignored), as Python does by default: an
+# environment that sets PYTHONDONTWRITEBYTECODE=1 (this workplace's machines do) would make
+# each xdist worker rewrite every test module's asserts again (about 7 CPU s each) and every
+# rmqsim process the tests start compile rmqsim's modules again (about 0.25 CPU s each).
+unset PYTHONDONTWRITEBYTECODE
+.venv/bin/ruff check .
+.venv/bin/mypy
 exec .venv/bin/python -m pytest -n "${RMQSIM_TEST_WORKERS:-2}" --dist worksteal \
     ${quick[@]+"${quick[@]}"} "$@"
