@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 
+from rmqsim.model.memo import BytesMemo
 from rmqsim.model.stream.api import TYPE_CODES, MsgType, Row, TsMsg
 
 __all__ = [
@@ -60,13 +61,15 @@ def _counted(data: bytes, offset: int, item_bytes: int, what: str) -> tuple[int,
     return count, offset
 
 
-#: Records unpacked lately (``bytes`` of at most ``_UNPACKED_MAX_BYTES``) and their
-#: messages: every stream consuming a channel reads the same records, and a message is
-#: immutable, so a record is unpacked once and its message shared.
-_UNPACKED: dict[bytes, TsMsg] = {}
 #: At most this many records are remembered (then the memory starts again, empty).
 _UNPACKED_KEPT = 8192
 _UNPACKED_MAX_BYTES = 1024
+#: Records unpacked lately (``bytes`` of at most ``_UNPACKED_MAX_BYTES``) and their
+#: messages: every stream consuming a channel reads the same records, and a message is
+#: immutable, so a record is unpacked once and its message shared.
+_UNPACKED: BytesMemo[TsMsg] = BytesMemo(
+    lambda data: _unpacked(data), kept=_UNPACKED_KEPT, max_bytes=_UNPACKED_MAX_BYTES
+)
 
 
 def forget_unpacked() -> None:
@@ -77,15 +80,7 @@ def forget_unpacked() -> None:
 def unpack_record(data: bytes) -> TsMsg:
     """The message of a whole record; ``RecordError`` for anything else. A record
     unpacked lately is not unpacked again (``_UNPACKED``)."""
-    if type(data) is not bytes or len(data) > _UNPACKED_MAX_BYTES:
-        return _unpacked(data)
-    msg = _UNPACKED.get(data)
-    if msg is None:
-        msg = _unpacked(data)
-        if len(_UNPACKED) >= _UNPACKED_KEPT:
-            _UNPACKED.clear()
-        _UNPACKED[data] = msg
-    return msg
+    return _UNPACKED(data)
 
 
 def _unpacked(data: bytes) -> TsMsg:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import struct
 
+from rmqsim.model.memo import BytesMemo
 from rmqsim.model.stream.api import TYPE_CODES, MsgType, Row, TsMsg
 
 __all__ = [
@@ -77,13 +78,15 @@ class _Reader:
         return int(count)
 
 
-#: Records decoded lately (``bytes`` of at most ``_DECODED_MAX_BYTES``) and their messages:
-#: every consumer of a channel reads the same records, and a message is immutable, so a
-#: record is decoded once and its message shared.
-_DECODED: dict[bytes, TsMsg] = {}
 #: At most this many records are remembered (then the memory starts again, empty).
 _DECODED_KEPT = 8192
 _DECODED_MAX_BYTES = 1024
+#: Records decoded lately (``bytes`` of at most ``_DECODED_MAX_BYTES``) and their messages:
+#: every consumer of a channel reads the same records, and a message is immutable, so a
+#: record is decoded once and its message shared.
+_DECODED: BytesMemo[TsMsg] = BytesMemo(
+    lambda data: _decoded(data), kept=_DECODED_KEPT, max_bytes=_DECODED_MAX_BYTES
+)
 
 
 def forget_decoded() -> None:
@@ -95,15 +98,7 @@ def decode_msg(data: bytes) -> TsMsg:
     """The message stored in ``data``; ``MessageDecodeError`` if it is not a whole record
     of this format (wrong magic, unknown version or type, truncated, trailing bytes).
     A record decoded lately is not decoded again (``_DECODED``)."""
-    if type(data) is not bytes or len(data) > _DECODED_MAX_BYTES:
-        return _decoded(data)
-    msg = _DECODED.get(data)
-    if msg is None:
-        msg = _decoded(data)
-        if len(_DECODED) >= _DECODED_KEPT:
-            _DECODED.clear()
-        _DECODED[data] = msg
-    return msg
+    return _DECODED(data)
 
 
 def _decoded(data: bytes) -> TsMsg:
