@@ -34,8 +34,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeGuard, runtime_checkable
 
 from rmqsim.conformance.bad_impl import BadImplError
-from rmqsim.conformance.wire.client import exec_factory, is_exec_impl
-from rmqsim.conformance.wire.streams import QUEUE_FACTORY_ATTRIBUTE  # serves the stream layer
+from rmqsim.conformance.wire.client import (  # the attribute serves the stream layer
+    QUEUE_FACTORY_ATTRIBUTE,
+    exec_factory,
+    is_exec_impl,
+)
 from rmqsim.model.api import Clock, MessageQueue, MQConfig
 
 if TYPE_CHECKING:

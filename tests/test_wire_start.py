@@ -6,6 +6,7 @@ machine is no ``hang``; the open itself still is bounded."""
 from __future__ import annotations
 
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -54,3 +55,46 @@ def test_an_open_slower_than_the_bound_is_still_a_hang(tmp_path: Path) -> None:
     code, output = _run(_slow_starting_server(tmp_path, slow_open=True), tmp_path / "out")
     assert code == 1, output
     assert "hang" in output or "unrecoverable" in output, output
+
+
+#: What a queue server must not import: the stream layer and the simulations (simpy, every
+#: profile). A server starts once per open, so its imports are most of an open's cost
+#: through the protocol (≈ 260 -> ≈ 180 CPU ms per open when they went).
+NOT_FOR_A_QUEUE_SERVER = (
+    "simpy",
+    "rmqsim.scenarios.catalog",
+    "rmqsim.conformance.stream.side",
+    "rmqsim.conformance.wire.streams",
+    "importlib.resources",
+)
+
+
+def test_a_queue_server_imports_neither_the_stream_layer_nor_the_simulations(
+    tmp_path: Path,
+) -> None:
+    """A reference server of the queue layer that answers ``hello``, opens our queue,
+    produces and closes has imported none of ``NOT_FOR_A_QUEUE_SERVER``; a stream server
+    still gets the stream layer when it is asked for it."""
+    script = (
+        "import io, json, sys\n"
+        "from rmqsim.conformance.wire.server import Server\n"
+        "impl, path = sys.argv[1], sys.argv[2]\n"
+        "requests = [{'id': 1, 'op': 'hello'}, {'id': 2, 'op': 'open', 'path': path,\n"
+        "            'config': {}}, {'id': 3, 'op': 'create_topic', 'topic': 't'},\n"
+        "            {'id': 4, 'op': 'close'}]\n"
+        "lines = b''.join(json.dumps(r).encode() + b'\\n' for r in requests)\n"
+        "replies = io.BytesIO()\n"
+        "assert Server(impl, io.BytesIO(lines), replies).serve() == 0\n"
+        "assert b'error' not in replies.getvalue(), replies.getvalue()\n"
+        f"print(sorted(m for m in {NOT_FOR_A_QUEUE_SERVER!r} if m in sys.modules))\n"
+    )
+    imported = {}
+    for impl in ("rocksmq", "stream"):
+        done = subprocess.run(
+            [sys.executable, "-c", script, impl, str(tmp_path / impl)],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        imported[impl] = done.stdout.strip()
+    assert imported["rocksmq"] == "[]"
+    assert "rmqsim.conformance.wire.streams" in imported["stream"]

@@ -72,6 +72,7 @@ from rmqsim.model.store.api import StoreConfig
 __all__ = [
     "EXEC_PREFIX",
     "HELLO_TIMEOUT_S",
+    "QUEUE_FACTORY_ATTRIBUTE",
     "SERVED_LAYERS",
     "ChildDiedError",
     "Hello",
@@ -86,6 +87,12 @@ __all__ = [
     "is_exec_impl",
     "server_command",
 ]
+
+#: The attribute of a stream factory that names the queue factory its streams must run
+#: over (a protocol server serves both: its streams cannot run over rmqsim's queue). Here,
+#: not in ``wire.streams``, so that ``conformance.adapter`` (which every protocol server and
+#: command imports) need not import the stream layer to read it.
+QUEUE_FACTORY_ATTRIBUTE = "rmqsim_queue_factory"
 
 EXEC_PREFIX = "exec:"
 #: The lockstep's fault hook (``conformance.adapter.FaultHook``).

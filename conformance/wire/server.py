@@ -38,8 +38,6 @@ from rmqsim.conformance.wire.codec import (
     encode_state,
     messages_from_wire,
 )
-from rmqsim.conformance.wire.stream_codec import STREAM_ERROR_KINDS, STREAM_OPS
-from rmqsim.conformance.wire.stream_server import STREAM_CALLS, open_stream_host
 from rmqsim.model.api import MQConfig, MQError, State
 from rmqsim.model.store.api import StoreConfig
 
@@ -123,7 +121,7 @@ class Server:
                 except WireProtocolError:
                     raise
                 except Exception as exc:  # the queue's error: its kind, or Unexpected
-                    error = encode_error(exc, _LAYERS[self.layer][2])
+                    error = encode_error(exc, _layer_table(self.layer)[2])
                     self._write({"id": self.request_id, "error": error})
                 else:
                     self._write({"id": self.request_id, "ok": value})
@@ -144,7 +142,7 @@ class Server:
             return {**hello, "snapshot": ["topics", "messages_from"], "pipelining": True}
         if op == "open":
             return self._open(request)
-        ops, calls, _ = _LAYERS[self.layer]
+        ops, calls, _ = _layer_table(self.layer)
         if op not in ops:
             raise WireProtocolError(f"unknown op {op!r}")
         if self.queue is None:
@@ -164,6 +162,8 @@ class Server:
                                  clock=self.clock, faults=self.faults)
             return
         if self.layer == "stream":  # the streams over the queue they name, else ours
+            from rmqsim.conformance.wire.stream_server import open_stream_host
+
             self.queue = open_stream_host(factory, Path(path), MQConfig(**config), self.clock,
                                           self.faults)  # fmt: skip
             return
@@ -242,13 +242,26 @@ _STORE_CALLS: dict[str, Callable[..., Any]] = {
 }
 
 
-#: Each layer's operations, their calls and its error kinds.
-_LAYERS: dict[str, tuple[dict[str, tuple[str, ...]], dict[str, Callable[..., Any]],
-                         Mapping[str, type[MQError]]]] = {
+_LayerTable = tuple[
+    dict[str, tuple[str, ...]], dict[str, Callable[..., Any]], Mapping[str, type[MQError]]
+]
+#: Each layer's operations, their calls and its error kinds (the stream layer's added when
+#: a stream server first needs them: a queue server never imports the stream layer).
+_LAYERS: dict[str, _LayerTable] = {
     "queue": (QUEUE_OPS, _CALLS, ERROR_KINDS),
     "store": (STORE_OPS, _STORE_CALLS, ERROR_KINDS),
-    "stream": ({**QUEUE_OPS, **STREAM_OPS}, {**_CALLS, **STREAM_CALLS}, STREAM_ERROR_KINDS),
 }
+
+
+def _layer_table(layer: str) -> _LayerTable:
+    """``layer``'s operations, calls and error kinds."""
+    if layer == "stream" and layer not in _LAYERS:
+        from rmqsim.conformance.wire.stream_codec import STREAM_ERROR_KINDS, STREAM_OPS
+        from rmqsim.conformance.wire.stream_server import STREAM_CALLS
+
+        ops, calls = {**QUEUE_OPS, **STREAM_OPS}, {**_CALLS, **STREAM_CALLS}
+        _LAYERS[layer] = (ops, calls, STREAM_ERROR_KINDS)
+    return _LAYERS[layer]
 
 
 def serve_forked(requests: Any, replies: Any, impl: str) -> None:

@@ -26,7 +26,12 @@ from typing import Any, NoReturn
 
 from rmqsim.conformance.bad_impl import BadImplError
 from rmqsim.conformance.stream.side import whole_messages
-from rmqsim.conformance.wire.client import SERVED_LAYERS, Hello, WireQueue
+from rmqsim.conformance.wire.client import (  # QUEUE_FACTORY_ATTRIBUTE: also from here
+    QUEUE_FACTORY_ATTRIBUTE,
+    SERVED_LAYERS,
+    Hello,
+    WireQueue,
+)
 from rmqsim.conformance.wire.codec import WireProtocolError
 from rmqsim.conformance.wire.stream_codec import (
     STREAM_ERROR_KINDS,
@@ -61,9 +66,6 @@ __all__ = [
     "stream_server_factory",
 ]
 
-#: The attribute of a stream factory that names the queue factory its streams must run
-#: over (a protocol server serves both: its streams cannot run over rmqsim's queue).
-QUEUE_FACTORY_ATTRIBUTE = "rmqsim_queue_factory"
 #: The repack functions that have a wire form, by their wire name (``null``: the default).
 REPACKS: dict[str, RepackFunc] = {"whole": whole_messages}
 
