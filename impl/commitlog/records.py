@@ -70,6 +70,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from itertools import accumulate, repeat
 from typing import NamedTuple
 
+from rmqsim.model.memo import BytesMemo
+
 try:  # ISA-L's CRC-32 (the ``fast`` extra): zlib's values, ≈6x faster on 1 KiB
     from isal.isal_zlib import crc32
 except ImportError:  # pragma: no cover - only without the extra
@@ -173,28 +175,6 @@ def encode_properties(properties: Mapping[str, str]) -> bytes:
     return b"".join(parts)
 
 
-#: Decoded properties by their bytes (the same few recur across messages): at most
-#: ``_DECODED_MAX`` entries of at most ``_DECODED_MAX_BYTES``, emptied when full.
-_DECODED: dict[bytes, dict[str, str]] = {}
-_DECODED_MAX = 4096
-_DECODED_MAX_BYTES = 4096
-
-
-def decode_properties(data: bytes) -> dict[str, str]:
-    """The properties of ``encode_properties`` (a fresh dict each time); ``RecordError``
-    if they do not parse (never cached: a damaged record is refused on every read)."""
-    if not data:
-        return {}
-    cached = _DECODED.get(data)
-    if cached is None:
-        cached = _decode_properties(data)
-        if len(data) <= _DECODED_MAX_BYTES:
-            if len(_DECODED) >= _DECODED_MAX:
-                _DECODED.clear()
-            _DECODED[data] = cached
-    return dict(cached)
-
-
 def _decode_properties(data: bytes) -> dict[str, str]:
     try:
         (count,) = _U32.unpack_from(data, 0)
@@ -215,6 +195,19 @@ def _decode_properties(data: bytes) -> dict[str, str]:
     if position != len(data):
         raise RecordError("properties have trailing bytes")
     return result
+
+
+#: Decoded properties by their bytes (the same few recur across messages): at most 4,096
+#: blocks of at most 4,096 bytes each, emptied when full.
+_decoded = BytesMemo(_decode_properties, kept=4096, max_bytes=4096)
+
+
+def decode_properties(data: bytes) -> dict[str, str]:
+    """The properties of ``encode_properties`` (a fresh dict each time); ``RecordError``
+    if they do not parse (never remembered: a damaged record is refused on every read)."""
+    if not data:
+        return {}
+    return dict(_decoded(data))
 
 
 def record_size(topic: bytes, properties: bytes, body: bytes) -> int:
