@@ -139,9 +139,11 @@ def test_the_stream_gate_passes_through_the_protocol(
 def test_mutants_in_process_mode_kill_stream_mutants_through_the_protocol(
     tmp_path: Path,
 ) -> None:
+    """Seed 0 kills both (stream/0 and stream-crashy/0; seeds 0:2 ran a second seed of
+    every profile for the baseline only)."""
     killed = CliRunner().invoke(cli, [
         "mutants", "--crash-mode", "process", "--only",
-        "seek-first-position-only,dedup-by-msg-id", "--seeds", "0:2", "--no-shrink",
+        "seek-first-position-only,dedup-by-msg-id", "--seeds", "0:1", "--no-shrink",
         "--out", str(tmp_path),
     ])  # fmt: skip
     assert killed.exit_code == 0, killed.output
