@@ -34,6 +34,7 @@ from rmqsim.conformance.wire.stream_codec import (
 )
 from rmqsim.conformance.wire.streams import WireStreamQueue
 from rmqsim.model import ReferenceMQ
+from rmqsim.model.api import MQConfig
 from rmqsim.model.stream.api import MsgPack, MsgType, Row, TsMsg
 from rmqsim.model.stream.reference import TtStreamModel
 
@@ -81,6 +82,37 @@ def test_a_run_through_the_stream_server_is_the_run_in_process(
     assert all(isinstance(q, WireStreamQueue) for q in opened) and len(opened) > 1
     assert any(q.process.returncode == -9 for q in opened)
     _nothing_left(opened, tmp_path)
+
+
+def test_a_stream_operation_and_the_snapshot_after_it_are_one_round_trip(
+    opened: list[WireQueue], tmp_path: Path
+) -> None:
+    """The lockstep asks the snapshot of the stream an operation names right after it: a
+    produce, broadcast, consume or seek sends that snapshot ahead, in the same write. Only
+    the same request is answered by it; any other next request drops it and is asked of
+    the server, so every answer is still the server's state at the time it is asked."""
+    streams = load_impl(server_command("stream")).factory
+    queue = streams.rmqsim_queue_factory(path=tmp_path / "queue", config=MQConfig(),
+                                         clock=lambda: 7, faults=None)  # fmt: skip
+    try:
+        factory = streams(queue=queue)
+        producer = factory.new_msg_stream()
+        producer.as_producer(["a"])
+        consumer = factory.new_msg_stream()
+        consumer.as_consumer(["a"], "g")
+        producer.produce(MsgPack.of(TsMsg(MsgType.INSERT, 1, 0, (0,), b"x", (Row(1, 5),))))
+        assert producer.snapshot().producer_channels == ("a",)
+        assert queue.pipelined == (1, 0)
+        before = consumer.snapshot()  # no operation of its since: asked of the server
+        pack = consumer.consume()
+        assert pack is not None and len(pack.msgs) == 1
+        producer.broadcast(MsgPack.of(TsMsg.time_tick(10)))  # not the consumer's snapshot
+        assert queue.pipelined == (1, 1)
+        after = consumer.snapshot()
+        assert after != before and after.channels[0].position is not None
+        assert queue.pipelined == (1, 2)  # the producer's snapshot sent ahead was dropped
+    finally:
+        queue.crash()
 
 
 @pytest.mark.parametrize(("impl", "served"), [("stream", WireStreamQueue),
