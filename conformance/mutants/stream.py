@@ -25,15 +25,19 @@ from rmqsim.model.stream.api import (
 
 __all__ = [
     "MUTANTS",
+    "ForwardSeekIgnored",
+    "consumed_only",
     "dedup_by_msg_id",
     "end_position_past_buffered",
     "equal_ticks_only",
     "exclusive_seek_drops_next",
     "forward_seek_ignored",
+    "keep_latest_group",
     "late_write_delivered",
     "latest_keeps_existing_group",
     "lost_wakeup",
     "missing_id_seeks_to_latest",
+    "missing_ids",
     "non_increasing_tick_accepted",
     "pack_by_begin_ts",
     "pre_seek_read_ahead_leaks",
@@ -307,7 +311,7 @@ non_increasing_tick_accepted = stream_factory_of(tt_cls=_AnyTick)
 # a channel not consumed, forward to undelivered ids, to ids no longer stored.
 
 
-def _keep_latest_group(stream: PlainStream | TtStream, name: str, group: str, start: Any) -> Any:
+def keep_latest_group(stream: PlainStream | TtStream, name: str, group: str, start: Any) -> Any:
     """EARLIEST instead of LATEST when the group already exists on ``name``."""
     if start is not SubscriptionPosition.LATEST:
         return start
@@ -326,7 +330,7 @@ class _LatestKeepsGroupPlain(PlainStream):
     def subscribe_channel(
         self, name: str, group: str, initial_position: SubscriptionPosition
     ) -> None:
-        start = _keep_latest_group(self, name, group, initial_position)
+        start = keep_latest_group(self, name, group, initial_position)
         super().subscribe_channel(name, group, start)
 
 
@@ -336,11 +340,11 @@ class _LatestKeepsGroupTt(TtStream):
     def subscribe_channel(
         self, name: str, group: str, initial_position: SubscriptionPosition
     ) -> None:
-        start = _keep_latest_group(self, name, group, initial_position)
+        start = keep_latest_group(self, name, group, initial_position)
         super().subscribe_channel(name, group, start)
 
 
-def _consumed_only(stream: PlainStream | TtStream, positions: Any) -> Any:
+def consumed_only(stream: PlainStream | TtStream, positions: Any) -> Any:
     """The positions of ``positions`` on channels ``stream`` consumes (anything else
     kept, for the stream's own checks)."""
     if not isinstance(positions, (list, tuple)):
@@ -354,17 +358,17 @@ class _UnknownChannelIgnoredPlain(PlainStream):
     instead of refusing the seek (``InvalidPosition``), so the other positions apply."""
 
     def seek(self, positions: Sequence[MsgPosition], include_current: bool = False) -> None:
-        super().seek(_consumed_only(self, positions), include_current)
+        super().seek(consumed_only(self, positions), include_current)
 
 
 class _UnknownChannelIgnoredTt(TtStream):
     """Bug class: stream seek (the time-tick stream's, as ``_UnknownChannelIgnoredPlain``)."""
 
     def seek(self, positions: Sequence[MsgPosition], include_current: bool = True) -> None:
-        super().seek(_consumed_only(self, positions), include_current)
+        super().seek(consumed_only(self, positions), include_current)
 
 
-class _ForwardSeekIgnored(PlainStream):
+class ForwardSeekIgnored(PlainStream):
     """Bug class: stream seek.
     A seek is taken as a rewind only: a position past the highest id the stream has
     delivered on its channel (an id it was not delivered yet) is ignored, and the channel
@@ -376,15 +380,22 @@ class _ForwardSeekIgnored(PlainStream):
 
     def consume(self) -> MsgPack | None:
         pack = super().consume()
+        self.note_delivered(pack)
+        return pack
+
+    def note_delivered(self, pack: MsgPack | None) -> None:
+        """Remember the highest id ``pack`` delivered on each channel."""
         for msg in pack.msgs if pack is not None else ():
             if msg.position is not None:
                 channel = msg.position.channel
                 self.highest[channel] = max(self.highest.get(channel, 0), msg.position.queue_id)
-        return pack
+
+    def kept(self, positions: Sequence[MsgPosition]) -> list[MsgPosition]:
+        """The positions this bug applies: none past the highest id delivered."""
+        return [p for p in positions if p.queue_id <= self.highest.get(p.channel, p.queue_id)]
 
     def apply_seek(self, positions: Sequence[MsgPosition], include_current: bool) -> None:
-        kept = [p for p in positions if p.queue_id <= self.highest.get(p.channel, p.queue_id)]
-        super().apply_seek(kept, include_current)
+        super().apply_seek(self.kept(positions), include_current)
 
 
 def _first_stored(mq: MessageQueue, channel: str) -> int | None:
@@ -400,10 +411,19 @@ class _MissingIdToLatest(PlainStream):
 
     def apply_seek(self, positions: Sequence[MsgPosition], include_current: bool) -> None:
         super().apply_seek(positions, include_current)
-        for position in positions:
-            first = _first_stored(self.mq, position.channel)
-            if first is not None and position.queue_id < first:
-                self.mq.seek_to_latest(position.channel, self.readers[position.channel].group)
+        for position in missing_ids(self.mq, positions):
+            self.mq.seek_to_latest(position.channel, self.readers[position.channel].group)
+
+
+def missing_ids(mq: MessageQueue, positions: Sequence[MsgPosition]) -> list[MsgPosition]:
+    """The positions of ``positions`` whose id ``mq`` no longer stores (below its
+    channel's first stored id): those ``missing_id_seeks_to_latest`` sends to the latest."""
+    found = []
+    for position in positions:
+        first = _first_stored(mq, position.channel)
+        if first is not None and position.queue_id < first:
+            found.append(position)
+    return found
 
 
 pack_by_begin_ts = stream_factory_of(tt_cls=_PackByBeginTs)
@@ -415,7 +435,7 @@ latest_keeps_existing_group = stream_factory_of(_LatestKeepsGroupPlain, _LatestK
 seek_unknown_channel_ignored = stream_factory_of(
     _UnknownChannelIgnoredPlain, _UnknownChannelIgnoredTt
 )
-forward_seek_ignored = stream_factory_of(_ForwardSeekIgnored)
+forward_seek_ignored = stream_factory_of(ForwardSeekIgnored)
 missing_id_seeks_to_latest = stream_factory_of(_MissingIdToLatest)
 
 _MODULE = __name__

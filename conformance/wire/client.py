@@ -346,6 +346,8 @@ class WireEnd:
     exit). ``noun`` names what the child serves (``queue``, ``store``)."""
 
     noun = "implementation"
+    #: Whether the server's ``hello`` said it pipelines (a request may be sent ahead).
+    serves_ahead = False
 
     def __init__(self, start: Launcher, faults: FaultHook | None, clock: Clock) -> None:
         # A process start is not the implementation's operation: it has its own bound.
@@ -369,10 +371,15 @@ class WireEnd:
             raise NotServingError(f"the {self.noun} is closed")
         return self._session.request(op, arguments, bound_s=_bound_s(), ahead=ahead)
 
-    def request(self, op: str, **arguments: Any) -> Any:
+    def request(
+        self, op: str, ahead: tuple[str, dict[str, Any]] | None = None, **arguments: Any
+    ) -> Any:
         """One request (``op`` of a layer served beside this one: the stream layer's,
-        ``conformance.wire.streams``), as the operations here make theirs."""
-        return self._call(op, **arguments)
+        ``conformance.wire.streams``), as the operations here make theirs; ``ahead``: a
+        request sent right behind it when the server pipelines (``Session.request``)."""
+        if ahead is not None and not self.serves_ahead:
+            ahead = None
+        return self._call(op, ahead=ahead, **arguments)
 
     @property
     def process(self) -> ServerChild:
@@ -435,6 +442,7 @@ class WireQueue(WireEnd):
         self._next_from: dict[str, int] = {}
         self._produced: tuple[str, int] | None = None
         self._pipelining = hello.pipelining and "messages_from" in hello.snapshot_arguments
+        self.serves_ahead = hello.pipelining
         if "topics" not in hello.snapshot_arguments:
             self.snapshot = self._full_snapshot  # type: ignore[method-assign,assignment]  # narrower on purpose: the lockstep reads the signature
         elif "messages_from" not in hello.snapshot_arguments:

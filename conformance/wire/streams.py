@@ -92,6 +92,14 @@ class WireStream:
     def _request(self, op: str, **arguments: Any) -> Any:
         return self.queue.request(op, stream=self.number, **arguments)
 
+    def _changing(self, op: str, **arguments: Any) -> Any:
+        """A request the lockstep follows with this stream's ``snapshot()`` (it compares
+        the state of the stream an operation names): the snapshot is sent ahead, in the
+        same write, and answers that call (any other next request drops it), so that one
+        operation is one round trip, not two."""
+        ahead = ("stream_snapshot", {"stream": self.number})
+        return self.queue.request(op, ahead=ahead, stream=self.number, **arguments)
+
     def _refuse(self, error: Exception) -> NoReturn:
         """Refuse an argument that has no wire form on the server's behalf, after the
         check that comes first (closed: ``StreamClosed``, asked of the server)."""
@@ -132,22 +140,22 @@ class WireStream:
             self._refuse(error)
 
     def produce(self, pack: MsgPack) -> dict[str, list[int]]:
-        reply = self._request("stream_produce", msgs=self._msgs(pack))
+        reply = self._changing("stream_produce", msgs=self._msgs(pack))
         return decode_written(reply, "the reply to stream_produce: ok")
 
     def broadcast(self, pack: MsgPack) -> dict[str, list[int]]:
-        reply = self._request("stream_broadcast", msgs=self._msgs(pack))
+        reply = self._changing("stream_broadcast", msgs=self._msgs(pack))
         return decode_written(reply, "the reply to stream_broadcast: ok")
 
     def consume(self) -> MsgPack | None:
-        return decode_pack(self._request("stream_consume"), "the reply to stream_consume: ok")
+        return decode_pack(self._changing("stream_consume"), "the reply to stream_consume: ok")
 
     def seek(self, positions: Sequence[MsgPosition], include_current: bool = False) -> None:
         if not _travels_as_positions(positions):
             self._refuse(InvalidPositionError("positions with no wire form (refused by rmqsim)"))
         if type(include_current) is not bool:
             self._refuse(InvalidArgumentError("include_current must be a bool"))
-        reply = self._request("stream_seek", positions=encode_positions(positions),
+        reply = self._changing("stream_seek", positions=encode_positions(positions),
                               include_current=include_current)  # fmt: skip
         _none(reply, "stream_seek")
 
