@@ -120,3 +120,22 @@ def test_a_count_below_one_is_a_usage_error(count: str, tmp_path: Path) -> None:
     assert result.exit_code == 2, result.output
     assert "--max-failures" in result.output and "Traceback" not in result.output
     assert not (tmp_path / "o" / "summary.json").exists()
+
+
+def test_the_crash_sweeps_stop_after_the_one_that_reaches_the_count(tmp_path: Path) -> None:
+    """A stop among the crash sweeps (``collect_sweeps``'s ``stop``, asked after each in
+    profile order): the sweeps after it are neither taken nor left to run (their tasks
+    are cancelled)."""
+    from concurrent.futures import Future
+    from types import SimpleNamespace
+
+    from rmqsim.conformance.running.gate import collect_sweeps
+
+    taken: list[Any] = []
+    sweeps = [SimpleNamespace(base=SimpleNamespace(ok=True), name=n) for n in "abcd"]
+    futures: list[Future[Any]] = [Future() for _ in sweeps]
+    done = iter(sweeps)
+    result = collect_sweeps(done, futures, tmp_path, taken.append, stop=lambda: len(taken) == 2)
+    assert [s.name for s in result] == [s.name for s in taken] == ["a", "b"]
+    assert next(done).name == "c"  # never taken from the results
+    assert all(f.cancelled() for f in futures)  # (none had started)
