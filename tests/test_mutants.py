@@ -24,7 +24,7 @@ from rmqsim.conformance.mutants.kill import (
     kill_mutant,
     run_matrix,
 )
-from rmqsim.conformance.running.gate import DEFAULT_GATE_SEEDS
+from rmqsim.conformance.running.gate import DEFAULT_GATE_SEEDS, all_gate_profiles
 from rmqsim.conformance.running.lockstep import Divergence, Lockstep
 from rmqsim.conformance.searching.shrink_budget import DEFAULT_SHRINK_BUDGET
 from rmqsim.conformance.stream.run import resolve_stream_impl
@@ -47,6 +47,10 @@ from rmqsim.scenarios.queue.ops import (
 CANARIES = ("page-boundary-skip", "positions-in-memory")
 #: Operations per run in the canary (the whole gate, every profile, one seed).
 CANARY_STEPS = 300
+#: The canary's gate command (but ``--impl`` and ``--out``): on a mutant it stops at the
+#: first failure (``--max-failures 1``: the claim is only that it fails, with a shrunk
+#: failure), on the real queue it runs everything (nothing fails).
+CANARY_GATE = ["gate", "--seeds", "0:1", "--steps", str(CANARY_STEPS), "--max-failures", "1"]
 
 
 def _loaded(mutant: Mutant) -> Any:
@@ -120,34 +124,39 @@ def test_mutants_leave_the_real_implementation_alone(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def real_queue_canary_gate(tmp_path_factory: pytest.TempPathFactory) -> Result:
-    """The canary's gate on the unmodified queue: the same command for every canary, so it
-    runs once per module and each canary asserts on it."""
+def real_queue_canary_gate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Result, Path]:
+    """The canary's gate on the unmodified queue (its result and output directory): the
+    same command for every canary, so it runs once per module and each canary asserts on
+    it."""
     out = tmp_path_factory.mktemp("canary-real")
-    args = ["gate", "--seeds", "0:1", "--steps", str(CANARY_STEPS)]
-    return CliRunner().invoke(cli, [*args, "--impl", DEFAULT_IMPL, "--out", str(out)])
+    return CliRunner().invoke(cli, [*CANARY_GATE, "--impl", DEFAULT_IMPL, "--out", str(out)]), out
 
 
 @pytest.mark.parametrize("canary", CANARIES)
 def test_canary_gate_fails_on_a_mutant_and_passes_the_real_queue(
-    canary: str, tmp_path: Path, real_queue_canary_gate: Result
+    canary: str, tmp_path: Path, real_queue_canary_gate: tuple[Result, Path]
 ) -> None:
     """The CI canary: ``rmqsim gate`` itself must fail on a seeded bug, so a gate that can
     no longer fail is noticed at once; and pass the real implementation on the same runs
-    (``real_queue_canary_gate``: the same arguments with the real queue's ``--impl``)."""
+    (``real_queue_canary_gate``: the same arguments with the real queue's ``--impl``).
+    ``--max-failures 1`` ends the mutant's gate at its first failure (shrunk as ever); on
+    the real queue it changes nothing: every run, sweep and steered case runs."""
     (mutant,) = select([canary])
-    args = ["gate", "--seeds", "0:1", "--steps", str(CANARY_STEPS)]
-    runner = CliRunner()
-    failed = runner.invoke(cli, [*args, "--impl", mutant.impl, "--out", str(tmp_path / "m")])
+    failed = CliRunner().invoke(
+        cli, [*CANARY_GATE, "--impl", mutant.impl, "--out", str(tmp_path / "m")])
     assert failed.exit_code == 1, failed.output
     summary = json.loads((tmp_path / "m" / "summary.json").read_text())
-    assert summary["status"] == "divergence"
+    assert summary["status"] == "divergence" and summary["stopped_early"]["failures"] == 1
     failure = summary["failures"][0]  # the first failures are shrunk
     assert 0 < failure["shrunk_steps"] <= 10 and Path(failure["shrunk_trace"]).exists()
     search = failure["shrink_search"]
     assert search["stopped_by"] is None and 0 < search["runs"] <= search["operations"]
-    passed = real_queue_canary_gate
+    passed, out = real_queue_canary_gate
     assert passed.exit_code == 0, passed.output
+    everything = json.loads((out / "summary.json").read_text())
+    assert everything["status"] == "ok" and everything["stopped_early"] is None
+    assert all(everything["profiles"][p]["runs"] == 1 for p in all_gate_profiles())
+    assert everything["crash_sweep"] and everything["crash_steer"]
 
 
 #: The storage mutants (killed by power-loss sweeps: tests/commitlog/test_power_loss.py

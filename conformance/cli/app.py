@@ -457,6 +457,16 @@ def _replay_power(trace_file: Path, lines: list[str], impl: str | None) -> None:
     help="Worker processes for the runs, shrinks and crash sweeps (default: the CPUs "
     "this process may use). The results, traces and files are those of --jobs 1.",
 )
+@click.option(
+    "--max-failures",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Stop once N failures are known, as pytest's --maxfail (default: run everything): "
+    "no new runs, sweeps or steered cases after that point of the gate's order; the "
+    "failures found are shrunk and reported, with what was not run. The same seeds stop "
+    "at the same point whatever --jobs is.",
+)
 @expect_option
 @crash_mode_option
 @op_timeout_option
@@ -480,6 +490,7 @@ def gate_command(
     spark: bool,
     master: str | None,
     jobs: int | None,
+    max_failures: int | None,
     expect: str | None,
     crash_mode: str,
 ) -> None:
@@ -487,13 +498,11 @@ def gate_command(
     of the first seed of each (and a power-loss sweep of a storage backend); JUnit XML and
     a JSON summary."""
     from rmqsim.conformance.layer import layer_for_profile
-    from rmqsim.conformance.running.corpus import DEFAULT_CORPUS
     from rmqsim.conformance.running.gate import (
         DEFAULT_GATE_SEEDS,
         GatePlan,
         GateResult,
         gate_profiles_for,
-        run_corpus,
         write_outputs,
     )
     from rmqsim.conformance.running.pool import default_jobs, worker_pool
@@ -504,7 +513,7 @@ def gate_command(
     runner = functools.partial(gate_runner("spark"), master=master) if spark else None
     plan = GatePlan(names, seeds or DEFAULT_GATE_SEEDS, impl, writable_dir(out), steps, shrink,
                     crash_rate, expected=_deviation_profile(expect),
-                    crash_mode=crash_mode)  # fmt: skip
+                    crash_mode=crash_mode, max_failures=max_failures)  # fmt: skip
     if crash_mode == "process":  # everything through the wire protocol, sweeps included
         sweep_crash_mode = crash_mode
     gate = GateResult(impl=impl, seeds=plan.seeds, expected=plan.expected)  # as runs finish
@@ -523,7 +532,7 @@ def gate_command(
             _gate_shrink_cases(gate, plan, pool)
         if power_loss:
             _gate_power_loss(gate, plan, layer, (swept, promise), power_steps, pool)
-        run_corpus(gate, corpus or DEFAULT_CORPUS, impl=impl)
+        _gate_corpus(gate, plan, corpus)
     save_regressions(gate.results, save_regression)
     try:
         junit, summary = write_outputs(gate, out)
@@ -531,6 +540,28 @@ def gate_command(
         _gate_verdict_unwritten(gate, out, exc)
     _print_gate_tables(gate, summary)
     _gate_verdict(gate, junit, summary)
+
+
+def _gate_corpus(gate: Any, plan: Any, corpus: Path | None) -> None:
+    """The replays of the regression corpus (``--corpus``, default ./regressions when it
+    exists), unless the gate stopped early."""
+    from rmqsim.conformance.running.corpus import DEFAULT_CORPUS
+    from rmqsim.conformance.running.gate import run_corpus
+
+    if not _skipped(gate, plan, "the regression corpus replays"):
+        run_corpus(gate, corpus or DEFAULT_CORPUS, impl=plan.impl)
+
+
+def _skipped(gate: Any, plan: Any, stage: str) -> bool:
+    """Whether the gate stops before ``stage`` (``--max-failures``: it knows enough
+    failures; ``conformance.running.failfast``), saying so in ``gate.stopped``."""
+    from rmqsim.conformance.running.failfast import stop_check
+    from rmqsim.conformance.running.gate import not_run
+
+    if not stop_check(gate, plan.max_failures, lambda: f"the stage before {stage}")():
+        return False
+    not_run(gate, stage)
+    return True
 
 
 def _check_gate_options(corpus: Path | None, master: str | None, spark: bool) -> None:
@@ -596,6 +627,7 @@ def _gate_profiles(gate: Any, plan: Any, runner: Any, pool: Any) -> None:
         else:
             ran = runner(plan, on_result=on_result, on_shrink_run=on_shrink_run)
         assert len(ran.results) == len(gate.results), "a gate runner reports every run"
+    gate.stopped = ran.stopped  # None from a runner that runs every seed (--spark)
     # Then the runs layers add (stream-steer: aimed at the stream cells left empty).
     run_layer_steering(gate, plan)
 
@@ -606,17 +638,23 @@ def _gate_sweeps(
     """The crash sweep of the first seed of each of ``swept``, added to ``gate`` in that
     order (``gate.run_sweeps``: heaviest first in a pool)."""
     from rmqsim.conformance.crashing.crash_sweep import DEFAULT_SWEEP_STEPS, SweepResult
-    from rmqsim.conformance.running.gate import SweepPlan, run_sweeps
+    from rmqsim.conformance.running.failfast import stop_check
+    from rmqsim.conformance.running.gate import SweepPlan, not_run, run_sweeps
 
+    if _skipped(gate, plan, "the crash sweeps"):
+        return
     sweeps = SweepPlan(plan.seeds.start, plan.impl, plan.out, steps or DEFAULT_SWEEP_STEPS,
                        crash_mode)  # fmt: skip
+    stop = stop_check(gate, plan.max_failures,
+                      lambda: f"the crash sweep of {gate.sweeps[-1].profile}")
     with progress(len(swept), "crash sweep") as bar:
 
         def on_sweep(done: SweepResult) -> None:
             gate.sweeps.append(done)
             bar.advance(bar.task_ids[0])
 
-        run_sweeps(swept, sweeps, on_sweep=on_sweep, pool=pool, weighed_by=gate)
+        run_sweeps(swept, sweeps, on_sweep=on_sweep, pool=pool, weighed_by=gate, stop=stop)
+    not_run(gate, "crash sweep(s)", len(swept) - len(gate.sweeps))
 
 
 def _gate_steer(gate: Any, plan: Any, pool: Any) -> None:
@@ -700,6 +738,9 @@ def _gate_power_loss(
     """The gate's power-loss sweeps: a storage backend's of ``swept``'s queue profiles held
     to its promise, or a message store's of the storage profiles."""
     profiles, promise = swept
+    applies = bool(profiles and promise is not None) or layer == "store"
+    if not applies or _skipped(gate, plan, "the power-loss sweeps"):
+        return
     if profiles and promise is not None:
         _gate_power(gate, plan, profiles, promise, steps, pool)
     if layer == "store":
@@ -743,6 +784,7 @@ def _gate_store_power(gate: Any, plan: Any, names: Sequence[str], steps: int | N
 def _gate_verdict(gate: Any, junit: Path, summary: Path) -> None:
     """The first failures' reports, the one-line verdict and the exit code."""
     from rmqsim.conformance.reporting.report import render_failure
+    from rmqsim.conformance.running.failfast import stop_note
     from rmqsim.conformance.store.power import case_command
 
     for failure in (gate.failures + gate.sweep_failures)[:5]:
@@ -756,6 +798,8 @@ def _gate_verdict(gate: Any, junit: Path, summary: Path) -> None:
                    + (f"\n  rmqsim replay {power.trace_paths[0]}" if power.trace_paths else
                       f"\n  {case_command(power, first.case)}" if first else ""),
                    err=True)  # fmt: skip
+    if gate.stopped is not None:
+        click.echo(f"rmqsim gate: {stop_note(gate.stopped)}")
     click.echo(
         f"rmqsim gate: {'PASS' if gate.ok else 'FAIL'} ({len(gate.failures)} failing runs, "
         f"{len(gate.sweep_failures)} failing crash cases"

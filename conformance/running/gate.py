@@ -36,6 +36,7 @@ from rmqsim.conformance.layers.gate import register_builtin_gate_hooks
 from rmqsim.conformance.reporting.deviations import Deviation, DeviationProfile
 from rmqsim.conformance.reporting.report import render_failure
 from rmqsim.conformance.running.corpus import replay_corpus
+from rmqsim.conformance.running.failfast import GateStop, stop_check, stop_json, stop_note
 from rmqsim.conformance.running.pool import WorkerPool
 from rmqsim.conformance.running.run import RunResult, run_seed
 from rmqsim.conformance.running.trace import output_problem, write_lines
@@ -157,6 +158,9 @@ class GateResult:
     #: The known deviations of the implementation (``--expect``): a failing run that
     #: shows one is expected, not a failure (``conformance.reporting.deviations``).
     expected: DeviationProfile | None = None
+    #: Where the gate stopped early (``--max-failures``: ``conformance.running.failfast``)
+    #: and what it did not run, or None: it ran everything.
+    stopped: GateStop | None = None
 
     def add(self, result: RunResult) -> None:
         """Count one finished profile run (its profile's summary is made on first use)."""
@@ -248,7 +252,8 @@ class GatePlan:
     """What ``run_profiles`` runs: every seed of every profile on ``impl``, failing traces
     saved under ``out``; the first ``MAX_SHRUNK_FAILURES`` failures shrunk within ``shrink``
     each (None: not shrunk); with ``until_failure``, nothing after the first failing run (the
-    mutant kill matrix)."""
+    mutant kill matrix); with ``max_failures`` N, nothing after the point of the gate's order
+    at which N failures are known (``conformance.running.failfast``)."""
 
     profiles: tuple[str, ...]
     seeds: range
@@ -263,6 +268,8 @@ class GatePlan:
     #: ``process``: every run's implementation in a child process, through the wire
     #: protocol (``conformance.running.process_sut``), crashed by SIGKILL.
     crash_mode: str = "inprocess"
+    #: ``--max-failures``: None runs everything.
+    max_failures: int | None = None
 
 
 def _run_one(profile: str, seed: int, plan: GatePlan) -> RunResult:
@@ -318,10 +325,17 @@ def run_profiles(
         tasks = [functools.partial(pool.submit, _run_one, p, s, plan) for p, s in pairs]
         results = _in_order(tasks, pending, window=2 * pool.jobs)
         shrinker = functools.partial(_shrink_in_pool, plan=plan, pool=pool)
+    stop = stop_check(gate, plan.max_failures, lambda: _run_label(gate.results[-1]))
     try:
-        for result in results:
+        for done, result in enumerate(results, 1):
+            if _reaches_limit(gate, result, plan):  # its shrink does not queue behind them
+                for future in pending:
+                    future.cancel()
             _finish(gate, result, plan, shrinker, on_result)
             if plan.until_failure and not result.ok:
+                break
+            if stop():
+                not_run(gate, "profile run(s)", len(pairs) - done)
                 break
     except KeyboardInterrupt:
         # What other workers finished is reported too (in order, unshrunk).
@@ -332,6 +346,25 @@ def run_profiles(
         for future in pending:
             future.cancel()
     return gate
+
+
+def _run_label(result: RunResult) -> str:
+    return f"profile run {result.profile} seed {result.seed}"
+
+
+def _reaches_limit(gate: GateResult, result: RunResult, plan: GatePlan) -> bool:
+    """Whether ``result``, the next profile run in order, is the ``max_failures``-th
+    failure of ``gate`` (whose failures so far are its profile runs')."""
+    fails = not result.ok and (plan.expected is None or plan.expected.match(result) is None)
+    return (plan.max_failures is not None and fails
+            and len(gate.failures) + 1 >= plan.max_failures)
+
+
+def not_run(gate: GateResult, what: str, count: int | None = None) -> None:
+    """Say in ``gate.stopped`` that ``what`` (``count`` of them) was not run (a count of
+    0: nothing said)."""
+    if gate.stopped is not None and count != 0:
+        gate.stopped.not_run.append(what if count is None else f"{count} {what}")
 
 
 def _in_order(
@@ -407,20 +440,23 @@ def run_sweeps(
     on_sweep: Callable[[SweepResult], None] | None = None,
     pool: WorkerPool | None = None,
     weighed_by: GateResult | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> list[SweepResult]:
     """The crash sweep of ``plan.seed`` of every profile, reported (``on_sweep``) and
     returned in the order of ``profiles``. With a ``pool`` the sweeps are its tasks,
     submitted heaviest first when ``weighed_by`` (the gate's profile runs) says how heavy
     each profile is (``sweep_order``): the last to finish is then a short one, and no
-    worker idles long at the end. The order they run in changes no result."""
+    worker idles long at the end. The order they run in changes no result. ``stop``
+    (``--max-failures``), asked after each sweep is reported, ends them there."""
     names = list(profiles)
     if pool is None:
         done = (_sweep_one(name, plan) for name in names)
-        return collect_sweeps(done, [], plan.out, on_sweep)
+        return collect_sweeps(done, [], plan.out, on_sweep, stop=stop)
     order = names if weighed_by is None else sweep_order(weighed_by, names)
     submitted = dict(zip(order, submit_sweeps(order, plan, pool), strict=True))
     futures = [submitted[name] for name in names]
-    return collect_sweeps((future.result() for future in futures), futures, plan.out, on_sweep)
+    return collect_sweeps((future.result() for future in futures), futures, plan.out, on_sweep,
+                          stop=stop)  # fmt: skip
 
 
 def submit_sweeps(
@@ -449,13 +485,20 @@ def collect_sweeps(
     futures: list[Future[SweepResult]],
     out: Path,
     on_sweep: Callable[[SweepResult], None] | None,
+    *,
+    stop: Callable[[], bool] | None = None,
 ) -> list[SweepResult]:
     """The sweeps of ``done`` (the results of ``futures``, when they ran in a pool), in
-    order, each failing base run saved under ``out`` and passed to ``on_sweep``."""
+    order, each failing base run saved under ``out`` and passed to ``on_sweep``; when
+    ``stop()`` says so after one, none after it (the futures not started are cancelled)."""
     sweeps: list[SweepResult] = []
     try:
         for sweep in done:
             _add_sweep(sweeps, sweep, out, on_sweep)
+            if stop is not None and stop():
+                for future in futures:
+                    future.cancel()
+                break
     except KeyboardInterrupt:
         for sweep in _finished_after(futures, len(sweeps)):
             _add_sweep(sweeps, sweep, out, on_sweep)
@@ -488,14 +531,57 @@ def run_steering(
     """After the profile runs and crash sweeps of ``gate``: the crash cases each layer
     steers beyond the sweeps (``GateHooks.steer_crashes``: the queue's, at the first place
     its runs reached each crash cell no sweep armed), added to ``gate.steered`` in the
-    gate's order (the same with or without a ``pool``), failing base runs saved."""
+    gate's order (the same with or without a ``pool``), failing base runs saved. Once
+    ``plan.max_failures`` failures are known after a group, no other group is started."""
+    stop = stop_check(gate, plan.max_failures, lambda: _steered_label(gate.steered[-1]))
+    if stop():
+        not_run(gate, "the steered crash cases")
+        return
     for layer in registered_layers():
-        steered = gate_hooks(layer).steer_crashes(
-            gate.results, gate.sweeps, plan, pool=pool, on_group=on_group)
-        for result in steered:
-            if not result.base.ok:
-                save_failure_or_note(result.base, plan.out, prefix=STEER_PREFIX)
-            gate.steered.append(result)
+        heard: list[SweepResult] = []
+        hear = functools.partial(_hear_steered, gate, plan, (heard, on_group, stop))
+        try:
+            steered = gate_hooks(layer).steer_crashes(
+                gate.results, gate.sweeps, plan, pool=pool, on_group=hear)
+        except _StopSteering:
+            if pool is not None:
+                pool.cancel_pending()
+            not_run(gate, "the rest of the steered crash cases")
+            return
+        for result in steered:  # those the hook did not report to on_group
+            if not any(result is seen for seen in heard):
+                _add_steered(gate, result, plan.out)
+
+
+class _StopSteering(Exception):
+    """Raised from a steering hook's ``on_group``: ``--max-failures`` stops it there."""
+
+
+def _hear_steered(
+    gate: GateResult,
+    plan: GatePlan,
+    listeners: tuple[list[SweepResult], Callable[[SweepResult], None] | None, Callable[[], bool]],
+    result: SweepResult,
+) -> None:
+    """A steering hook's ``on_group``: ``result`` added to ``gate`` (and ``heard``), told to
+    the caller's ``on_group``; ``_StopSteering`` once ``stop()`` says the gate stops."""
+    heard, on_group, stop = listeners
+    heard.append(result)
+    _add_steered(gate, result, plan.out)
+    if on_group is not None:
+        on_group(result)
+    if stop():
+        raise _StopSteering
+
+
+def _steered_label(result: SweepResult) -> str:
+    return f"the steered crash cases of {result.profile} seed {result.seed}"
+
+
+def _add_steered(gate: GateResult, result: SweepResult, out: Path) -> None:
+    if not result.base.ok:
+        save_failure_or_note(result.base, out, prefix=STEER_PREFIX)
+    gate.steered.append(result)
 
 
 def layer_runs(gate: GateResult, layer: Layer) -> list[RunResult]:
@@ -509,9 +595,14 @@ def run_layer_steering(
     """After the profile runs of ``gate``: the runs each layer adds (``GateHooks.
     steering_runs``: the streams', aimed at the stream cells the profiles left empty), each
     added to ``gate`` as a profile run (its failure saved and shrunk like theirs); a
-    layer's stop at its first failing one (that is the report)."""
+    layer's stop at its first failing one (that is the report). Once ``plan.max_failures``
+    failures are known, none is started."""
     shrinker = functools.partial(_shrink_here, plan=plan, on_run=None)
+    stop = stop_check(gate, plan.max_failures, lambda: _run_label(gate.results[-1]))
     for layer in registered_layers():
+        if stop():
+            not_run(gate, "the runs the layers add after the profile runs (steering runs)")
+            return
         chosen = gate_hooks(layer).steering_runs(
             functools.partial(layer_runs, gate, layer), plan.seeds.stop)
         for profile, seed in chosen:
@@ -677,6 +768,8 @@ def junit_xml(gate: GateResult) -> bytes:
         power_suite(root, gate.power_sweeps)
     if gate.interrupted_by is not None:
         _interrupted_suite(root, gate)
+    if gate.stopped is not None:
+        _stopped_suite(root, gate.stopped)
     ET.indent(root)
     return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 
@@ -698,6 +791,17 @@ def _interrupted_suite(root: ET.Element, gate: GateResult) -> None:
     )
 
 
+def _stopped_suite(root: ET.Element, stop: GateStop) -> None:
+    """A suite with one skipped test case that says the gate stopped early
+    (``--max-failures``) and what it did not run: its failures are in the suites above."""
+    suite = ET.SubElement(
+        root, "testsuite", name="rmqsim.stopped-early", tests="1", failures="0", errors="0",
+        skipped="1",
+    )
+    case = ET.SubElement(suite, "testcase", classname="rmqsim.stopped-early", name="gate")
+    ET.SubElement(case, "skipped", message=stop_note(stop))
+
+
 def _status(gate: GateResult) -> str:
     if gate.interrupted_by is not None:
         return "interrupted"
@@ -707,10 +811,12 @@ def _status(gate: GateResult) -> str:
 def summary_json(gate: GateResult) -> dict[str, Any]:
     """The gate's JSON summary (what a dashboard or a later job reads). An interrupted
     gate's status is ``interrupted`` (``interrupted_by`` names the signal), whatever
-    its finished runs found."""
+    its finished runs found; a gate stopped by ``--max-failures`` says where and what it
+    did not run in ``stopped_early`` (null when it ran everything)."""
     return {
         "status": _status(gate),
         "interrupted_by": gate.interrupted_by,
+        "stopped_early": stop_json(gate.stopped),
         "impl": gate.impl,
         "seeds": [gate.seeds.start, gate.seeds.stop],
         "profiles": {

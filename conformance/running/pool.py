@@ -19,10 +19,11 @@ import os
 import shutil
 import signal
 import tempfile
+import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from rmqsim.conformance.running.scratch import WORKDIR_ENV, scratch_root
@@ -87,14 +88,23 @@ def in_worker(limit_s: float, func: Callable[..., T], *args: Any) -> T:
 
 @dataclass(frozen=True, slots=True)
 class WorkerPool:
-    """The pool's executor and its number of workers."""
+    """The pool's executor and its number of workers (and the tasks submitted to it that
+    are still referenced: ``cancel_pending``)."""
 
     executor: ProcessPoolExecutor
     jobs: int
+    submitted: weakref.WeakSet[Future[Any]] = field(default_factory=weakref.WeakSet)
 
     def submit(self, func: Callable[..., T], *args: Any) -> Future[T]:
         """``func(*args)`` as a task, through ``in_worker`` with the bound in force."""
-        return self.executor.submit(in_worker, op_timeout_s(), func, *args)
+        future = self.executor.submit(in_worker, op_timeout_s(), func, *args)
+        self.submitted.add(future)
+        return future
+
+    def cancel_pending(self) -> int:
+        """Cancel every submitted task that has not started (a gate that stopped early:
+        ``--max-failures``); the running ones finish, unread. Returns how many."""
+        return sum(future.cancel() for future in list(self.submitted))
 
 
 def _stop(pool: ProcessPoolExecutor, before: set[int]) -> None:
