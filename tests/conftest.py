@@ -17,6 +17,8 @@ import pytest
 
 from rmqsim.model.api import MessageQueue, MQConfig
 
+pytest_plugins = ["tests.spark_fixtures"]  # one Spark session per test process
+
 try:  # the reference model: model.ReferenceMQ(config=..., clock=...)
     from rmqsim.model import ReferenceMQ  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - only while the model is being written

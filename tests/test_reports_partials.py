@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterator
 from functools import reduce
 from pathlib import Path
 from typing import Any
@@ -45,13 +44,11 @@ CONSUMER_CONFIG = {"clients": [{"group": "g1", "mode": "push", "workers": 2}], "
 
 
 @pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    from rmqsim.reports.spark import spark_session
-
-    # quick_start: the JVM options ``rmqsim report`` starts its sessions with (half the
-    # JVM's CPU of a default start); the reference queries' results do not depend on them.
-    with spark_session("local[2]", "rmqsim tests", quick_start=True) as session:
-        yield session
+def spark(shared_spark: Any) -> Any:
+    """The test process's local Spark session, shared with the other report modules
+    (tests/spark_fixtures.py): started with the JVM options ``rmqsim report`` starts its
+    sessions with; the reference queries' results do not depend on them."""
+    return shared_spark
 
 
 def _write(path: Path, rows: list[dict[str, Any]]) -> None:

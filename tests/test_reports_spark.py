@@ -1,5 +1,6 @@
 """Sweeps and reports on a real local Spark, and the report page in a real headless
-Chromium. One SparkSession serves the whole module (the commands reuse the active one).
+Chromium. One SparkSession serves the whole module, and the other report modules
+(tests/spark_fixtures.py; the commands reuse the active one).
 
 Budget: about two minutes here, most of it Spark's own job overhead.
 """
@@ -34,21 +35,19 @@ CONSUMER_MUTANT = "rmqsim.conformance.mutants.consumer:commit_highest_acked"
 
 
 @pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    """The module's one local Spark session (two cores: tasks really run in parallel).
+def spark(shared_spark: Any) -> Iterator[Any]:
+    """The test process's one local Spark session (two cores: tasks really run in
+    parallel), shared with the other report modules (tests/spark_fixtures.py), started
+    with the JVM options ``rmqsim sweep`` and ``rmqsim report`` start their own sessions
+    with (the commands run here reuse this one): the product's configuration.
 
-    The repository root goes on PYTHONPATH first, so Spark's Python workers can import
-    the deliberately wrong implementations of ``tests.spark_impls`` by name.
+    Its Python workers have the repository root first on PYTHONPATH (from the session's
+    start), so they import the deliberately wrong implementations of ``tests.spark_impls``
+    by name; so does this process, for the module's tests.
     """
     path = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = f"{ROOT}{os.pathsep}{path}" if path else str(ROOT)
-    from rmqsim.reports.spark import spark_session
-
-    # quick_start: the JVM options ``rmqsim sweep`` and ``rmqsim report`` start their own
-    # sessions with (the commands run here reuse this one): the product's configuration,
-    # at half the JVM's CPU of a default start.
-    with spark_session("local[2]", "rmqsim tests", quick_start=True) as session:
-        yield session
+    yield shared_spark
     if path is None:
         os.environ.pop("PYTHONPATH", None)
     else:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,6 @@ from rmqsim.conformance.cli import cli
 from rmqsim.reports.schema import ALL_OP_KINDS, COLUMNS, LAYER_OP_KINDS, RUNS_DIR
 from rmqsim.reports.tasks import TaskSpec, WorkItem, error_row, run_chunk
 
-ROOT = Path(__file__).resolve().parent.parent
 PROFILES = ("stream", "stream-crashy")
 SEEDS = range(4)
 
@@ -32,24 +30,16 @@ def rmqsim(*args: Any) -> Any:
 
 
 @pytest.fixture(scope="module")
-def stream_sweep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Any]]:
-    """``rmqsim sweep --profiles stream,stream-crashy --seeds 0:4`` on ``local[2]``."""
-    path = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = f"{ROOT}{os.pathsep}{path}" if path else str(ROOT)
-    from rmqsim.reports.spark import spark_session
-
+def stream_sweep(shared_spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    """``rmqsim sweep --profiles stream,stream-crashy --seeds 0:4`` on ``local[2]``: the
+    test process's shared session (tests/spark_fixtures.py), which the command reuses,
+    started with the JVM options ``rmqsim sweep`` would start its own session with."""
     out = tmp_path_factory.mktemp("stream")
-    # quick_start: the JVM options ``rmqsim sweep`` would start its own session with.
-    with spark_session("local[2]", "rmqsim stream tests", quick_start=True):
-        result = rmqsim(
-            "sweep", "--profiles", ",".join(PROFILES), "--seeds", "0:4",
-            "--determinism-sample", "2", "--out", out,
-        )  # fmt: skip
-        yield out, result
-    if path is None:
-        os.environ.pop("PYTHONPATH", None)
-    else:
-        os.environ["PYTHONPATH"] = path
+    result = rmqsim(
+        "sweep", "--profiles", ",".join(PROFILES), "--seeds", "0:4",
+        "--determinism-sample", "2", "--out", out,
+    )  # fmt: skip
+    return out, result
 
 
 def _first_rows(out: Path) -> list[dict[str, Any]]:
@@ -120,3 +110,23 @@ def test_an_error_row_of_a_stream_profile_names_its_layer_and_config(tmp_path: P
     # A task on a stream profile runs the stream layer (no "queue profile is needed").
     [(_, result, _row)] = run_chunk([WorkItem("stream", 2)], spec)
     assert result.ok and result.spec.layer == "stream"
+
+
+def test_the_shared_session_gives_its_workers_a_scratch_directory_and_this_process_none(
+    shared_spark: Any,
+) -> None:
+    """The test process's shared Spark session (tests/spark_fixtures.py) stays up for the
+    tests after this module: the scratch directory its start gives its local workers
+    (``RMQSIM_WORKDIR``) is not this process's (it would be every later test's on this
+    worker), and the repository is on its workers' PYTHONPATH (``tests.spark_impls``)."""
+    from rmqsim.conformance.running.scratch import WORKDIR_ENV
+
+    def environment(_: Any) -> list[tuple[str | None, str]]:
+        return [(os.environ.get(WORKDIR_ENV), os.environ.get("PYTHONPATH", ""))]
+
+    [(scratch, path)] = (
+        shared_spark.sparkContext.parallelize([0], 1).mapPartitions(environment).collect()
+    )
+    assert scratch is not None and Path(scratch).name.startswith("rmqsim-spark-")
+    assert os.environ.get(WORKDIR_ENV) != scratch
+    assert str(Path(__file__).resolve().parent.parent) in path.split(os.pathsep)
