@@ -282,13 +282,33 @@ def test_decoded_properties_are_fresh_each_time_and_a_damaged_block_is_always_re
             records.decode_properties(data[:-1])
 
 
-def test_bench_prints_what_the_protocol_costs_with_its_verdict() -> None:
+#: Steps of each of the protocol section's runs in the test below (smoke's whole run: 300
+#: operations, 6 opens, 3 s through an exec'd server): the test looks at what the section
+#: prints, not at the figures.
+PROTOCOL_TEST_STEPS = 40
+
+
+def test_bench_prints_what_the_protocol_costs_with_its_verdict(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The wire protocol's table: in process, through the reference server (exec and
     forked), per wall and CPU second, the round trip, and the 2x target met or missed."""
+    import rmqsim.conformance.bench.wire as bench_wire
+
+    real_run_seed = bench_wire.run_seed
+    steps: list[int] = []
+
+    def bounded_run_seed(*args, **kwargs):
+        result = real_run_seed(*args, **{**kwargs, "steps": PROTOCOL_TEST_STEPS})
+        steps.append(result.steps)
+        return result
+
+    monkeypatch.setattr(bench_wire, "run_seed", bounded_run_seed)
     args = ["bench", "--messages", "100", "--repeats", "1", "--backend", "rocksmq",
             "--lockstep-seeds", "0", "--protocol-seeds", "1", "--power-steps", "0"]  # fmt: skip
     result = CliRunner().invoke(cli, args, env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
+    assert steps[:3] == [PROTOCOL_TEST_STEPS] * 3  # in process, the server exec'd, forked
     assert "the wire protocol: lockstep on smoke" in result.output
     assert "reference server over impl.RocksMQ" in result.output and "forked" in result.output
     assert re.search(r"protocol round trip: [\d,]+ µs per call", result.output)
