@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from click.testing import CliRunner, Result
 
 from rmqsim.conformance.bench.data import RECORD_FIELDS, Figure, verdict_lines
 from rmqsim.conformance.cli import cli
+from rmqsim.conformance.crashing.power_loss import SweepShape
 from tests.fuse_programs import fuse_or_skip
 from tests.test_progress_log import TIMING
 
@@ -52,16 +54,40 @@ def test_figures_meet_their_targets_from_the_right_side() -> None:
 
 
 #: The small bench with every section the tests below look at: each backend, one
-#: lockstep seed, one step of the power-loss sweep (in process and, where FUSE can be used,
-#: through it), the records to standard output and the tables to standard error.
+#: lockstep seed (smoke, swarm, the stream layer), one step of the power-loss sweep (in
+#: process and, where FUSE can be used, through it), the records to standard output and
+#: the tables to standard error.
 EVERY_SECTION = [*SMALL, "--power-steps", "1", "--json", "-"]
+
+#: The power-loss cases the bench below times: one per cell named (the sweep's
+#: ``SweepShape.cells``), 3 where smoke seed 0's first step has 129 (1.3 s each through
+#: FUSE on a busy machine), and a cell its first step does not reach (cq-write, from the
+#: third on): a sweep of other steps counts another case. The tests look at how the
+#: section measures and reports the same cases both ways, not at how many there are; the
+#: sweep through FUSE itself is tests/test_power_fuse.py's.
+BENCH_POWER_CELLS = frozenset({"segment-append/torn-write", "segment-sync/lose-unsynced",
+                               "segment-sync/sync-error", "cq-write/torn-write"})
+BENCH_POWER_CASES = 3
+
+
+def _sweep_of_one_case_per_cell(real_sweep: Callable[..., Any]) -> Callable[..., Any]:
+    def sweep(*args: Any, **kwargs: Any) -> Any:
+        return real_sweep(*args, **kwargs, shape=SweepShape(cells=BENCH_POWER_CELLS))
+
+    return sweep
 
 
 @pytest.fixture(scope="module")
 def small_bench() -> Result:
-    """One run of ``EVERY_SECTION``, asserted on by several tests (each used to run its
-    own small bench: 125 s between two of them)."""
-    result = CliRunner().invoke(cli, EVERY_SECTION, env={"COLUMNS": "250"})
+    """One run of ``EVERY_SECTION`` with standard output not a terminal (as piped: no
+    ``COLUMNS``), asserted on by several tests here (each used to run its own small bench,
+    and tests/test_impl_bench.py one more: 125 s between two of them)."""
+    import rmqsim.conformance.bench.power as bench_power
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bench_power, "power_loss_sweep",
+                      _sweep_of_one_case_per_cell(bench_power.power_loss_sweep))
+        result = CliRunner().invoke(cli, EVERY_SECTION, env={"COLUMNS": None})
     assert result.exit_code == 0, result.output
     return result
 
@@ -126,6 +152,7 @@ def test_bench_measures_power_loss_cases_through_fuse_beside_in_process(
     assert set(rows) == {"fs= (in process)", "FUSE (a child process)"}
     in_process, fuse_row = rows["fs= (in process)"], rows["FUSE (a child process)"]
     assert in_process[0] == fuse_row[0] and int(fuse_row[0]) > 0  # the same cases
+    assert int(fuse_row[0]) == BENCH_POWER_CASES
     assert in_process[4].strip() == "1.000x / 1.000x"
     assert re.fullmatch(r" *0\.\d{3}x / 0\.\d{3}x *", fuse_row[4])  # slower, measured
     assert fuse_row[5].strip() == in_process[5].strip() == "0"
@@ -168,3 +195,82 @@ def test_the_history_holds_every_figure_the_docs_plot() -> None:
     rows = [json.loads(line) for line in HISTORY.read_text().splitlines()]
     assert len({r["date"][:10] for r in rows}) >= 3, "a history spans several days"
     assert {"lockstep.smoke.ops_per_s", "produce.rocksmq.ratio"} <= {r["name"] for r in rows}
+
+
+# ----------------------------------------------------------- what a small bench prints
+# (were tests/test_impl_bench.py's, on a bench of their own: 200 messages, no power loss;
+# here the tables are standard error's, the records going to standard output)
+
+
+def test_bench_command_prints_ratios(small_bench: Result) -> None:
+    result = small_bench
+    assert "produce" in result.stderr and "consume" in result.stderr
+    assert "lockstep" in result.stderr and "smoke" in result.stderr and "swarm" in result.stderr
+    # Per backend (rocksmq, commitlog, commitlog-async) and operation (produce, consume) a
+    # wall and a CPU ratio to its raw baseline; commitlog-async over rocksmq, per wall and
+    # per CPU second; then three (vs SUT, per CPU, vs model) for each of smoke, swarm and
+    # the stream layer's profile.
+    lines = result.stderr.splitlines()
+    tables = "\n".join(line for line in lines if not line.startswith("target "))
+    assert len(re.findall(r"\d+\.\d\dx", tables)) == 12 + 2 + 9, result.stderr
+    # Below the tables, a verdict per target: the three produce rows' and (issue 40) the
+    # three consume rows' wall and CPU ratios, commitlog-async over rocksmq, smoke's
+    # lockstep rate per wall and per CPU second and the three slowdowns vs SUT (wall and
+    # CPU).
+    verdicts = [line for line in lines if line.startswith("target ")]
+    assert len(verdicts) == 6 + 6 + 2 + 2 + 6, verdicts
+    assert all(line.endswith((", met", ", MISSED")) for line in verdicts), verdicts
+    assert "target consume.rocksmq.cpu_ratio >= 0.8x" in result.stderr
+    assert "target consume.commitlog.ratio >= 0.5x" in result.stderr
+    assert "target lockstep.smoke.cpu_slowdown_vs_sut <= 1.5x" in result.stderr
+    assert "target lockstep.swarm.cpu_slowdown_vs_sut <= 3x" in result.stderr
+
+
+def test_bench_reports_the_stream_lockstep_beside_the_stream_implementation_alone(
+    small_bench: Result,
+) -> None:
+    result = small_bench
+    [row] = [line for line in result.stderr.splitlines() if "stream (stream layer)" in line]
+    # operations, then ops/s and ops/CPU-s for lockstep, implementation alone and model
+    # alone, then the slowdowns vs the implementation (wall, CPU) and vs the model.
+    cells = [cell.strip() for cell in row.strip("│┃ ").split("│")][1:]
+    assert len(cells) == 10, row
+    assert int(cells[0]) > 0 and all(float(c.replace(",", "")) > 0 for c in cells[1:7])
+    assert all(re.fullmatch(r"\d+\.\d\dx", cell) for cell in cells[7:]), row
+    assert "stream: vs the stream implementation alone" in result.stderr
+
+
+def test_bench_command_prints_the_commit_log_rows_and_the_cpu_columns(
+    small_bench: Result,
+) -> None:
+    """The backends asked for, and only them, per wall and CPU second (a bench of its own,
+    without lockstep); the lockstep table's CPU columns and smoke's CPU target on
+    ``small_bench``."""
+    args = ["bench", "--messages", "100", "--repeats", "1", "--lockstep-seeds", "0",
+            "--backend", "commitlog-async", "--backend", "rocksmq", "--protocol-seeds", "0",
+            "--power-steps", "0"]
+    result = CliRunner().invoke(cli, args, env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.output.splitlines() if "commitlog-async" in line]
+    assert len([row for row in rows if "raw append" in row]) == 2, result.output  # both ops
+    assert "msgs/CPU-s" in result.output and "CPU ratio" in result.output
+    assert "commitlog-async produce / rocksmq produce:" in result.output
+    assert "per CPU second" in result.output
+    assert " commitlog " not in result.output  # only the backends asked for
+    assert CliRunner().invoke(cli, [*args[:6], "--backend", "nope"]).exit_code == 2
+    tables = "\n".join(line for line in small_bench.stderr.splitlines()
+                        if not line.startswith("target "))
+    assert tables.count("ops/CPU-s") == 3  # lockstep, SUT alone, model alone
+    # Smoke's rate per CPU second has its target (issue 40), with its verdict.
+    assert "target lockstep.smoke.ops_per_cpu_s >= 10,000 ops/CPU-s: " in small_bench.stderr
+
+
+def test_a_piped_bench_prints_whole_numbers_not_a_table_squeezed_to_80_columns(
+    small_bench: Result,
+) -> None:
+    result = small_bench  # standard error is not a tty, no COLUMNS
+    assert "…" not in result.stderr, result.stderr
+    row = next(line for line in result.stderr.splitlines() if "commitlog-async" in line)
+    assert "raw append, fsync per 4 dirty pages or 10 s" in row, result.stderr
+    assert len(re.findall(r"\b\d{1,3}(?:,\d{3})*\b(?![,\d])", row)) >= 4, row  # whole rates
+    assert len(re.findall(r"\d+\.\d\dx", row)) == 2, row  # both ratios, in full

@@ -42,8 +42,16 @@ def _failing() -> RunResult:
     return result
 
 
+@functools.cache
+def _full_search() -> tuple[RunResult | None, tuple[ShrinkStats, ...]]:
+    """The search of ``_failing()`` without a budget, and what it told after each candidate
+    run (``on_run``): computed once for the tests below (each ran it: 2 to 3 CPU s each)."""
+    heard: list[ShrinkStats] = []
+    return shrink_result(_failing(), on_run=heard.append), tuple(heard)
+
+
 def test_a_search_that_runs_to_its_end_says_so() -> None:
-    shrunk = shrink_result(_failing())
+    shrunk, _ = _full_search()
     assert shrunk is not None and shrunk.shrink_stats is not None
     stats = shrunk.shrink_stats
     assert stats.stopped_by is None and stats.operations == FULL_SEARCH_OPERATIONS
@@ -61,7 +69,7 @@ def test_the_operations_budget_stops_the_search_at_the_same_place_every_time() -
     # The check comes before each run: the last run may go past the bound, never a next one.
     assert 1_000 <= stats.operations < FULL_SEARCH_OPERATIONS
     # Stopped early, so not as small as the full search gets.
-    full = shrink_result(_failing())
+    full, _ = _full_search()
     assert full is not None and full.steps <= first.steps
     assert "a larger one may shrink further" in stats.describe()
 
@@ -102,8 +110,7 @@ def test_a_time_limit_is_reported_with_the_operations_budget_that_reproduces_it(
 
 
 def test_progress_is_told_after_every_candidate_run() -> None:
-    heard: list[ShrinkStats] = []
-    shrunk = shrink_result(_failing(), on_run=heard.append)
+    shrunk, heard = _full_search()
     assert shrunk is not None and shrunk.shrink_stats is not None
     assert [stats.runs for stats in heard] == list(range(1, shrunk.shrink_stats.runs + 1))
     operations = [stats.operations for stats in heard]
@@ -121,7 +128,11 @@ def test_the_shrink_line_of_a_progress_bar_follows_the_search_and_hides_after_it
     shrink_bar = ShrinkBar(bar, ShrinkBudget(max_operations=5_000))
     (task,) = (t for t in bar.tasks if t.description == "shrink")
     assert not task.visible and task.total == 5_000
-    shrink_result(_failing(), on_run=shrink_bar.on_run)
+    # What the search tells after each run (that it tells it is checked above), told to
+    # the bar as the search told it.
+    _, heard = _full_search()
+    for stats in heard:
+        shrink_bar.on_run(stats)
     assert task.visible and task.completed == FULL_SEARCH_OPERATIONS
     shrink_bar.done()
     assert not task.visible and task.completed == 0
