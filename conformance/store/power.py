@@ -19,7 +19,9 @@ promises batches all or nothing (``batch_atomic``) is whole or absent. In mode
 recovered store is crashed and reopened: a second recovery must change nothing.
 
 A case is named ``POINT:MODE``; ``rmqsim crash-sweep --store PROFILE --seed S --case
-POINT:MODE`` runs it alone. Cost: case ``i`` replays the steps before its point.
+POINT:MODE`` runs it alone. Cost: the cases of one point replay the steps before it once
+(``run_store_cases``: the power-cut modes share the run to the cut; a ``sync-error`` case
+has its own), each then reopens its survivor twice.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ __all__ = [
     "power_factory",
     "record_store_scenario",
     "run_store_case",
+    "run_store_cases",
     "store_disk_way",
     "store_power_sweep",
     "takes_fs",
@@ -194,15 +197,28 @@ def run_store_case(way: StoreDiskWay | Callable[..., Any], profile: StoreProfile
                    recorded: Sequence[Step[StoreOp]], case: tuple[int, str], seed: int
                    ) -> tuple[str | None, dict[str, Any] | None]:
     """Run one case ``(point, mode)``: ``(problem or None, the cut's decisions)``."""
-    way = as_way(way)
     point, mode = case
+    return run_store_cases(way, profile, recorded, point, (mode,), seed)[mode]
+
+
+def run_store_cases(way: StoreDiskWay | Callable[..., Any], profile: StoreProfile,
+                    recorded: Sequence[Step[StoreOp]], point: int, modes: Sequence[str],
+                    seed: int) -> dict[str, tuple[str | None, dict[str, Any] | None]]:
+    """The cases ``(point, mode)`` of each of ``modes``: ``{mode: (problem or None, the
+    cut's decisions)}``. The power-cut modes share one run of the steps to the cut (the
+    store cannot tell them apart before the power goes: the mode only decides what the
+    reboot finds), then each is judged on its own survivor, drawn as a lone case draws it;
+    ``sync-error`` (the run goes on after the failed sync) comes alone."""
+    if len(modes) > 1 and "sync-error" in modes:
+        raise ValueError(f"sync-error shares no run with another mode: {modes}")
+    way = as_way(way)
     disk = SimDisk(dirs=(str(_SIM_ROOT),))
-    disk.arm(point, mode)
+    disk.arm(point, modes[0])
     run = _Case(way, profile, disk)
     try:
         cut = run.run(recorded)
     except _Failed as failed:
-        return str(failed), None
+        return {mode: (str(failed), None) for mode in modes}
     finally:
         if disk.fired is not None and run.lockstep.sut is not None:
             with contextlib.suppress(Exception, OperationHang):
@@ -211,13 +227,16 @@ def run_store_case(way: StoreDiskWay | Callable[..., Any], profile: StoreProfile
         run.lockstep.close()
         way.release(disk)
     if cut is None:
-        return None, None  # the point was never reached (a shorter replay)
-    survivor = disk.cut("lose-unsynced" if mode == "sync-error" else mode,
-                        random.Random(f"{seed}:{point}:{mode}"))
-    try:
-        return _judge(run, survivor, cut[1]), disk.last_cut
-    finally:
-        way.release(survivor)
+        return {mode: (None, None) for mode in modes}  # never reached (a shorter replay)
+    outcomes: dict[str, tuple[str | None, dict[str, Any] | None]] = {}
+    for mode in modes:
+        survivor = disk.cut("lose-unsynced" if mode == "sync-error" else mode,
+                            random.Random(f"{seed}:{point}:{mode}"))
+        try:
+            outcomes[mode] = _judge(run, survivor, cut[1]), disk.last_cut
+        finally:
+            way.release(survivor)
+    return outcomes
 
 
 def _judge(run: _Case, survivor: SimDisk, floor: dict[QueueKey, int]) -> str | None:
@@ -327,16 +346,32 @@ def store_power_sweep(
                             and (only is None or only == (point.index, mode))]
             if one_per_cell:
                 result.cases = _last_of_each_cell(result.cases)
+            outcomes = _run_cases(way, profile, recorded, result.cases, seed)
             for case in result.cases:
                 result.counts[(case.point.call, case.mode)] += 1
-                problem, cut = run_store_case(way, profile, recorded,
-                                              (case.point.index, case.mode), seed)
+                problem, cut = outcomes[(case.point.index, case.mode)]
                 if problem is not None:
                     result.failures.append(PowerFailure(case, problem, cut))
     finally:
         way.close()
     result.wall_s = time.perf_counter() - started
     return result
+
+
+def _run_cases(way: StoreDiskWay, profile: StoreProfile, recorded: Sequence[Step[StoreOp]],
+               cases: Sequence[PowerCase], seed: int
+               ) -> dict[tuple[int, str], tuple[str | None, dict[str, Any] | None]]:
+    """Every case's outcome by ``(point, mode)``: the power-cut modes of one point in one
+    run of the steps (``run_store_cases``), a sync-error case in a run of its own."""
+    groups: dict[tuple[int, bool], list[str]] = {}
+    for case in cases:
+        groups.setdefault((case.point.index, case.mode == "sync-error"), []).append(case.mode)
+    outcomes: dict[tuple[int, str], tuple[str | None, dict[str, Any] | None]] = {}
+    for (point, _), modes in groups.items():
+        for mode, outcome in run_store_cases(way, profile, recorded, point, modes,
+                                             seed).items():
+            outcomes[(point, mode)] = outcome
+    return outcomes
 
 
 class StoreDiskWay(Protocol):

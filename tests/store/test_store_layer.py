@@ -21,7 +21,12 @@ from rmqsim.conformance.running.run import read_run_trace, replay, run_seed
 from rmqsim.conformance.running.trace import write_lines
 from rmqsim.conformance.searching.shrink import shrink_result
 from rmqsim.conformance.searching.shrink_budget import ShrinkBudget
-from rmqsim.conformance.store.power import power_factory, store_power_sweep
+from rmqsim.conformance.store.power import (
+    power_factory,
+    record_store_scenario,
+    run_store_case,
+    store_power_sweep,
+)
 from rmqsim.impl.store import open_store
 from rmqsim.model.store import ReferenceStore, StoreConfig
 from rmqsim.model.store.api import InvalidArgumentError
@@ -152,6 +157,25 @@ def test_the_power_sweep_kills_durability_mutants(mutant: str, profile: str,
                               **KILLING_SWEEP[mutant])
     assert not sweep.ok
     assert any(f.problem.startswith(anomaly) for f in sweep.failures), sweep.failures[:3]
+
+
+def test_the_cases_of_a_point_share_its_run_and_end_as_lone_cases() -> None:
+    """The sweep runs the steps once per point for all its power-cut modes
+    (``run_store_cases``): every case of a point where some case fails ends as when it
+    runs alone (``run_store_case``, what ``crash-sweep --case`` runs), with the same
+    problem and the same cut decisions, and those points also hold cases that pass."""
+    factory = power_factory(MUTANTS + "store_open_no_fsync")
+    sweep = store_power_sweep("store", 0, factory, impl="no_fsync", steps=3)
+    failed = {f.case.spec: (f.problem, f.cut) for f in sweep.failures}
+    points = {f.case.point.index for f in sweep.failures}
+    shared = [case for case in sweep.cases if case.point.index in points]
+    assert len(failed) > 10 and len(shared) > len(failed)  # passing cases beside failing
+    recorded = record_store_scenario(STORE_PROFILES["store"], 0, 3)
+    for case in shared:
+        alone = run_store_case(factory, STORE_PROFILES["store"], recorded,
+                               (case.point.index, case.mode), 0)
+        assert alone == failed.get(case.spec, (None, alone[1])), case.spec
+
 
 
 def test_a_new_store_survives_a_power_cut_after_its_first_synced_put() -> None:
