@@ -10,6 +10,7 @@ takes ≈20-40 s."""
 from __future__ import annotations
 
 import base64
+import getpass
 import json
 import os
 import re
@@ -305,6 +306,35 @@ def test_every_acknowledged_put_survives_kill_9_under_sync_flush(
     assert again.get_all("k", 0) == expected[0]
     assert again.get_all("k", 1) == expected[1]
     again.close()
+
+
+def test_nothing_is_left_outside_the_store_directory(
+    start: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing the driver or RocketMQ writes stays outside the store's directory, and
+    nothing but the store's own files is in it: RocketMQ's RocksDB info log (it went to
+    ~/logs/rocketmqlogs/, one file per store path and more per reopen, never removed) lives
+    in a scratch home under the JVM's temporary directory that the open removes once the
+    store has started, and the next JVM's open removes one a killed JVM left; no JVM
+    performance-data file in /tmp/hsperfdata_USER/ (a killed JVM leaves it)."""
+    home, java_tmp = tmp_path / "home", tmp_path / "java-tmp"
+    home.mkdir()
+    java_tmp.mkdir()
+    monkeypatch.setenv("RMQSIM_JAVA_OPTS", f"-Duser.home={home} -Djava.io.tmpdir={java_tmp}")
+    path = tmp_path / "store"
+    driver = opened(start, path, SYNC)
+    driver.put("t", 0, [body(0)])
+    perf_data = Path("/tmp") / f"hsperfdata_{getpass.getuser()}"  # HotSpot's, not TMPDIR
+    assert not (perf_data / str(driver.proc.pid)).exists()
+    assert sorted(java_tmp.rglob("*")) == []  # the open removed its scratch home
+    stale = java_tmp / "rmqsim-rocketmq-home-999999999" / "logs"  # as if a JVM was killed
+    stale.mkdir(parents=True)  # in its open, before it removed its own
+    driver.kill()
+    again = opened(start, path, SYNC)
+    assert again.get_all("t", 0) == [body(0)]
+    again.close()
+    assert sorted(home.rglob("*")) == [] and sorted(java_tmp.rglob("*")) == []
+    assert not (path / "logs").exists()  # the store's directory holds the store's files
 
 
 # -- retention (async flush, 64 KiB segments)

@@ -47,14 +47,20 @@ final class StoreDriver {
         if (!dir.isDirectory() && !dir.mkdir()) {
             throw DriverError.unexpected("IOException", "cannot create the store directory " + path);
         }
-        MessageStoreConfig settings = Settings.build(dir.getAbsolutePath(), config, bug);
-        DefaultMessageStore store = new DefaultMessageStore(settings, new BrokerStatsManager("rmqsim", false),
-                null, new BrokerConfig(), new ConcurrentHashMap<>());
-        Extensions.install(store, bug, points);
-        if (!store.load()) {
-            throw DriverError.unexpected("LoadFailed", "DefaultMessageStore.load() returned false (stderr has RocketMQ's reason)");
+        java.nio.file.Path home = ScratchHome.enter(); // RocketMQ writes under user.home
+        DefaultMessageStore store;
+        try {
+            MessageStoreConfig settings = Settings.build(dir.getAbsolutePath(), config, bug);
+            store = new DefaultMessageStore(settings, new BrokerStatsManager("rmqsim", false),
+                    null, new BrokerConfig(), new ConcurrentHashMap<>());
+            Extensions.install(store, bug, points);
+            if (!store.load()) {
+                throw DriverError.unexpected("LoadFailed", "DefaultMessageStore.load() returned false (stderr has RocketMQ's reason)");
+            }
+            store.start();
+        } finally {
+            ScratchHome.leave(home);
         }
-        store.start();
         return new StoreDriver(store, bug, points);
     }
 
