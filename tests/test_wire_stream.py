@@ -144,6 +144,11 @@ def test_stream_mutants_are_killed_through_the_protocol_as_in_process(
                                                           here.divergence.step_index)  # type: ignore[union-attr]
 
 
+#: The repository's regression corpus (the gate's default is ./regressions, relative to
+#: where it runs: named here, so that the test does not depend on the worker's directory).
+REGRESSIONS = Path(__file__).resolve().parent.parent / "regressions"
+
+
 @pytest.mark.slow
 def test_the_stream_gate_passes_through_the_protocol(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -157,7 +162,7 @@ def test_the_stream_gate_passes_through_the_protocol(
     monkeypatch.setattr(stream_gate_hooks, "MAX_STREAM_STEER_RUNS", 0)
     gate = CliRunner().invoke(cli, [
         "gate", "--impl", server_command("stream"), "--seeds", "0:1", "--jobs", "1",
-        "--out", str(tmp_path / "gate"),
+        "--out", str(tmp_path / "gate"), "--corpus", str(REGRESSIONS),
     ])  # fmt: skip
     assert gate.exit_code == 0, gate.output
     summary = json.loads((tmp_path / "gate" / "summary.json").read_text())
