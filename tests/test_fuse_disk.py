@@ -19,6 +19,7 @@ import pytest
 import rmqsim.conformance.crashing.fuse_disk as fuse_disk
 from rmqsim.conformance.crashing.fuse_disk import FuseMountError, cut_power, mount_disk
 from rmqsim.conformance.crashing.fuse_mounts import (
+    FUSECTL_DIR,
     MountRecord,
     clean_stale_mounts,
     fuse_dir,
@@ -228,6 +229,7 @@ def test_a_child_stuck_in_a_fuse_call_ends_with_one_line_and_nothing_left(
 ) -> None:
     monkeypatch.setattr(fuse_disk, "UNMOUNT_WAIT_S", 1.0)
     monkeypatch.setattr(fuse_disk, "EXIT_WAIT_S", 0.5)
+    fusectl_was_mounted = is_mounted(FUSECTL_DIR)  # the abort may mount it: not leave it
     disk = _StallingDisk()
     context = mount_disk(disk)
     mount = context.__enter__()
@@ -248,6 +250,7 @@ def test_a_child_stuck_in_a_fuse_call_ends_with_one_line_and_nothing_left(
         assert message.startswith(f"the FUSE server of {mount.path} is stuck in write /d/f")
         assert child.wait(10) == -signal.SIGKILL  # freed by the connection's abort
         assert not is_mounted(mount.path) and not mount.path.exists()
+        assert is_mounted(FUSECTL_DIR) == fusectl_was_mounted
     finally:
         disk.release.set()
         child.kill()

@@ -12,7 +12,8 @@ the record. Every ``fuse_disk`` mount calls it first, so the next start cleans u
 
 Unmounting: as root ``umount2(2)`` (``MNT_DETACH`` for a lazy one), else ``fusermount3 -u``
 (``-z``). The connection of a mount whose server is stuck can be aborted through the
-``fusectl`` file system (``/sys/fs/fuse/connections/<device>/abort``) when it is mounted.
+``fusectl`` file system (``/sys/fs/fuse/connections/<device>/abort``), mounted for the
+abort (as root) when it is not, and unmounted again.
 """
 
 from __future__ import annotations
@@ -27,12 +28,14 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rmqsim.conformance.running.scratch import scratch_root
 
 __all__ = [
+    "FUSECTL_DIR",
     "FUSE_DIR_NAME",
     "MountRecord",
     "abort_connection",
@@ -51,7 +54,8 @@ __all__ = [
 FUSE_DIR_NAME = "rmqsim-fuse"
 #: ``umount2`` flag: detach now, finish when the last user is gone.
 _MNT_DETACH = 2
-_FUSECTL_DIR = Path("/sys/fs/fuse/connections")
+#: Where the fusectl file system (a connection's ``abort``) is mounted.
+FUSECTL_DIR = Path("/sys/fs/fuse/connections")
 _SERIAL = itertools.count(1)
 
 
@@ -185,15 +189,26 @@ def is_mounted(path: Path | str) -> bool:
     return _mount_entry(str(path)) is not None
 
 
-def _fusectl_mounted() -> bool:
-    """The fusectl file system is at ``/sys/fs/fuse/connections`` (mounted there as root
-    when it is not: systemd does the same at boot)."""
-    if is_mounted(_FUSECTL_DIR):
-        return True
-    if os.geteuid() != 0 or not _FUSECTL_DIR.is_dir():
-        return False
+@contextlib.contextmanager
+def _fusectl() -> Iterator[bool]:
+    """Whether the fusectl file system is at ``/sys/fs/fuse/connections`` for the block:
+    mounted there as root when it is not (as systemd does at boot), and then unmounted
+    after it, so that an abort leaves no mount behind."""
+    if is_mounted(FUSECTL_DIR):
+        yield True
+        return
+    if os.geteuid() != 0 or not FUSECTL_DIR.is_dir():
+        yield False
+        return
     libc = ctypes.CDLL(None, use_errno=True)
-    return libc.mount(b"fusectl", str(_FUSECTL_DIR).encode(), b"fusectl", 0, None) == 0
+    target = str(FUSECTL_DIR).encode()
+    if libc.mount(b"fusectl", target, b"fusectl", 0, None) != 0:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        libc.umount2(target, 0)
 
 
 def abort_connection(path: Path | str) -> bool:
@@ -202,13 +217,16 @@ def abort_connection(path: Path | str) -> bool:
     is with the server, can then die), and the server's loop ends. False when it cannot
     be done here (not a FUSE mount, no fusectl)."""
     entry = _mount_entry(str(path))
-    if entry is None or not entry[1].startswith("fuse") or not _fusectl_mounted():
+    if entry is None or not entry[1].startswith("fuse"):
         return False
     minor = entry[0].partition(":")[2]
-    try:
-        (_FUSECTL_DIR / minor / "abort").write_text("1")
-    except OSError:
-        return False
+    with _fusectl() as available:
+        if not available:
+            return False
+        try:
+            (FUSECTL_DIR / minor / "abort").write_text("1")
+        except OSError:
+            return False
     return True
 
 
