@@ -167,7 +167,8 @@ class GateResult:
         self.summaries.setdefault(result.profile, ProfileSummary(result.profile)).add(result)
         self.results.append(result)
 
-    def _unexpected(self, result: RunResult) -> bool:
+    def unexpected(self, result: RunResult) -> bool:
+        """Whether ``result``, if it fails, is a failure: it shows no listed deviation."""
         return self.expected is None or self.expected.match(result) is None
 
     def deviations(self) -> list[tuple[RunResult, Deviation]]:
@@ -180,7 +181,7 @@ class GateResult:
 
     @property
     def failures(self) -> list[RunResult]:
-        return [r for r in (*self.results, *self.corpus) if not r.ok and self._unexpected(r)]
+        return [r for r in (*self.results, *self.corpus) if not r.ok and self.unexpected(r)]
 
     def _all_sweep_failures(self) -> list[RunResult]:
         bases = [s.base for s in (*self.sweeps, *self.steered) if not s.base.ok]
@@ -190,7 +191,7 @@ class GateResult:
     def sweep_failures(self) -> list[RunResult]:
         """The failing run of every failing sweep case (and failing sweep base runs) but
         those that show a listed deviation."""
-        return [r for r in self._all_sweep_failures() if self._unexpected(r)]
+        return [r for r in self._all_sweep_failures() if self.unexpected(r)]
 
     def power_deviations(self) -> list[tuple[Any, Deviation]]:
         """Every failing power-cut case that shows a listed deviation, with it."""
@@ -355,8 +356,7 @@ def _run_label(result: RunResult) -> str:
 def _reaches_limit(gate: GateResult, result: RunResult, plan: GatePlan) -> bool:
     """Whether ``result``, the next profile run in order, is the ``max_failures``-th
     failure of ``gate`` (whose failures so far are its profile runs')."""
-    fails = not result.ok and (plan.expected is None or plan.expected.match(result) is None)
-    return (plan.max_failures is not None and fails
+    return (plan.max_failures is not None and not result.ok and gate.unexpected(result)
             and len(gate.failures) + 1 >= plan.max_failures)
 
 
@@ -404,9 +404,9 @@ def _finish(
 ) -> None:
     """Save a failing run's trace, shrink it when it is one of the first failures, and
     count it (unshrunk, when its shrink is interrupted: Ctrl-C)."""
-    unexpected = plan.expected is None or plan.expected.match(result) is None
     saved = not result.ok and save_failure_or_note(result, plan.out) is not None
-    shrinks = shrink and saved and unexpected and len(gate.failures) < MAX_SHRUNK_FAILURES
+    shrinks = (shrink and saved and gate.unexpected(result)
+               and len(gate.failures) < MAX_SHRUNK_FAILURES)
     try:
         if plan.shrink is not None and shrinks:
             shrunk = shrinker(result)
