@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Real tools the scripts use; everything else on their PATH is a stand-in.
-TOOLS = ("bash", "sh", "env", "dirname", "cat", "cut", "sha256sum", "id")
+TOOLS = ("bash", "sh", "env", "dirname", "cat", "cut", "sha256sum", "id", "mktemp", "rm")
 #: A stand-in that appends its name, its arguments and RMQSIM_REQUIRE_BROWSER to the log.
 STAND_IN = """#!/bin/sh
 echo "$(basename "$0") $* [require=${RMQSIM_REQUIRE_BROWSER:-}]" >> "$RMQSIM_TEST_LOG"
@@ -143,11 +143,41 @@ def test_the_test_command_installs_what_the_tests_need_before_pytest_saying_so(
     assert "installing FUSE 3" in done.stderr and "apt-get install fuse3" in done.stderr
     assert log[-3:] == [
         "ruff check . [require=]",
-        "mypy  [require=]",
+        "mypy --num-workers 2 [require=]",
         "python -m pytest -n 2 --dist worksteal -q [require=]",
     ]
     assert "installing Java" in done.stderr
     assert "installing Chromium" in done.stderr and "apt-get install chromium" in done.stderr
+
+
+def test_the_drivers_build_while_the_venv_is_set_up_their_output_held_until_done(
+    repo: Path,
+) -> None:
+    """The two driver builds start before the set-up's first step and run beside it: here
+    bootstrap's first ``apt-get`` waits (up to 10 s) for both builds to have started, and
+    fails, failing the set-up, if they have not (as when they start after it). Each build's
+    output is printed whole once it is waited for, and a failed one still fails CI."""
+    for name in ("milvus", "rocketmq"):
+        _stand_in(repo / "scripts" / f"build-{name}.sh", STAND_IN + (
+            f'echo "build-{name}: line 1" >&2; sleep 0.2; echo "build-{name}: line 2" >&2\n'
+        ))  # fmt: skip
+    started = 'grep -q "^build-milvus.sh" "$RMQSIM_TEST_LOG" && grep -q "^build-rocketmq.sh" '
+    _stand_in(repo.parent / "bin" / "apt-get", STAND_IN.replace(
+        "#!/bin/sh\n", "#!/bin/sh\nn=0\n"
+        f'until {started}"$RMQSIM_TEST_LOG"; do\n'
+        '  n=$((n + 1)); [ "$n" -lt 200 ] || exit 100; sleep 0.05\ndone\n'
+    ))  # fmt: skip
+    (repo.parent / "bin" / "grep").symlink_to(shutil.which("grep") or "/usr/bin/grep")
+    (repo.parent / "bin" / "sleep").symlink_to(shutil.which("sleep") or "/usr/bin/sleep")
+    done, log = run(repo, ["./scripts/test.sh"])
+    assert done.returncode == 0, done.stderr
+    assert log.index("build-milvus.sh  [require=]") < log.index("ruff check . [require=]")
+    for name in ("milvus", "rocketmq"):
+        assert f"build-{name}: line 1\nbuild-{name}: line 2\n" in done.stderr
+    _stand_in(repo / "scripts" / "build-rocketmq.sh", STAND_IN + 'echo "no maven" >&2; exit 2\n')
+    done, log = run(repo, ["./.ci/run"])
+    assert done.returncode == 1 and not any("pytest" in line for line in log)
+    assert "no maven\ntest.sh: the RocketMQ driver could not be built" in done.stderr
 
 
 def test_the_test_commands_workers_fail_the_run_on_a_failing_test_and_keep_durations(
@@ -175,7 +205,7 @@ def test_the_test_command_stops_before_pytest_on_a_type_error(repo: Path) -> Non
     _stand_in(repo / ".venv" / "bin" / "mypy", STAND_IN + "exit 1\n")
     done, log = run(repo, ["./scripts/test.sh"])
     assert done.returncode == 1
-    assert log[-2:] == ["ruff check . [require=]", "mypy  [require=]"]
+    assert log[-2:] == ["ruff check . [require=]", "mypy --num-workers 2 [require=]"]
     assert not any("pytest" in line for line in log)
 
 
