@@ -175,14 +175,23 @@ def test_the_installed_rmqsim_is_the_wheel_not_the_checkout(
 
 
 def test_the_installed_gate_runs_in_a_user_project(installed: Installed, project: Path) -> None:
+    """The installed ``rmqsim gate`` with two worker processes (which import the installed
+    copy) passes our queue and exits 0, every run and the crash sweep done: also
+    tests/test_gate_parallel.py's passing parallel gate."""
     (project / "corpus").mkdir()
     done = installed.run(
-        project, "rmqsim", "gate", "--profiles", "smoke", "--seeds", "0:3", "--jobs", "2",
-        "--corpus", "corpus", "--out", "out",
+        project, "rmqsim", "gate", "--profiles", "smoke,consumer", "--seeds", "0:3",
+        "--jobs", "2", "--corpus", "corpus", "--out", "out",
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "rmqsim gate: PASS" in done.stdout
     assert (project / "out" / "junit.xml").is_file()
+    summary = json.loads((project / "out" / "summary.json").read_text())
+    assert {name: p["runs"] for name, p in summary["profiles"].items()} == {
+        "smoke": 3,
+        "consumer": 3,
+    }
+    assert list(summary["crash_sweep"]) == ["smoke"]
 
 
 def test_the_core_install_names_the_extra_for_a_sweep(installed: Installed, project: Path) -> None:
