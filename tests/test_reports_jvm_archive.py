@@ -60,14 +60,25 @@ def test_the_archive_is_built_once_then_mapped_and_a_damaged_one_is_not_used(
     # Truncated (a full disk, a partial copy): its size is not the one recorded, so it is
     # built again rather than mapped (a JVM mapping it dies of SIGBUS). Asked of the
     # report's own entry (``class_archive``, what ``_report`` started from above) in this
-    # process: a whole report after the rebuild would only show again that a complete
-    # archive maps to the same report, at a Spark start's cost.
+    # process, with the builder's process stood in for: that a build makes a complete
+    # archive the report maps is the first report's (above); here, that the truncated one
+    # is removed and a build started, and that nothing is mapped when the build fails.
     whole = path.read_bytes()
     path.write_bytes(whole[: len(whole) // 2])
+    assert not is_complete(path)
+    builds: list[list[str]] = []
+
+    def build_times_out(command: list[str], **kwargs: object) -> None:
+        builds.append(command)
+        raise subprocess.TimeoutExpired(command, BUILD_TIMEOUT_S)
+
     capsys.readouterr()
-    assert class_archive() == path
-    assert BUILDING in capsys.readouterr().err and is_complete(path)
-    assert path.read_bytes() != whole[: len(whole) // 2]
+    with monkeypatch.context() as patch:
+        patch.setattr(subprocess, "run", build_times_out)
+        assert class_archive() is None
+    assert [command[1:4] for command in builds] == [["-m", "rmqsim.reports.jvm_archive",
+                                                     str(path)]]  # fmt: skip
+    assert BUILDING in capsys.readouterr().err and not path.exists()
 
     # Damaged in a way the size does not show: an archive of the recorded size is not
     # built again (the next report maps it), the JVM cannot start with it; Spark starts
