@@ -292,6 +292,28 @@ def test_cli_mutants_writes_the_matrix_and_refuses_unknown_names(tmp_path: Path)
     assert "unknown mutant nope; known: ack-off-by-one" in bad.output
 
 
+def test_cli_mutants_runs_each_mutant_on_the_given_profiles_of_its_layer(tmp_path: Path) -> None:
+    """``--profiles``: a queue mutant runs on the queue profiles named (smoke: its killing
+    run), a consumer mutant none of them reaches is not run and says why, the baseline runs
+    exactly the profiles named; an unknown or empty list is bad usage."""
+    runner = CliRunner()
+    out = tmp_path / "out"
+    result = runner.invoke(cli, [
+        "mutants", "--only", "ack-off-by-one,commit-highest-acked", "--profiles", "smoke",
+        "--seeds", "0:1", "--no-shrink", "--out", str(out)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "kill-matrix.json").read_text())
+    assert data["profiles"] == ["smoke"]
+    status = {m["mutant"]: (m["status"], m.get("note")) for m in data["mutants"]}
+    assert status["ack-off-by-one"][0] == KILLED
+    assert status["commit-highest-acked"] == (
+        NOT_RUN, "none of the profiles smoke exercises the consumer layer")
+    assert data["baseline"]["runs"] == 1 and data["baseline"]["failed"] == 0  # smoke/0
+    for bad_list, says in (("smoke,nosuch", "nosuch"), (",", "names no profile")):
+        bad = runner.invoke(cli, ["mutants", "--profiles", bad_list, "--out", str(out)])
+        assert bad.exit_code == 2 and says in bad.output, bad.output
+
+
 def test_a_queue_that_cannot_reopen_between_operations_is_unrecoverable(tmp_path: Path) -> None:
     """A store that opens once and then refuses its own directory: the lockstep reports a
     divergence at the reopen (check "reopen"), not a traceback."""

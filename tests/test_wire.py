@@ -166,10 +166,9 @@ def test_protocol_check_passes_our_queues_and_names_what_a_bug_breaks() -> None:
 def test_the_gate_runs_through_the_protocol_and_kills_seeded_bugs(tmp_path: Path) -> None:
     """``gate --crash-mode process``: every run and crash case through the reference
     server; ``mutants --crash-mode process``: seeded bugs caught through it. The mutants
-    run seeds 0:3, the fewest that hold both killing runs (ack-off-by-one: smoke/0,
-    two-step-produce: crashy/2, the runs that killed them on 0:4; on 0:2 the latter dies
-    only at churn/0, later): the baseline, the real queue over every queue profile through
-    the server, is then 21 runs, not 28."""
+    run seeds 0:3 of smoke and crashy, the fewest that hold both killing runs
+    (ack-off-by-one: smoke/0, two-step-produce: crashy/2, the runs that killed them on the
+    gate's profiles and seeds 0:4): the baseline, the real queue, is then 6 runs, not 21."""
     runner = CliRunner()
     (tmp_path / "corpus").mkdir()
     gate = runner.invoke(cli, [
@@ -182,11 +181,13 @@ def test_the_gate_runs_through_the_protocol_and_kills_seeded_bugs(tmp_path: Path
     assert summary["crash_sweep"]["crashy"]["cases"] > 0
     killed = runner.invoke(cli, [
         "mutants", "--crash-mode", "process", "--only", "two-step-produce,ack-off-by-one",
-        "--seeds", "0:3", "--no-shrink", "--out", str(tmp_path / "mutants"),
+        "--profiles", "smoke,crashy", "--seeds", "0:3", "--no-shrink",
+        "--out", str(tmp_path / "mutants"),
     ])  # fmt: skip
     assert killed.exit_code == 0, killed.output
     matrix = json.loads((tmp_path / "mutants" / "kill-matrix.json").read_text())
     assert {m["status"] for m in matrix["mutants"]} == {"killed"}, matrix["mutants"]
+    assert matrix["profiles"] == ["smoke", "crashy"]
 
 
 def test_the_reference_server_answers_partial_snapshots_for_any_queue(tmp_path: Path) -> None:

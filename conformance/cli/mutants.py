@@ -23,6 +23,7 @@ from rmqsim.conformance.cli.common import (
     friendly_errors,
     op_timeout_option,
     out_option,
+    parse_profiles,
     progress,
     shrink_options,
     steps_option,
@@ -47,6 +48,13 @@ LEFT_COLUMNS = ("mutant", "class", "status", "check", "anomaly", "profile/seed",
 )
 @click.option("--only", default=None, metavar="NAME[,NAME]", help="Run only these mutants.")
 @click.option(
+    "--profiles",
+    default=None,
+    metavar="NAME[,NAME]",
+    help="Run each mutant on those of these profiles that reach its layer (default: the gate "
+    "profiles of its layer); the unmodified implementation runs them all.",
+)
+@click.option(
     "--fuzz",
     "with_fuzz",
     is_flag=True,
@@ -67,6 +75,7 @@ LEFT_COLUMNS = ("mutant", "class", "status", "check", "anomaly", "profile/seed",
 def mutants_command(
     seeds: range | None,
     only: str | None,
+    profiles: str | None,
     out: Path,
     steps: int | None,
     shrink: ShrinkBudget | None,
@@ -88,6 +97,7 @@ def mutants_command(
     except UnknownMutantError as exc:
         raise UsageError(str(exc)) from None
     seed_range = seeds or DEFAULT_GATE_SEEDS
+    names = parse_profiles(profiles, ()) or None
     mutants = tuple(dataclasses.replace(m, crash_mode=crash_mode)
                     if m.layer in ("queue", "stream") else m for m in mutants)  # fmt: skip
     writable_dir(out)
@@ -96,6 +106,7 @@ def mutants_command(
             mutants,
             seed_range,
             out=out,
+            profiles=names,
             steps=steps,
             shrink=shrink,
             on_kill=lambda _kill: bar.advance(bar.task_ids[0]),

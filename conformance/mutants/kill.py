@@ -424,6 +424,15 @@ def add_fuzz_column(
             on_kill(kill)
 
 
+def layer_profiles(mutant: Mutant, profiles: Sequence[str]) -> tuple[str, ...]:
+    """The profiles of ``profiles`` that reach ``mutant``'s layer: its own layer's (a
+    storage mutant's: the queue profiles, swept for power loss), in the order given."""
+    from rmqsim.conformance.layer import layer_for_profile
+
+    wanted = "queue" if mutant.layer == "storage" else mutant.layer
+    return tuple(name for name in profiles if layer_for_profile(name).name == wanted)
+
+
 def run_matrix(
     mutants: Sequence[Mutant],
     seeds: range,
@@ -436,10 +445,17 @@ def run_matrix(
     on_kill: Callable[[Kill], None] | None = None,
 ) -> KillMatrix:
     """Every mutant against the gate, then the unmodified implementation (``baseline``)
-    over every profile any of them ran (``profiles``, or those of their layers)."""
+    over every profile any of them ran (``profiles``, or those of their layers). Given
+    ``profiles``, each mutant runs those that exercise its layer (``layer_profiles``)."""
     kills = []
     for mutant in mutants:
-        kill = kill_mutant(mutant, seeds, out=out, profiles=profiles, steps=steps, shrink=shrink)
+        chosen = None if profiles is None else layer_profiles(mutant, profiles)
+        if chosen == ():
+            kill = Kill(mutant, NOT_RUN, note=f"none of the profiles {', '.join(profiles or ())} "
+                                              f"exercises the {mutant.layer} layer")
+        else:
+            kill = kill_mutant(mutant, seeds, out=out, profiles=chosen, steps=steps,
+                               shrink=shrink)
         kills.append(kill)
         if on_kill is not None:
             on_kill(kill)
