@@ -180,7 +180,8 @@ def hang_kill(tmp_path_factory: pytest.TempPathFactory) -> _HangShrink:
         seen.done = CliRunner().invoke(
             cli,
             [
-                *("mutants", "--only", "last-group-deadlock", "--seeds", "0:1", "--steps", "300"),
+                *("mutants", "--only", "last-group-deadlock", "--profiles", "smoke"),
+                *("--seeds", "0:1", "--steps", "300"),
                 *("--op-timeout-s", str(CLI_BOUND_S), "--out", str(out)),
             ],
         )
