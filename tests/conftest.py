@@ -212,10 +212,10 @@ def both_factories(tmp_path: Path) -> Iterator[dict[str, QueueFactory]]:
 def _slowest_first() -> tuple[str, ...]:
     """The test files (or single tests) of tests/slow_tests.txt, slowest first, as a whole
     run on this machine measured them (``tests.slow_list``). They run before the rest, in
-    this order, so that ``scripts/test.sh`` (pytest-xdist workers, ``--dist worksteal``)
-    does not end on one of them while the other worker idles; a whole file moves together
-    so that its module-scoped fixtures (a Spark session, an installed wheel) are set up
-    once."""
+    this order, so that ``scripts/test.sh`` (pytest-xdist workers, ``--dist loadscope``:
+    a file is one unit of work, handed out in this order) does not end on one of them
+    while the other worker idles; its files are units, so a module-scoped fixture (a Spark
+    session, an installed wheel, a shared gate) is set up once, by one worker."""
     from tests.slow_list import read_slow_entries
 
     return tuple(name for _, name in read_slow_entries())

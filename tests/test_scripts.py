@@ -144,7 +144,7 @@ def test_the_test_command_installs_what_the_tests_need_before_pytest_saying_so(
     assert log[-3:] == [
         "ruff check . [require=]",
         "mypy --num-workers 2 [require=]",
-        "python -m pytest -n 2 --dist worksteal -q [require=]",
+        "python -m pytest -n 2 --dist loadscope --no-loadscope-reorder -q [require=]",
     ]
     assert "installing Java" in done.stderr
     assert "installing Chromium" in done.stderr and "apt-get install chromium" in done.stderr
@@ -213,7 +213,7 @@ def test_without_chromium_the_tests_run_unless_ci_requires_the_browser(repo: Pat
     _stand_in(repo.parent / "bin" / "apt-get", APT_WITHOUT_CHROMIUM)
     done, log = run(repo, ["./scripts/test.sh"])
     assert done.returncode == 0, done.stderr
-    assert log[-1] == "python -m pytest -n 2 --dist worksteal [require=]"
+    assert log[-1] == "python -m pytest -n 2 --dist loadscope --no-loadscope-reorder [require=]"
     assert "the browser test will be skipped" in done.stderr
 
     done, log = run(repo, ["./.ci/run"])
@@ -238,7 +238,7 @@ def test_ci_runs_exactly_the_readme_test_command(repo: Path) -> None:
                              "chromium-driver"]
     assert "build-milvus.sh  [require=1]" in log  # the Milvus driver is built, and required
     assert "build-rocketmq.sh  [require=1]" in log  # and the RocketMQ store's
-    assert log[-1] == "python -m pytest -n 2 --dist worksteal [require=1]"
+    assert log[-1] == "python -m pytest -n 2 --dist loadscope --no-loadscope-reorder [require=1]"
 
 
 def test_the_tests_require_the_milvus_driver_only_in_ci(repo: Path) -> None:
@@ -274,7 +274,7 @@ def test_fuse_is_installed_once_and_required_only_in_ci(repo: Path) -> None:
     done, log = run(repo, ["./scripts/test.sh"])
     assert done.returncode == 0, done.stderr
     assert "FUSE 3 could not be installed: the FUSE tests will be skipped" in done.stderr
-    assert log[-1] == "python -m pytest -n 2 --dist worksteal [require=]"
+    assert log[-1] == "python -m pytest -n 2 --dist loadscope --no-loadscope-reorder [require=]"
     done, log = run(repo, ["./.ci/run"])
     assert done.returncode == 1
     assert "FUSE 3 could not be installed, and RMQSIM_REQUIRE_FUSE=1" in done.stderr
