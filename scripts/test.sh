@@ -15,8 +15,11 @@
 # RocketMQ store (scripts/build-rocketmq.sh). The two builds run while the venv is set up,
 # their output printed once each is done.
 #
-# pytest runs on two worker processes (pytest-xdist; RMQSIM_TEST_WORKERS=N for another
-# count, 0 for none). --dist loadscope --no-loadscope-reorder: a test file is one unit of
+# pytest runs on two computing worker processes (pytest-xdist; RMQSIM_TEST_WORKERS=N for
+# another count, 0 for none) and one more, the waiting lane (RMQSIM_TEST_LANE=1,
+# tests/lanes.py), which runs the test files that mostly wait (bounds, Ctrl-Z, last
+# resorts) beside them; the computing workers run at a lower priority, so that the waiting
+# tests' bounds hold. --dist loadscope --no-loadscope-reorder: a test file is one unit of
 # work, run whole by one worker (its module-scoped fixtures, a Spark session, an installed
 # wheel, a shared gate, set up once), the units handed out in collection order
 # (tests/conftest.py puts the slowest first) to whichever worker is nearly out of work, so
@@ -97,6 +100,10 @@ unset PYTHONDONTWRITEBYTECODE
 .venv/bin/ruff check .
 # Two mypy workers: 9 s instead of 13 on 2 cores, from a clean checkout.
 .venv/bin/mypy --num-workers 2
-exec .venv/bin/python -m pytest -n "${RMQSIM_TEST_WORKERS:-2}" \
-    --dist loadscope --no-loadscope-reorder \
+workers="${RMQSIM_TEST_WORKERS:-2}"
+if [ "$workers" -gt 0 ]; then
+    workers=$((workers + 1))
+    export RMQSIM_TEST_LANE=1
+fi
+exec .venv/bin/python -m pytest -n "$workers" --dist loadscope --no-loadscope-reorder \
     ${quick[@]+"${quick[@]}"} "$@"

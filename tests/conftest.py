@@ -241,6 +241,51 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+#: ``1``: with ``-n N`` (N >= 2) and ``--dist loadscope``, the last worker is the waiting
+#: lane (tests/lanes.py), the others compute at a lower priority (``scripts/test.sh``).
+LANE_ENV = "RMQSIM_TEST_LANE"
+
+
+def _lane_wanted(config: pytest.Config) -> bool:
+    return os.environ.get(LANE_ENV) == "1" and config.getoption("dist", None) == "loadscope"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """The waiting lane's scheduler (tests/lanes.py) when ``LANE_ENV`` asks for it."""
+    if not _lane_wanted(config):
+        return None
+    from tests.lanes import LaneScheduling
+
+    scheduler = LaneScheduling(config, log)
+    return scheduler if scheduler.numnodes >= 2 else None
+
+
+#: The key of a worker's ``workerinput`` that names the lane, when there is one.
+_LANE_KEY = "rmqsim_lane"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """Tell each worker which worker is the lane (its ``workerinput``)."""
+    workers = int(node.workerinput["workercount"])
+    if _lane_wanted(node.config) and workers >= 2:
+        from tests.lanes import lane_id
+
+        node.workerinput[_LANE_KEY] = lane_id(workers)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A computing worker beside the waiting lane runs at a lower priority."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None or _LANE_KEY not in workerinput:
+        return
+    if workerinput["workerid"] != workerinput[_LANE_KEY]:
+        from tests.lanes import COMPUTING_NICE
+
+        os.nice(COMPUTING_NICE)
+
+
 #: pytest's cache key of each test's last measured seconds (setup + call + teardown).
 DURATIONS_KEY = "rmqsim/durations"
 _measured_s: dict[str, float] = {}

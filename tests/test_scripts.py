@@ -144,7 +144,7 @@ def test_the_test_command_installs_what_the_tests_need_before_pytest_saying_so(
     assert log[-3:] == [
         "ruff check . [require=]",
         "mypy --num-workers 2 [require=]",
-        "python -m pytest -n 2 --dist loadscope --no-loadscope-reorder -q [require=]",
+        "python -m pytest -n 3 --dist loadscope --no-loadscope-reorder -q [require=]",
     ]
     assert "installing Java" in done.stderr
     assert "installing Chromium" in done.stderr and "apt-get install chromium" in done.stderr
@@ -192,7 +192,7 @@ def test_the_test_commands_workers_fail_the_run_on_a_failing_test_and_keep_durat
     )
     done, _ = run(repo, ["./scripts/test.sh", "-p", "no:cacheprovider"])
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "2 workers [2 items]" in done.stdout
+    assert "3 workers [2 items]" in done.stdout
     assert "FAILED tests/test_two.py::test_fails" in done.stdout
     assert "slowest 20 durations" in done.stdout
     alone, _ = run(repo, ["./scripts/test.sh", "-k", "passes"], RMQSIM_TEST_WORKERS="0")
@@ -213,7 +213,7 @@ def test_without_chromium_the_tests_run_unless_ci_requires_the_browser(repo: Pat
     _stand_in(repo.parent / "bin" / "apt-get", APT_WITHOUT_CHROMIUM)
     done, log = run(repo, ["./scripts/test.sh"])
     assert done.returncode == 0, done.stderr
-    assert log[-1] == "python -m pytest -n 2 --dist loadscope --no-loadscope-reorder [require=]"
+    assert log[-1] == "python -m pytest -n 3 --dist loadscope --no-loadscope-reorder [require=]"
     assert "the browser test will be skipped" in done.stderr
 
     done, log = run(repo, ["./.ci/run"])
@@ -238,7 +238,7 @@ def test_ci_runs_exactly_the_readme_test_command(repo: Path) -> None:
                              "chromium-driver"]
     assert "build-milvus.sh  [require=1]" in log  # the Milvus driver is built, and required
     assert "build-rocketmq.sh  [require=1]" in log  # and the RocketMQ store's
-    assert log[-1] == "python -m pytest -n 2 --dist loadscope --no-loadscope-reorder [require=1]"
+    assert log[-1] == "python -m pytest -n 3 --dist loadscope --no-loadscope-reorder [require=1]"
 
 
 def test_the_tests_require_the_milvus_driver_only_in_ci(repo: Path) -> None:
@@ -274,7 +274,7 @@ def test_fuse_is_installed_once_and_required_only_in_ci(repo: Path) -> None:
     done, log = run(repo, ["./scripts/test.sh"])
     assert done.returncode == 0, done.stderr
     assert "FUSE 3 could not be installed: the FUSE tests will be skipped" in done.stderr
-    assert log[-1] == "python -m pytest -n 2 --dist loadscope --no-loadscope-reorder [require=]"
+    assert log[-1] == "python -m pytest -n 3 --dist loadscope --no-loadscope-reorder [require=]"
     done, log = run(repo, ["./.ci/run"])
     assert done.returncode == 1
     assert "FUSE 3 could not be installed, and RMQSIM_REQUIRE_FUSE=1" in done.stderr
