@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 
 from rmqsim.conformance.running.run import run_seed
-from rmqsim.conformance.running.scratch import RAM_DIRS, WORKDIR_ENV, scratch_root
+from rmqsim.conformance.running.scratch import (
+    RAM_DIRS,
+    WORKDIR_ENV,
+    owned_prefix,
+    remove_stale,
+    scratch_root,
+)
 
 
 def test_env_var_overrides_the_choice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -115,3 +121,60 @@ def test_a_workdir_whose_parent_is_missing_is_bad_input_for_every_command(
         "does not exist (only the last part of the path is created)"
     )
     assert not workdir.parent.exists()
+
+
+def _dead_pid() -> int:
+    """The id of a process that has ended (and been reaped)."""
+    import subprocess
+    import sys
+
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           capture_output=True, text=True, check=True)  # fmt: skip
+    return int(child.stdout)
+
+
+def test_the_scratch_of_a_killed_run_is_removed_by_the_next_process(tmp_path: Path) -> None:
+    """A run whose process is SIGKILLed inside it leaves its directory (nothing in it ran
+    its clean-up); the next process's first run in the same root removes it, and leaves
+    the directories of live processes, of other hosts and of other names alone."""
+    import signal
+    import subprocess
+    import sys
+
+    script = ("import os, signal, sys\n"
+              "from rmqsim.conformance.running.run import run_seed\n"
+              "def factory(**kw):\n"
+              "    from rmqsim.conformance.adapter import rocksmq_factory\n"
+              "    print(kw['path'], flush=True); sys.stdin.readline()\n"
+              "    return rocksmq_factory(**kw)\n"
+              "factory.rmqsim_layer = 'queue'\n"
+              "run_seed('smoke', 0, impl=factory, steps=5)\n")  # fmt: skip
+    env = dict(os.environ, **{WORKDIR_ENV: str(tmp_path)})
+    child = subprocess.Popen([sys.executable, "-c", script], env=env, text=True,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
+    assert child.stdout is not None
+    opened = Path(child.stdout.readline().strip())  # the run waits inside its first open
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    left = tmp_path / opened.relative_to(tmp_path).parts[0]
+    assert left.is_dir() and left.name.startswith(f"rmqsim-{child.pid}-")
+    host = owned_prefix().split("-")[2]  # rmqsim-<pid>-<host key>-
+    dead_pid = _dead_pid()
+    live = tmp_path / f"{owned_prefix()}abcdefgh"  # this process's: alive
+    elsewhere = tmp_path / f"rmqsim-{dead_pid}-{'0' * 8 if host != '0' * 8 else '1' * 8}-12345678"
+    other = tmp_path / "rmqsim-not-a-run"
+    for kept in (live, elsewhere, other):
+        kept.mkdir()
+    stale = tmp_path / f"rmqsim-pool-{dead_pid}-{host}-a1b2c3d4"
+    stale.mkdir()
+    assert sorted(remove_stale(tmp_path)) == sorted([left, stale])
+    assert {p.name for p in tmp_path.iterdir()} == {live.name, elsewhere.name, other.name}
+
+
+def test_a_run_names_its_scratch_after_its_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(WORKDIR_ENV, str(tmp_path))
+    seen: list[Path] = []
+    assert run_seed("smoke", 0, impl=_recording_factory(seen), steps=5).ok
+    assert seen[0].relative_to(tmp_path).parts[0].startswith(owned_prefix())

@@ -26,7 +26,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from rmqsim.conformance.running.scratch import WORKDIR_ENV, scratch_root
+from rmqsim.conformance.running.scratch import (
+    WORKDIR_ENV,
+    owned_prefix,
+    remove_stale_once,
+    scratch_root,
+)
 from rmqsim.conformance.running.watchdog import op_timeout, op_timeout_s
 
 __all__ = [
@@ -133,7 +138,9 @@ def worker_pool(jobs: int) -> Iterator[WorkerPool | None]:
     context = multiprocessing.get_context(START_METHOD)
     context.set_forkserver_preload(list(PRELOAD))
     before = {p.pid for p in multiprocessing.active_children() if p.pid is not None}
-    scratch = tempfile.mkdtemp(prefix="rmqsim-pool-", dir=scratch_root())
+    root = scratch_root()
+    remove_stale_once(root)
+    scratch = tempfile.mkdtemp(prefix=owned_prefix("pool"), dir=root)
     try:
         pool = ProcessPoolExecutor(
             jobs, mp_context=context, initializer=_start_worker, initargs=(scratch,)

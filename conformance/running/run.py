@@ -16,7 +16,6 @@ a byte-identical trace.
 from __future__ import annotations
 
 import json
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -50,7 +49,7 @@ from rmqsim.conformance.running.run_result import (
     git_commit,
     versions,
 )
-from rmqsim.conformance.running.scratch import scratch_root
+from rmqsim.conformance.running.scratch import scratch_dir
 from rmqsim.conformance.running.trace import Trace, TraceFormatError, parse_lines, read_trace
 from rmqsim.scenarios.queue.ops import Step
 
@@ -98,7 +97,7 @@ def run_in_lockstep(
     ``drive`` on it, then the final check (unless ``spec.final_check`` is off); always
     release both sides, and collect the result."""
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="rmqsim-", dir=scratch_root(workdir)) as tmp:
+    with scratch_dir(workdir=workdir) as tmp:
         lockstep = layer.open_lockstep(
             spec, Path(tmp), sut=sut, recorded=recorded, log_faults=log_faults
         )

@@ -7,12 +7,23 @@ the crashes simulated are process crashes (the database must recover what the pr
 to the kernel), which a tmpfs keeps exactly as a disk does. Power loss is not simulated.
 
 ``RMQSIM_WORKDIR`` overrides the choice (for example to run on the disk the user ships on).
+
+A run's directory (``scratch_dir``) is named after the process that made it and its host
+(``rmqsim-<pid>-<host key>-XXXXXXXX``) and removed when the run ends. A process that is
+killed (a SIGKILL, the watchdog's last resort for a call that never gives way) cannot
+remove its own: the first scratch directory a later process makes on the same host removes
+those whose process is gone (``remove_stale``), so a RAM-backed directory does not fill up
+with the databases of dead runs.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
+import re
+import shutil
+import socket
 import tempfile
 from pathlib import Path
 
@@ -20,6 +31,10 @@ __all__ = [
     "RAM_DIRS",
     "WORKDIR_ENV",
     "ScratchDirError",
+    "owned_prefix",
+    "remove_stale",
+    "remove_stale_once",
+    "scratch_dir",
     "scratch_root",
     "unwritable_dir",
 ]
@@ -87,3 +102,65 @@ def unwritable_dir(path: Path) -> str | None:
     except OSError as exc:
         return f"{path}: not a writable directory ({exc.strerror or exc})"
     return None
+
+
+#: This host's part of a scratch directory's name: a directory of another host (a shared
+#: ``RMQSIM_WORKDIR``) is never taken for one whose process is gone.
+_HOST_KEY = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+#: ``rmqsim-[<kind>-]<pid>-<host key>-<mkdtemp's 8 characters>``.
+_OWNED = re.compile(r"rmqsim-(?:[a-z]+-)?(?P<pid>[1-9][0-9]*)-(?P<host>[0-9a-f]{8})-[a-z0-9_]{8}")
+
+
+def owned_prefix(kind: str = "") -> str:
+    """The name prefix of a scratch directory this process makes (``kind``: ``""`` for a
+    run's, ``"pool"`` for a worker pool's)."""
+    return f"rmqsim-{kind + '-' if kind else ''}{os.getpid()}-{_HOST_KEY}-"
+
+
+def scratch_dir(kind: str = "", workdir: Path | None = None) -> tempfile.TemporaryDirectory[str]:
+    """A temporary directory in ``scratch_root(workdir)`` named as this process's
+    (``owned_prefix``); those of this host's dead processes are removed first, once per
+    process and root."""
+    root = scratch_root(workdir)
+    remove_stale_once(root)
+    return tempfile.TemporaryDirectory(prefix=owned_prefix(kind), dir=root)
+
+
+def remove_stale_once(root: Path) -> None:
+    """``remove_stale(root)``, the first time this process asks for ``root``."""
+    _remove_stale_once(str(root))
+
+
+@functools.cache
+def _remove_stale_once(root: str) -> None:
+    remove_stale(Path(root))
+
+
+def remove_stale(root: Path) -> list[Path]:
+    """Remove the scratch directories in ``root`` made on this host by processes that no
+    longer exist; what was removed. A directory of a live process, of another host or of
+    another name is left alone (a process id reused since keeps one until it ends too)."""
+    removed: list[Path] = []
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return removed
+    for name in names:
+        match = _OWNED.fullmatch(name)
+        if match is None or match["host"] != _HOST_KEY or not _is_gone(int(match["pid"])):
+            continue
+        shutil.rmtree(root / name, ignore_errors=True)
+        removed.append(root / name)
+    return removed
+
+
+def _is_gone(pid: int) -> bool:
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # another user's: alive
+        return False
+    return False
