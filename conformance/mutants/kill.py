@@ -42,6 +42,28 @@ from rmqsim.conformance.searching.shrink_budget import DEFAULT_SHRINK_BUDGET, Sh
 from rmqsim.conformance.searching.stateful import fuzz
 from rmqsim.scenarios.store.profiles import STORE_GATE_PROFILES
 
+__all__ = [
+    "FUZZ_LAYERS",
+    "KILLED",
+    "LAYER_PROFILES",
+    "NOT_RUN",
+    "STORAGE_BASELINE_IMPL",
+    "STORAGE_POWER_STEPS",
+    "SURVIVED",
+    "FuzzKill",
+    "Kill",
+    "KillMatrix",
+    "add_fuzz_column",
+    "check_of",
+    "fuzz_mutant",
+    "junit_xml",
+    "kill_mutant",
+    "layer_profiles",
+    "matrix_json",
+    "run_matrix",
+    "write_outputs",
+]
+
 #: The gate profiles that exercise each layer: a consumer-layer mutant is only reached
 #: through the consumer profiles (the queue profiles never start a push consumer).
 LAYER_PROFILES: dict[str, tuple[str, ...]] = {
