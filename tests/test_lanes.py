@@ -5,6 +5,7 @@ left unrun (the lane takes any file once it is the only worker left)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 import pytest
@@ -89,7 +90,8 @@ def test_the_lane_runs_the_waiting_files_and_the_others_the_rest() -> None:
     ran = _finish(scheduler, nodes)
     assert set(ran[lane_id(3)]) == {WAITS}
     assert WAITS not in ran["gw0"] + ran["gw1"]
-    assert sorted(sum(ran.values(), [])) == sorted(name.split("::")[0] for name in collection)
+    assert sorted(chain.from_iterable(ran.values())) == sorted(
+        name.split("::")[0] for name in collection)
     assert scheduler.tests_finished and not scheduler.workqueue
 
 
@@ -114,11 +116,12 @@ def test_no_file_is_left_unrun_when_the_lane_is_the_last_worker(
     collection = _collection(*files)
     scheduler, nodes = _start(3, collection, lane_first=True)
     ran = _finish(scheduler, nodes)
-    assert sorted(sum(ran.values(), [])) == sorted(name.split("::")[0] for name in collection)
+    assert sorted(chain.from_iterable(ran.values())) == sorted(
+        name.split("::")[0] for name in collection)
     assert scheduler.tests_finished and not scheduler.workqueue
 
 
 def test_the_lane_ends_once_no_waiting_file_is_left() -> None:
-    scheduler, nodes = _start(3, _collection(("tests/test_a.py", 5), ("tests/test_b.py", 5)))
+    _, nodes = _start(3, _collection(("tests/test_a.py", 5), ("tests/test_b.py", 5)))
     lane = next(node for node in nodes if node.gateway.id == lane_id(3))
     assert lane.shutting_down and not lane.sent
