@@ -42,13 +42,19 @@ fi
 builds="$(mktemp -d)"
 milvus_pid=""
 rocketmq_pid=""
-# A set-up step that fails ends the builds too, and leaves no held output behind.
-trap 'kill $milvus_pid $rocketmq_pid 2>/dev/null; rm -rf "$builds"' EXIT
+# Each build in a process group of its own (setsid, where there is one), so that a set-up
+# step that fails ends the build with its compilers and JVMs; no held output is left.
+trap 'for pid in $milvus_pid $rocketmq_pid; do kill -- "-$pid" "$pid" 2>/dev/null; done
+      rm -rf "$builds"' EXIT
+group=()
+if command -v setsid >/dev/null 2>&1; then
+    group=(setsid)
+fi
 if command -v go >/dev/null 2>&1; then
-    bash "$root/scripts/build-milvus.sh" >"$builds/milvus" 2>&1 &
+    ${group[@]+"${group[@]}"} bash "$root/scripts/build-milvus.sh" >"$builds/milvus" 2>&1 &
     milvus_pid=$!
 fi
-bash "$root/scripts/build-rocketmq.sh" >"$builds/rocketmq" 2>&1 &
+${group[@]+"${group[@]}"} bash "$root/scripts/build-rocketmq.sh" >"$builds/rocketmq" 2>&1 &
 rocketmq_pid=$!
 bash "$root/scripts/bootstrap.sh" --java --fuse
 if ! bash "$root/scripts/install-chromium.sh"; then

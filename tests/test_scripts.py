@@ -11,13 +11,15 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Real tools the scripts use; everything else on their PATH is a stand-in.
-TOOLS = ("bash", "sh", "env", "dirname", "cat", "cut", "sha256sum", "id", "mktemp", "rm")
+TOOLS = ("bash", "sh", "env", "dirname", "cat", "cut", "sha256sum", "id", "mktemp", "rm",
+         "setsid")
 #: A stand-in that appends its name, its arguments and RMQSIM_REQUIRE_BROWSER to the log.
 STAND_IN = """#!/bin/sh
 echo "$(basename "$0") $* [require=${RMQSIM_REQUIRE_BROWSER:-}]" >> "$RMQSIM_TEST_LOG"
@@ -178,6 +180,42 @@ def test_the_drivers_build_while_the_venv_is_set_up_their_output_held_until_done
     done, log = run(repo, ["./.ci/run"])
     assert done.returncode == 1 and not any("pytest" in line for line in log)
     assert "no maven\ntest.sh: the RocketMQ driver could not be built" in done.stderr
+
+
+def test_a_failed_set_up_step_ends_the_builds_with_their_children(repo: Path) -> None:
+    """Bootstrap fails (here its first ``apt-get``, once both builds have started a child
+    of their own, a compiler say): the command fails, and neither build nor its child is
+    left running (each build runs in a process group of its own, ended as a whole)."""
+    log = repo.parent / "log"
+    for name in ("milvus", "rocketmq"):
+        _stand_in(repo / "scripts" / f"build-{name}.sh", STAND_IN + (
+            f'sleep 60 &\necho $! > "$RMQSIM_TEST_LOG.{name}"\nwait\n'))  # fmt: skip
+    _stand_in(repo.parent / "bin" / "apt-get", STAND_IN + (
+        'n=0\nuntil [ -s "$RMQSIM_TEST_LOG.milvus" ] && [ -s "$RMQSIM_TEST_LOG.rocketmq" ]; do\n'
+        '  n=$((n + 1)); [ "$n" -lt 200 ] || break; sleep 0.05\ndone\nexit 100\n'))  # fmt: skip
+    (repo.parent / "bin" / "sleep").symlink_to(shutil.which("sleep") or "/usr/bin/sleep")
+    done, _ = run(repo, ["./scripts/test.sh"])
+    assert done.returncode != 0
+    children = [int(Path(f"{log}.{name}").read_text()) for name in ("milvus", "rocketmq")]
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(pid) for pid in children), children
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}").exists() and "Z" not in _state(pid)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "Z"
 
 
 def test_the_test_commands_workers_fail_the_run_on_a_failing_test_and_keep_durations(
