@@ -416,3 +416,22 @@ def test_seek_op_and_clock_op_carry_plain_ints() -> None:
     assert op_from_json({"kind": "consume", "topic": "t", "group": "g", "n": -1}) == Consume(
         "t", "g", -1
     )
+
+
+def test_the_package_names_each_resolve_on_first_use() -> None:
+    """``rmqsim.scenarios``' public names are looked up on first use (PEP 562): each of
+    ``__all__`` resolves (to the object of the module it came from: the queue's
+    operations, profiles, simulation, the catalog), and an unknown name is an
+    AttributeError."""
+    import rmqsim.scenarios as package
+    from rmqsim.scenarios.catalog import get_profile
+    from rmqsim.scenarios.queue.ops import Step
+    from rmqsim.scenarios.queue.sim import Simulation
+
+    assert len(package.__all__) == len(set(package.__all__)) >= 40
+    for name in package.__all__:
+        assert getattr(package, name) is not None, name
+    assert (package.Step, package.Simulation, package.get_profile) == (
+        Step, Simulation, get_profile)
+    with pytest.raises(AttributeError, match="no_such_name"):
+        _ = package.no_such_name
