@@ -36,7 +36,13 @@ from rmqsim.conformance.layers.gate import register_builtin_gate_hooks
 from rmqsim.conformance.reporting.deviations import Deviation, DeviationProfile
 from rmqsim.conformance.reporting.report import render_failure
 from rmqsim.conformance.running.corpus import replay_corpus
-from rmqsim.conformance.running.failfast import GateStop, stop_check, stop_json, stop_note
+from rmqsim.conformance.running.failfast import (
+    GateStop,
+    failure_count,
+    stop_check,
+    stop_json,
+    stop_note,
+)
 from rmqsim.conformance.running.pool import WorkerPool
 from rmqsim.conformance.running.run import RunResult, run_seed
 from rmqsim.conformance.running.trace import output_problem, write_lines
@@ -355,9 +361,9 @@ def _run_label(result: RunResult) -> str:
 
 def _reaches_limit(gate: GateResult, result: RunResult, plan: GatePlan) -> bool:
     """Whether ``result``, the next profile run in order, is the ``max_failures``-th
-    failure of ``gate`` (whose failures so far are its profile runs')."""
+    failure of ``gate`` (as ``failfast`` counts them)."""
     return (plan.max_failures is not None and not result.ok and gate.unexpected(result)
-            and len(gate.failures) + 1 >= plan.max_failures)
+            and failure_count(gate) + 1 >= plan.max_failures)
 
 
 def not_run(gate: GateResult, what: str, count: int | None = None) -> None:
