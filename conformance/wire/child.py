@@ -4,8 +4,10 @@ in JSON lines over two pipes, crashed by SIGKILL of the whole group.
 Two ways to start one, with the same ends: ``ChildProcess`` runs a command (``exec:``:
 the pipes are its stdin and stdout); ``ForkedChild`` forks the reference server for a
 Python implementation from multiprocessing's fork server, which imported rmqsim and the
-implementation once (a child costs a fork, ~7 ms, not a new interpreter, ~250 ms: what
-keeps ``--crash-mode process`` and a gate through the protocol affordable).
+implementation once (a child costs a fork, not a new interpreter: one open, start to
+``open``'s reply, takes ~25 ms wall and ~10 ms of the child's CPU, against ~130 ms of
+CPU for an ``exec:`` server; what keeps ``--crash-mode process`` and a power-loss sweep
+through FUSE affordable).
 
 Its stderr is drained by a thread into a bounded tail (a server that floods stderr never
 blocks on a full pipe, and a report can quote its last lines: a Go panic, a Java stack).
@@ -22,8 +24,11 @@ import contextlib
 import os
 import select
 import signal
+import sys
+import threading
+import types
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from rmqsim.conformance.running.watchdog import running_s
@@ -255,13 +260,45 @@ def _context() -> Any:
 def preload_forked(modules: Sequence[str]) -> None:
     """Have the fork server import the reference server and ``modules`` (the
     implementation's) once, so that a child costs a fork. It takes effect when the fork
-    server starts, i.e. before the first child; ``__main__`` is preloaded so that a child
-    does not re-run its imports."""
+    server starts, i.e. before the first child. (``__main__`` is not among them: the
+    children do not run it, ``_main_left_out``.)"""
     context = _context()
     if context.get_start_method() == "forkserver":
-        preload = ["__main__", "rmqsim.conformance.wire.server", "rmqsim.conformance.adapter",
+        preload = ["rmqsim.conformance.wire.server", "rmqsim.conformance.adapter",
                    "rmqsim.impl", *modules]
         context.set_forkserver_preload(list(dict.fromkeys(preload)))
+
+
+#: Held while a child starts with ``__main__`` swapped out (``_main_left_out``).
+_MAIN_SWAP_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _main_left_out(serve: Callable[..., Any]) -> Iterator[None]:
+    """While a forked server starts: ``__main__`` stood in for by an empty module, so
+    that the child does not run the parent's main script again.
+
+    multiprocessing tells every child to run the parent's ``__main__`` again (as
+    ``__mp_main__``), so that what it defines can be unpickled there; the fork server
+    was meant to have run it once already, but in Python 3.11 it never does (CPython
+    gh-126631, gh-137996, fixed in later versions: ``forkserver.ensure_running`` passes
+    a ``main_path`` that ``spawn.get_preparation_data`` names ``init_main_from_path``). Run from the
+    ``rmqsim`` script, every child imported the whole command line again (click,
+    ``importlib.metadata``, every command's module): ~60 ms of CPU per child instead of a
+    fork. The server's body and the implementation are imported by name (``serve``'s
+    module, ``MOD:FACTORY``), never from ``__main__``, so the child does not need it; a
+    ``serve`` defined in ``__main__`` keeps the usual way. The swap is under a lock:
+    two threads starting children must not restore each other's stand-in."""
+    if getattr(serve, "__module__", "__main__") == "__main__":
+        yield
+        return
+    with _MAIN_SWAP_LOCK:
+        main = sys.modules["__main__"]
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            yield
+        finally:
+            sys.modules["__main__"] = main
 
 
 class ForkedChild(ServerChild):
@@ -278,7 +315,8 @@ class ForkedChild(ServerChild):
             target=serve, args=(child_reads, child_writes, impl), daemon=True
         )
         try:
-            self.process.start()
+            with _main_left_out(serve):
+                self.process.start()
         except OSError as exc:  # pragma: no cover - no processes left
             raise StartError(f"cannot start the reference server: {exc}") from None
         child_reads.close()

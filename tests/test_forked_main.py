@@ -1,0 +1,83 @@
+"""A forked reference server (``--crash-mode process``, a Python store's power-loss sweep
+through FUSE) does not run the parent's main script again: Python 3.11's fork server
+never preloads ``__main__`` (CPython gh-137996), and a child told to run it imported
+the whole command line again, ~60 ms of CPU per open instead of a fork. A ``serve``
+defined in ``__main__`` still gets it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+#: A main script that leaves a line in ``$MARK`` each time it runs (as ``__main__`` in
+#: the parent, as ``__mp_main__`` in a child told to run it again).
+MARKING = """\
+import os
+with open(os.environ["MARK"], "a") as marks:
+    marks.write(f"{os.getpid()} {__name__}\\n")
+"""
+
+
+def _run(script: Path, mark: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(script), *args], capture_output=True,
+                          text=True, check=False, timeout=120, cwd=script.parent,
+                          env=dict(os.environ, MARK=str(mark)))  # fmt: skip
+
+
+def test_process_mode_children_do_not_run_the_main_script_again(tmp_path: Path) -> None:
+    mark = tmp_path / "marks"
+    script = tmp_path / "rmqsim_main.py"
+    script.write_text(MARKING + textwrap.dedent("""\
+        import sys
+        from rmqsim.conformance.cli import main
+        from rmqsim.conformance.wire import client
+
+        class CountedChild(client.ForkedChild):  # each start leaves "<pid> started"
+            def __init__(self, *args):
+                with open(os.environ["MARK"], "a") as marks:
+                    marks.write(f"{os.getpid()} started\\n")
+                super().__init__(*args)
+
+        client.ForkedChild = CountedChild  # what forked_factory starts
+        if __name__ == "__main__":
+            sys.exit(main())
+        """))
+    done = _run(script, mark, "run", "--profile", "smoke", "--seeds", "0:1",
+                "--crash-mode", "process", "--out", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    names = [line.split()[1] for line in mark.read_text().splitlines()]
+    assert names[0] == "__main__" and set(names[1:]) == {"started"} and len(names) >= 4
+
+
+def test_a_serve_defined_in_main_still_reaches_its_children(tmp_path: Path) -> None:
+    mark = tmp_path / "marks"
+    script = tmp_path / "own_serve.py"
+    script.write_text(MARKING + textwrap.dedent("""\
+        import sys
+        from pathlib import Path
+        from rmqsim.conformance.running.lockstep import SimClock
+        from rmqsim.conformance.running.process_sut import process_factory
+        from rmqsim.conformance.wire.server import serve_forked
+        from rmqsim.model.api import MQConfig
+
+        def serve(requests, replies, impl):
+            serve_forked(requests, replies, impl)
+
+        if __name__ == "__main__":
+            factory = process_factory("rocksmq", serve=serve)
+            path = Path(sys.argv[1])
+            queue = factory(path=path, config=MQConfig(), clock=SimClock(), faults=None)
+            queue.create_topic("t")
+            queue.crash()
+            queue = factory(path=path, config=MQConfig(), clock=SimClock(), faults=None)
+            print(sorted(queue.snapshot().topics))
+            queue.close()
+        """))
+    done = _run(script, mark, str(tmp_path / "queue"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "['t']"
+    names = [line.split()[1] for line in mark.read_text().splitlines()]
+    assert names[0] == "__main__" and set(names[1:]) == {"__mp_main__"} and len(names) >= 3
