@@ -81,3 +81,24 @@ def test_a_serve_defined_in_main_still_reaches_its_children(tmp_path: Path) -> N
     assert done.stdout.strip() == "['t']"
     names = [line.split()[1] for line in mark.read_text().splitlines()]
     assert names[0] == "__main__" and set(names[1:]) == {"__mp_main__"} and len(names) >= 3
+
+
+def test_the_fuse_childs_body_imports_nothing_the_fork_server_lacks() -> None:
+    """A forked child unpickles its body by module and name: the power-loss sweep's child
+    body (``quiet_server.serve_quietly``) lives where importing it costs nothing beyond
+    what every fork server preloads (once ``power_fuse``'s, it made each child import
+    ``power_fuse``, ``fuse_disk`` and ``ctypes``: ~20 ms per open)."""
+    from rmqsim.conformance.crashing import power_fuse
+
+    assert power_fuse.serve_quietly.__module__ == "rmqsim.conformance.crashing.quiet_server"
+    probe = textwrap.dedent("""\
+        import sys
+        import rmqsim.conformance.wire.server, rmqsim.conformance.adapter, rmqsim.impl
+        before = set(sys.modules)
+        import rmqsim.conformance.crashing.quiet_server
+        print(sorted(set(sys.modules) - before))
+        """)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True, timeout=60)  # fmt: skip
+    assert done.stdout.split() == ["['rmqsim.conformance.crashing',",
+                                   "'rmqsim.conformance.crashing.quiet_server']"]

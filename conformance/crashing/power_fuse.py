@@ -20,7 +20,6 @@ and the call fails naming the FUSE call it was inside, if any (``ChildHangError`
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Callable
 from typing import Any
@@ -31,10 +30,10 @@ from rmqsim.conformance.crashing.fuse_disk import (
     fuse_available,
     mount_disk,
 )
+from rmqsim.conformance.crashing.quiet_server import serve_quietly
 from rmqsim.conformance.crashing.simdisk import PowerCut, SimDisk
 from rmqsim.conformance.running.process_sut import process_factory
 from rmqsim.conformance.running.watchdog import OperationHang
-from rmqsim.conformance.wire.server import serve_forked
 from rmqsim.model.api import Clock, MQConfig
 
 __all__ = [
@@ -42,7 +41,6 @@ __all__ = [
     "FuseAccess",
     "FuseUnavailableError",
     "process_cpu_s",
-    "serve_quietly",
 ]
 
 _TICKS_PER_S = os.sysconf("SC_CLK_TCK")
@@ -54,14 +52,6 @@ class FuseUnavailableError(Exception):
 
 class ChildHangError(RuntimeError):
     """The store's child did not answer within the bound (it was killed)."""
-
-
-def serve_quietly(requests: Any, replies: Any, impl: str) -> None:
-    """The forked child's body: the reference server, the commit log's recovery warnings
-    (what every case provokes) not shown, as ``power_loss.quiet_recovery`` does in
-    process; anything worse still reaches rmqsim's stderr."""
-    logging.getLogger("rmqsim.impl.commitlog").setLevel(logging.ERROR)
-    serve_forked(requests, replies, impl)
 
 
 def process_cpu_s(pid: int) -> float:

@@ -50,7 +50,8 @@ def process_factory(
     if getattr(factory, "rmqsim_hello", None) is not None:  # already a protocol server
         return factory
     return forked_factory(serve, impl, [BUILTIN_IMPLS.get(impl, impl).partition(":")[0],
-                                 getattr(factory, "__module__", "") or ""])
+                                 getattr(factory, "__module__", "") or "",
+                                 serve.__module__])  # fmt: skip
 
 
 def check_crash_mode(mode: str) -> str:
