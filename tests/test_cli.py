@@ -43,6 +43,34 @@ def test_help_lists_commands() -> None:
         assert command in result.output
 
 
+#: Finds the commands named on its command line (a built-in, two of ``LAZY_COMMANDS``)
+#: and prints whether ``importlib.metadata`` was imported on the way.
+FIND_COMMANDS = """
+import sys
+import click
+from rmqsim.conformance.cli import cli
+context = click.Context(cli)
+assert all(cli.get_command(context, name) is not None for name in sys.argv[1:])
+print("importlib.metadata" in sys.modules)
+"""
+
+
+def test_finding_a_command_of_rmqsims_own_scans_no_entry_points() -> None:
+    """Every ``rmqsim`` process starts by finding its command: ``importlib.metadata`` and
+    the scan of every installed package's entry points (~50 ms) only for a command that
+    is not rmqsim's own (``report`` and ``sweep`` come from reports/'s entry points)."""
+    import subprocess
+    import sys
+
+    def metadata_imported(*names: str) -> str:
+        done = subprocess.run([sys.executable, "-c", FIND_COMMANDS, *names], check=True,
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        return done.stdout.strip()
+
+    assert metadata_imported("run", "shrink", "protocol-check") == "False"
+    assert metadata_imported("report") == "True"
+
+
 def test_run_clean_exits_0_and_writes_trace(tmp_path: Path) -> None:
     trace = tmp_path / "t.jsonl"
     result = invoke(
