@@ -1,7 +1,8 @@
-"""Queues that never return from a call, for ``tests/test_liveness.py``, as ``--impl
-MOD:FACTORY`` specs (a child process of ``--crash-mode process`` imports them by name).
-The catalogue's deadlocking mutant (``conformance.mutants.liveness``) is the common case: a
-lock taken twice. These are the ones that resist an interruption."""
+"""Queues that never return from a call, for ``tests/test_liveness.py`` (and one slow to
+open, for ``tests/test_wire_speed.py``), as ``--impl MOD:FACTORY`` specs (a child process
+of ``--crash-mode process`` imports them by name). The catalogue's deadlocking mutant
+(``conformance.mutants.liveness``) is the common case: a lock taken twice. These are the
+ones that resist an interruption."""
 
 from __future__ import annotations
 
@@ -59,3 +60,20 @@ class _WholeSnapshotOnly(RocksMQ):
 
 def whole_snapshot_only(*, path: Path, config: Any, clock: Any, faults: Any) -> MessageQueue:
     return _WholeSnapshotOnly.open(str(path), config=config, clock=clock, faults=faults)
+
+
+#: CPU seconds ``burns_cpu_on_open`` spends before it opens the queue.
+OPEN_BURN_CPU_S = 0.25
+
+
+def burns_cpu_on_open(**kwargs: Any) -> MessageQueue:
+    """Our queue, opened after ``OPEN_BURN_CPU_S`` of CPU in the opening process (for
+    ``tests/test_wire_speed.py``: a forked server's CPU is counted where it is spent)."""
+    started = time.process_time()
+    while time.process_time() - started < OPEN_BURN_CPU_S:
+        pass
+    return RocksMQ.open(kwargs["path"], kwargs["config"], clock=kwargs["clock"],
+                        faults=kwargs["faults"])
+
+
+burns_cpu_on_open.rmqsim_layer = "queue"  # type: ignore[attr-defined]  # it takes **kwargs

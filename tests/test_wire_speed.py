@@ -127,3 +127,17 @@ def test_the_bench_reports_the_ratio_with_its_verdict_and_the_overhead_per_opera
     assert "800 µs of CPU beyond in process" in line
     assert "server starts 500 µs (10 opens x 50 ms over 1000 operations), the requests 300 µs" \
         in line
+
+
+def test_the_bench_counts_the_cpu_of_forked_servers() -> None:
+    """A forked server is the fork server's child, not rmqsim's: the bench reads its CPU
+    from the fork server's ``/proc`` (its reaped children). A queue that burns CPU in
+    every open, in the child, shows it in the forked way's CPU (once uncounted, the bench
+    printed "-")."""
+    from rmqsim.conformance.bench.wire import measure_way
+    from tests.hang_impls import OPEN_BURN_CPU_S
+
+    measured = measure_way("forked", "tests.hang_impls:burns_cpu_on_open", "smoke", range(1),
+                           crash_mode="process")  # fmt: skip
+    assert measured.cpu_counted and measured.diverged == 0 and measured.opens >= 2
+    assert measured.cpu_s >= measured.opens * OPEN_BURN_CPU_S

@@ -4,9 +4,10 @@ The same seeds of a profile run in lockstep three ways: our queue in process; th
 queue through the protocol, served by the reference server as an ``exec:`` command (a new
 interpreter per open, as a server in another language is a new process per open); and
 the real Milvus RocksMQ's driver when it is built; and the reference server forked from
-the preloaded fork server (``--crash-mode process``: a fork per open, by wall time only).
-Time is wall and CPU, and the CPU counts the servers too (they are rmqsim's children,
-reaped before the figure is taken: ``RUSAGE_CHILDREN``). Apart from whole runs, the
+the preloaded fork server (``--crash-mode process``: a fork per open). Time is wall and
+CPU, and the CPU counts the servers too: an ``exec:`` server is rmqsim's child, reaped
+before the figure is taken (``RUSAGE_CHILDREN``); a forked one is the fork server's, read
+from ``/proc`` as the fork server's own CPU and its reaped children's. Apart from whole runs, the
 protocol's own cost per operation is the round trip of ``get_latest_msg`` through one open
 server against the same call in process (wall, and CPU of both processes: the server's read
 from ``/proc``), and the cost of one open (start, ``hello``, ``open``; wall and CPU).
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL, BadImplError, load_factory
+from rmqsim.conformance.running.process_sut import process_factory
 from rmqsim.conformance.running.run import run_seed
 from rmqsim.conformance.running.scratch import scratch_root
 from rmqsim.conformance.wire.client import exec_factory, server_command
@@ -43,6 +45,7 @@ __all__ = [
     "RoundTrip",
     "measure_round_trip",
     "measure_runs",
+    "measure_way",
     "overhead_us_per_op",
 ]
 
@@ -72,6 +75,8 @@ class ProtocolMeasurement:
     diverged: int
     #: Opens of the implementation (a server process each, through the protocol).
     opens: int = 0
+    #: False when the servers' CPU could not be read (forked ones, without /proc).
+    cpu_counted: bool = True
 
     @property
     def ops_per_s(self) -> float:
@@ -81,16 +86,59 @@ class ProtocolMeasurement:
     def ops_per_cpu_s(self) -> float:
         return self.operations / max(self.cpu_s, 1e-9)
 
-    @property
-    def cpu_counted(self) -> bool:
-        """False for forked servers: the fork server's children, whose CPU time no
-        ``getrusage`` of rmqsim's sees (their wall time is the figure)."""
-        return "forked" not in self.way
+def _proc_cpu_s(pid: int, *, reaped: bool) -> float | None:
+    """CPU seconds of process ``pid`` (and, with ``reaped``, of the children it has
+    waited for), from ``/proc``; None when it cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    ticks = sum(int(field) for field in fields[11 : 15 if reaped else 13])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
-def _runs(
+def _fork_servers() -> list[int]:
+    """The pids of this process's children that are multiprocessing's fork server."""
+    pids: list[int] = []
+    try:
+        for task in Path("/proc/self/task").iterdir():
+            pids += map(int, (task / "children").read_text().split())
+    except OSError:
+        return []
+    found = []
+    for pid in pids:
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"multiprocessing.forkserver" in command:
+            found.append(pid)
+    return found
+
+
+def _forked_cpu_s(fork_servers: list[int]) -> float | None:
+    """CPU seconds of the fork servers and of the children they reaped (the forked
+    servers, each reaped before ``ForkedChild`` sees its exit); None when unreadable."""
+    total = 0.0
+    for pid in fork_servers:
+        cpu_s = _proc_cpu_s(pid, reaped=True)
+        if cpu_s is None:
+            return None
+        total += cpu_s
+    return total
+
+
+def measure_way(
     way: str, impl: str, profile: str, seeds: range, crash_mode: str = "inprocess"
 ) -> ProtocolMeasurement:
+    """``seeds`` of ``profile`` in lockstep on ``impl``; CPU: rmqsim's, its reaped
+    children's (``exec:`` servers) and, in ``process`` crash mode, the fork server's
+    children's (from ``/proc``: the fork server started, by a first check, before)."""
+    forked = crash_mode == "process"
+    if forked:
+        process_factory(impl)  # starts the fork server (a server's hello): not timed
+    fork_servers = _fork_servers() if forked else []
+    forked_before = _forked_cpu_s(fork_servers)
     operations = diverged = opens = 0
     wall_s = 0.0
     started_cpu_s = _cpu_s()
@@ -100,8 +148,12 @@ def _runs(
         wall_s += result.wall_s
         diverged += not result.ok
         opens += 1 + result.stats.reopens
-    return ProtocolMeasurement(way, operations, wall_s, _cpu_s() - started_cpu_s, diverged,
-                               opens)  # fmt: skip
+    cpu_s = _cpu_s() - started_cpu_s
+    forked_after = _forked_cpu_s(fork_servers)
+    counted = not forked or (bool(fork_servers) and None not in (forked_before, forked_after))
+    if counted and forked:
+        cpu_s += forked_after - forked_before  # type: ignore[operator]  # counted: both floats
+    return ProtocolMeasurement(way, operations, wall_s, cpu_s, diverged, opens, counted)
 
 
 def overhead_us_per_op(base: ProtocolMeasurement, wire: ProtocolMeasurement) -> float:
@@ -112,17 +164,17 @@ def overhead_us_per_op(base: ProtocolMeasurement, wire: ProtocolMeasurement) -> 
 def measure_runs(profile: str, seeds: range) -> list[ProtocolMeasurement]:
     """In process, through the reference server, and the real Milvus when built."""
     measured = [
-        _runs("in process (impl.RocksMQ)", DEFAULT_IMPL, profile, seeds),
-        _runs("protocol: reference server over impl.RocksMQ", server_command("rocksmq"),
+        measure_way("in process (impl.RocksMQ)", DEFAULT_IMPL, profile, seeds),
+        measure_way("protocol: reference server over impl.RocksMQ", server_command("rocksmq"),
               profile, seeds),
-        _runs("protocol: the same server forked (--crash-mode process)", DEFAULT_IMPL,
+        measure_way("protocol: the same server forked (--crash-mode process)", DEFAULT_IMPL,
               profile, seeds, crash_mode="process"),
     ]  # fmt: skip
     try:
         load_factory("milvus")
     except BadImplError:
         return measured
-    measured.append(_runs("protocol: real Milvus RocksMQ (Go)", "milvus", profile, seeds))
+    measured.append(measure_way("protocol: real Milvus RocksMQ (Go)", "milvus", profile, seeds))
     return measured
 
 
@@ -146,11 +198,9 @@ class RoundTrip:
 def _child_cpu_s(queue: object) -> float:
     """CPU seconds of ``queue``'s server process so far (0 in process, or without /proc)."""
     process = getattr(queue, "process", None)
-    try:
-        fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()  # type: ignore[union-attr]  # None: AttributeError
-    except (AttributeError, OSError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    pid = getattr(process, "pid", None)
+    cpu_s = _proc_cpu_s(pid, reaped=False) if isinstance(pid, int) else None
+    return 0.0 if cpu_s is None else cpu_s
 
 
 def _own_cpu_s() -> float:
