@@ -69,6 +69,7 @@ __all__ = [
     "LoadedImpl",
     "NoFormError",
     "accepted_forms",
+    "builtin_impl_modules",
     "checked_queue",
     "classify_factory",
     "external_driver",
@@ -293,6 +294,14 @@ BUILTIN_IMPLS: dict[str, str] = {
     "stream-threaded": "rmqsim.impl.stream:threaded_stream_factory",
     "commitlog-store": "rmqsim.impl.store:open_store",
 }
+
+
+def builtin_impl_modules() -> list[str]:
+    """The modules of the built-in Python implementations: what a fork server preloads
+    (``conformance.wire.child.preload_forked``, the gate's worker pool), so that a forked
+    server of any of them costs a fork whichever implementation started the fork server
+    (a process has one, and its preload is what the first start asked for)."""
+    return sorted({target.partition(":")[0] for target in BUILTIN_IMPLS.values()})
 
 
 @dataclass(frozen=True, slots=True)

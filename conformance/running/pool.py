@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from rmqsim.conformance.adapter import builtin_impl_modules
 from rmqsim.conformance.running.scratch import (
     WORKDIR_ENV,
     owned_prefix,
@@ -45,11 +46,15 @@ __all__ = [
 
 #: How the workers are started (see the module's docstring).
 START_METHOD = "forkserver"
-#: Modules the fork server imports once, so that a worker starts without importing them.
+#: Modules the fork server imports once, so that a worker starts without importing them;
+#: with the reference server's and the built-in implementations' (``worker_pool``), as a
+#: forked server (``--crash-mode process``, a power cut through FUSE) of the same process
+#: has the fork server this pool starts.
 PRELOAD = (
     "rmqsim.conformance.running.gate",
     "rmqsim.conformance.searching.shrink",
     "rmqsim.conformance.crashing.crash_sweep",
+    "rmqsim.conformance.wire.server",
     "rmqsim.impl",
 )
 #: How long a stopped worker may take to unwind its run (remove its directory) before it
@@ -136,7 +141,7 @@ def worker_pool(jobs: int) -> Iterator[WorkerPool | None]:
         yield None
         return
     context = multiprocessing.get_context(START_METHOD)
-    context.set_forkserver_preload(list(PRELOAD))
+    context.set_forkserver_preload(list(dict.fromkeys([*PRELOAD, *builtin_impl_modules()])))
     before = {p.pid for p in multiprocessing.active_children() if p.pid is not None}
     root = scratch_root()
     remove_stale_once(root)

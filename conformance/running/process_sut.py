@@ -18,7 +18,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rmqsim.conformance.adapter import BUILTIN_IMPLS, BadImplError, Factory, load_factory
+from rmqsim.conformance.adapter import (
+    BUILTIN_IMPLS,
+    BadImplError,
+    Factory,
+    builtin_impl_modules,
+    load_factory,
+)
 from rmqsim.conformance.wire.client import (
     ChildDiedError,
     forked_factory,
@@ -49,7 +55,8 @@ def process_factory(
     factory = load_factory(impl)  # a bad name is the user's input: say so here, not in a child
     if getattr(factory, "rmqsim_hello", None) is not None:  # already a protocol server
         return factory
-    return forked_factory(serve, impl, [BUILTIN_IMPLS.get(impl, impl).partition(":")[0],
+    return forked_factory(serve, impl, [*builtin_impl_modules(),
+                                 BUILTIN_IMPLS.get(impl, impl).partition(":")[0],
                                  getattr(factory, "__module__", "") or "",
                                  serve.__module__])  # fmt: skip
 
