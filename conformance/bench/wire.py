@@ -150,9 +150,11 @@ def measure_way(
         opens += 1 + result.stats.reopens
     cpu_s = _cpu_s() - started_cpu_s
     forked_after = _forked_cpu_s(fork_servers)
-    counted = not forked or (bool(fork_servers) and None not in (forked_before, forked_after))
-    if counted and forked:
-        cpu_s += forked_after - forked_before  # type: ignore[operator]  # counted: both floats
+    counted = True
+    if forked:
+        counted = bool(fork_servers) and forked_before is not None and forked_after is not None
+        if forked_before is not None and forked_after is not None:
+            cpu_s += forked_after - forked_before
     return ProtocolMeasurement(way, operations, wall_s, cpu_s, diverged, opens, counted)
 
 
@@ -166,9 +168,9 @@ def measure_runs(profile: str, seeds: range) -> list[ProtocolMeasurement]:
     measured = [
         measure_way("in process (impl.RocksMQ)", DEFAULT_IMPL, profile, seeds),
         measure_way("protocol: reference server over impl.RocksMQ", server_command("rocksmq"),
-              profile, seeds),
+                    profile, seeds),
         measure_way("protocol: the same server forked (--crash-mode process)", DEFAULT_IMPL,
-              profile, seeds, crash_mode="process"),
+                    profile, seeds, crash_mode="process"),
     ]  # fmt: skip
     try:
         load_factory("milvus")
