@@ -34,6 +34,7 @@ from rmqsim.conformance.running.scratch import (
     scratch_root,
 )
 from rmqsim.conformance.running.watchdog import op_timeout, op_timeout_s
+from rmqsim.conformance.wire.child import preload_forked
 
 __all__ = [
     "START_METHOD",
@@ -47,15 +48,13 @@ __all__ = [
 #: How the workers are started (see the module's docstring).
 START_METHOD = "forkserver"
 #: Modules the fork server imports once, so that a worker starts without importing them;
-#: with the reference server's and the built-in implementations' (``worker_pool``), as a
-#: forked server (``--crash-mode process``, a power cut through FUSE) of the same process
-#: has the fork server this pool starts.
+#: with what a forked server needs (``wire.child.preload_forked``: the reference server,
+#: and every built-in implementation), as a forked server (``--crash-mode process``, a
+#: power cut through FUSE) of the same process has the fork server this pool starts.
 PRELOAD = (
     "rmqsim.conformance.running.gate",
     "rmqsim.conformance.searching.shrink",
     "rmqsim.conformance.crashing.crash_sweep",
-    "rmqsim.conformance.wire.server",
-    "rmqsim.impl",
 )
 #: How long a stopped worker may take to unwind its run (remove its directory) before it
 #: is killed.
@@ -141,7 +140,7 @@ def worker_pool(jobs: int) -> Iterator[WorkerPool | None]:
         yield None
         return
     context = multiprocessing.get_context(START_METHOD)
-    context.set_forkserver_preload(list(dict.fromkeys([*PRELOAD, *builtin_impl_modules()])))
+    preload_forked([*PRELOAD, *builtin_impl_modules()])
     before = {p.pid for p in multiprocessing.active_children() if p.pid is not None}
     root = scratch_root()
     remove_stale_once(root)

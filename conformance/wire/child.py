@@ -259,8 +259,9 @@ def _context() -> Any:
 
 def preload_forked(modules: Sequence[str]) -> None:
     """Have the fork server import the reference server and ``modules`` (the
-    implementation's) once, so that a child costs a fork. It takes effect when the fork
-    server starts, i.e. before the first child. (``__main__`` is not among them: the
+    implementations', a worker pool's) once, so that a child costs a fork. It takes
+    effect when the fork server starts, i.e. before the first child: a process has one
+    fork server, so every caller asks for all it may fork. (``__main__`` is not among them: the
     children do not run it, ``_main_left_out``.)"""
     context = _context()
     if context.get_start_method() == "forkserver":
