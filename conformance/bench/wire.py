@@ -24,7 +24,6 @@ its rate counts the operations it ran.
 
 from __future__ import annotations
 
-import os
 import resource
 import tempfile
 import time
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL, BadImplError, load_factory
+from rmqsim.conformance.running import procfs
 from rmqsim.conformance.running.process_sut import process_factory
 from rmqsim.conformance.running.run import run_seed
 from rmqsim.conformance.running.scratch import scratch_root
@@ -86,17 +86,6 @@ class ProtocolMeasurement:
     def ops_per_cpu_s(self) -> float:
         return self.operations / max(self.cpu_s, 1e-9)
 
-def _proc_cpu_s(pid: int, *, reaped: bool) -> float | None:
-    """CPU seconds of process ``pid`` (and, with ``reaped``, of the children it has
-    waited for), from ``/proc``; None when it cannot be read."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    ticks = sum(int(field) for field in fields[11 : 15 if reaped else 13])
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
 def _fork_servers() -> list[int]:
     """The pids of this process's children that are multiprocessing's fork server."""
     pids: list[int] = []
@@ -121,7 +110,7 @@ def _forked_cpu_s(fork_servers: list[int]) -> float | None:
     servers, each reaped before ``ForkedChild`` sees its exit); None when unreadable."""
     total = 0.0
     for pid in fork_servers:
-        cpu_s = _proc_cpu_s(pid, reaped=True)
+        cpu_s = procfs.cpu_s(pid, reaped=True)
         if cpu_s is None:
             return None
         total += cpu_s
@@ -201,7 +190,7 @@ def _child_cpu_s(queue: object) -> float:
     """CPU seconds of ``queue``'s server process so far (0 in process, or without /proc)."""
     process = getattr(queue, "process", None)
     pid = getattr(process, "pid", None)
-    cpu_s = _proc_cpu_s(pid, reaped=False) if isinstance(pid, int) else None
+    cpu_s = procfs.cpu_s(pid) if isinstance(pid, int) else None
     return 0.0 if cpu_s is None else cpu_s
 
 

@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rmqsim.conformance.running import procfs
 from rmqsim.conformance.running.scratch import scratch_root
 
 __all__ = [
@@ -69,13 +70,7 @@ def fuse_dir() -> Path:
 def process_start(pid: int) -> str | None:
     """The start time of process ``pid`` (clock ticks since boot, from ``/proc``), or
     None when there is no such process: with the pid, it names one process for good."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces and parentheses: split after its end.
-    fields = text[text.rfind(")") + 2 :].split()
-    return fields[19] if len(fields) > 19 else None
+    return procfs.start_ticks(pid)
 
 
 def process_alive(pid: int, start: str | None) -> bool:

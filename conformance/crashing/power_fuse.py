@@ -20,7 +20,6 @@ and the call fails naming the FUSE call it was inside, if any (``ChildHangError`
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +31,7 @@ from rmqsim.conformance.crashing.fuse_disk import (
 )
 from rmqsim.conformance.crashing.quiet_server import serve_quietly
 from rmqsim.conformance.crashing.simdisk import PowerCut, SimDisk
+from rmqsim.conformance.running import procfs
 from rmqsim.conformance.running.process_sut import process_factory
 from rmqsim.conformance.running.watchdog import OperationHang
 from rmqsim.model.api import Clock, MQConfig
@@ -43,9 +43,6 @@ __all__ = [
     "process_cpu_s",
 ]
 
-_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
-
-
 class FuseUnavailableError(Exception):
     """FUSE cannot be used here; the message says why (``fuse_available``)."""
 
@@ -56,12 +53,7 @@ class ChildHangError(RuntimeError):
 
 def process_cpu_s(pid: int) -> float:
     """CPU seconds (user and system) process ``pid`` has used so far; 0 when it is gone."""
-    try:
-        text = open(f"/proc/{pid}/stat").read()  # noqa: SIM115 - one read
-    except OSError:
-        return 0.0
-    fields = text[text.rfind(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / _TICKS_PER_S
+    return procfs.cpu_s(pid) or 0.0
 
 
 class _PoweredQueue:
