@@ -1,9 +1,11 @@
 """A sweep on a real standalone Spark cluster: a master and a worker on 127.0.0.1, started
 as the README's cluster recipe starts them (pyspark's ``spark-class``), whose worker runs
 with a PATH where ``python3`` has no rmqsim. A user's adapter module in a temporary
-directory is the implementation; the rows must be those of the same sweep on ``local[2]``.
+directory is the implementation; the rows must be those of the same sweep's runs made here,
+without Spark (each planned task's runs, ``reports.tasks.run_chunk``: what ``local[2]``'s
+tasks run, without a second Spark start).
 
-Budget: about two minutes on a quiet 2-core machine, most of it JVMs starting.
+Budget: about a minute on a quiet 2-core machine, most of it JVMs starting.
 """
 
 from __future__ import annotations
@@ -17,18 +19,29 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pytest
 
-from rmqsim.reports.schema import RUNS_DIR
+from rmqsim.reports.schema import COLUMNS, RUNS_DIR, arrow_schema
 from rmqsim.reports.spark import QUICK_START_JVM_OPTIONS
+from rmqsim.reports.sweep import plan_chunks
+from rmqsim.reports.tasks import TaskSpec, code_version, run_chunk
 
 pytestmark = pytest.mark.slow
 
 #: How long the master and the worker get to start, seconds.
 DAEMON_START_S = 120.0
-#: The sweep both masters run.
-SWEEP = ["--seeds", "0:3", "--profiles", "smoke,consumer", "--steps", "30"]
+#: The sweep the cluster runs, and its runs as the in-process reference plans them.
+SEEDS, PROFILES, STEPS = range(0, 3), ("smoke", "consumer"), 30
+SWEEP = ["--seeds", f"{SEEDS.start}:{SEEDS.stop}", "--profiles", ",".join(PROFILES),
+         "--steps", str(STEPS)]  # fmt: skip
+#: The cores of the cluster's one worker, and of ``local[2]``: the sweep's parallelism,
+#: which deals its runs into tasks (and so chooses the determinism re-runs' tasks).
+CORES = 2
+#: ``rmqsim sweep``'s default ``--determinism-sample``.
+DETERMINISM_SAMPLE = 0.02
 #: The JVM options of the daemons and of the executors the worker starts (they inherit its
 #: environment): ``reports.spark``'s quick start, which rmqsim's own drivers use. The JVMs
 #: only schedule and carry rows here (the runs are Python tasks): the optimizing JIT's
@@ -118,7 +131,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     master = ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
               "--port", str(port), "--webui-port", str(free_port())]  # fmt: skip
     worker = ["org.apache.spark.deploy.worker.Worker", master_url, "--host", "127.0.0.1",
-              "--webui-port", str(free_port()), "--cores", "2", "--memory", "2g",
+              "--webui-port", str(free_port()), "--cores", str(CORES), "--memory", "2g",
               "--work-dir", str(logs / "work")]  # fmt: skip
     daemons: list[subprocess.Popen] = []
     try:
@@ -164,13 +177,35 @@ def sweep(master: str, user_dir: Path, out: Path) -> subprocess.CompletedProcess
 
 
 def rows(out: Path) -> list[dict]:
+    """The sweep's rows, but the columns that differ by design; a map column as a dict (a
+    Parquet map's entries have no order: Spark writes a JVM hash map's, pyarrow a dict's)."""
     table = ds.dataset(out / RUNS_DIR, format="parquet", partitioning="hive").to_table()
-    found = [{k: v for k, v in row.items() if k not in PER_SWEEP} for row in table.to_pylist()]
+    maps = {field.name for field in table.schema if pa.types.is_map(field.type)}
+    found = [{k: dict(v) if k in maps and v is not None else v
+              for k, v in row.items() if k not in PER_SWEEP}
+             for row in table.to_pylist()]  # fmt: skip
     return sorted(found, key=lambda r: (r["profile"], r["seed"], r["determinism_repeat"]))
 
 
-def test_a_sweep_on_a_standalone_cluster_gives_the_rows_of_local(
-    cluster: str, tmp_path: Path
+def sweep_here(user_dir: Path, out: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same sweep's runs made in this process, without Spark: every task
+    ``plan_chunks`` deals on ``CORES`` cores, run by ``run_chunk`` (the body of each Spark
+    task), in the environment ``rmqsim`` had above (the user's module importable, no git
+    checkout: the same code version and trace headers); the rows written as Parquet
+    partitioned by profile, as the sweep writes them."""
+    monkeypatch.syspath_prepend(str(user_dir))
+    monkeypatch.setenv("GIT_DIR", str(user_dir / "no-such-git-dir"))
+    spec = TaskSpec(impl="my_adapter:factory", out_dir=str(out), sweep_id="here", steps=STEPS,
+                    code_version=code_version.__wrapped__())  # fmt: skip
+    made = [dict(zip(COLUMNS, row, strict=True))
+            for chunk in plan_chunks(PROFILES, SEEDS, CORES, DETERMINISM_SAMPLE)
+            for _, _, row in run_chunk(chunk, spec)]  # fmt: skip
+    table = pa.Table.from_pylist(made, schema=arrow_schema())
+    pq.write_to_dataset(table, out / RUNS_DIR, partition_cols=["profile"])
+
+
+def test_a_sweep_on_a_standalone_cluster_gives_the_rows_of_the_same_runs_here(
+    cluster: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     user_dir = tmp_path / "project"
     user_dir.mkdir()
@@ -182,11 +217,20 @@ def test_a_sweep_on_a_standalone_cluster_gives_the_rows_of_local(
     report = rmqsim(user_dir, "report", str(tmp_path / "cluster-out"), "--master", cluster)
     assert report.returncode == 0, report.stdout + report.stderr[-3000:]
     assert report.stdout.startswith("rmqsim report: 6 runs, 0 failed")
-    local = sweep("local[2]", user_dir, tmp_path / "local-out")
-    assert local.returncode == 0, local.stdout + local.stderr[-3000:]
+    sweep_here(user_dir, tmp_path / "here-out", monkeypatch)
 
-    cluster_rows, local_rows = rows(tmp_path / "cluster-out"), rows(tmp_path / "local-out")
+    cluster_rows, here_rows = rows(tmp_path / "cluster-out"), rows(tmp_path / "here-out")
     assert len(cluster_rows) >= 6
     assert {r["implementation"] for r in cluster_rows} == {"my_adapter:factory"}
     assert {r["status"] for r in cluster_rows} == {"ok"}
-    assert cluster_rows == local_rows
+    assert cluster_rows == here_rows, differences(cluster_rows, here_rows)
+
+
+def differences(found: list[dict], expected: list[dict]) -> list[str]:
+    """Where two row lists differ: the run and column of each differing value."""
+    if len(found) != len(expected):
+        return [f"{len(found)} rows against {len(expected)}"]
+    return [f"{row['profile']}/{row['seed']}/{row['determinism_repeat']} {column}: "
+            f"{value!r} against {other[column]!r}"
+            for row, other in zip(found, expected, strict=True)
+            for column, value in row.items() if other.get(column) != value]  # fmt: skip
