@@ -15,6 +15,11 @@ Which files wait was measured (wall seconds against the CPU seconds of the test 
 and the children it reaped, each file alone on a quiet machine, 2026-11-28): liveness 65
 against 9, the watchdog's stop 29 against 3, its grace 9 against 2, the process mode 8
 against 3. A file that computes (a Spark JVM, a gate's workers) does not belong here.
+
+One rule more for the Spark files: the test files that use the test process's one Spark
+session (``SHARED_SPARK``: tests/spark_fixtures.py's ``shared_spark``) are one unit of work
+together, so one worker starts that session (a driver JVM and its Python workers, ≈ 15 CPU
+seconds), where each worker that ran one of them used to start its own.
 """
 
 from __future__ import annotations
@@ -23,7 +28,15 @@ from typing import Any
 
 from xdist.scheduler import LoadScopeScheduling
 
-__all__ = ["COMPUTING_NICE", "WAITING", "LaneScheduling", "is_lane", "lane_id"]
+__all__ = [
+    "COMPUTING_NICE",
+    "SHARED_SPARK",
+    "SHARED_SPARK_SCOPE",
+    "WAITING",
+    "LaneScheduling",
+    "is_lane",
+    "lane_id",
+]
 
 #: The test files that mostly wait (see above), run on the lane.
 WAITING = frozenset({
@@ -32,6 +45,14 @@ WAITING = frozenset({
     "tests/test_watchdog_grace.py",
     "tests/test_process_mode.py",
 })
+#: The test files that use ``shared_spark`` (tests/spark_fixtures.py), run as one unit.
+SHARED_SPARK = frozenset({
+    "tests/test_reports_spark.py",
+    "tests/test_reports_stream.py",
+    "tests/test_reports_partials.py",
+})
+#: The name of their unit of work.
+SHARED_SPARK_SCOPE = "tests/spark_fixtures.py::shared_spark"
 #: How much lower the computing workers' priority is (``os.nice``), inherited by the
 #: processes they start.
 COMPUTING_NICE = 5
@@ -51,7 +72,12 @@ def _waits(scope: str) -> bool:
 
 
 class LaneScheduling(LoadScopeScheduling):  # type: ignore[misc]
-    """``loadscope`` with a waiting lane (module docstring)."""
+    """``loadscope`` with a waiting lane, the Spark session's files one unit (module
+    docstring)."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        scope = str(super()._split_scope(nodeid))
+        return SHARED_SPARK_SCOPE if scope.split("::", 1)[0] in SHARED_SPARK else scope
 
     def _next_scope(self, node: Any) -> str | None:
         """The first unit in the queue this node takes, or None. The lane takes any unit

@@ -5,9 +5,11 @@ test process, shared by the test modules that run sweeps and reports in-process
 Why: each of those modules used to start and stop a session of its own. The driver's JVM
 outlives a stopped session (pyspark reuses it), but every new session still starts a new
 context, new Python workers (≈ 2 s before the first task runs) and has them import rmqsim
-again; a session started once per pytest-xdist worker and kept serves them all. The
-commands the modules run (``rmqsim sweep``, ``rmqsim report``, ``gate --spark``) reuse an
-active session as they would a notebook's (``reports.spark.spark_session``).
+again; a session started once per pytest-xdist worker and kept serves them all, and
+those modules are one unit of work (tests/lanes.py's ``SHARED_SPARK``), so that one
+worker starts it rather than each that ran one of them. The commands the modules run
+(``rmqsim sweep``, ``rmqsim report``, ``gate --spark``) reuse an active session as they
+would a notebook's (``reports.spark.spark_session``).
 
 The session is started as those commands start theirs: ``local[2]`` (two cores: tasks
 really run in parallel) with ``quick_start``. Tests that check a command's own start (the

@@ -4,13 +4,15 @@ left unrun (the lane takes any file once it is the only worker left)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from itertools import chain
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.lanes import WAITING, LaneScheduling, lane_id
+from tests.lanes import SHARED_SPARK, WAITING, LaneScheduling, lane_id
 
 WAITS = sorted(WAITING)[0]
 
@@ -125,3 +127,28 @@ def test_the_lane_ends_once_no_waiting_file_is_left() -> None:
     _, nodes = _start(3, _collection(("tests/test_a.py", 5), ("tests/test_b.py", 5)))
     lane = next(node for node in nodes if node.gateway.id == lane_id(3))
     assert lane.shutting_down and not lane.sent
+
+
+def test_the_files_of_the_shared_spark_session_run_on_one_worker() -> None:
+    """Each worker that runs a file using ``shared_spark`` starts a session: those files
+    are one unit, run whole by one worker, between the other files."""
+    spark = sorted(SHARED_SPARK)
+    # Apart in the collection, with other files between: as files, they went to both
+    # computing workers.
+    collection = _collection((spark[0], 2), ("tests/test_a.py", 6), ("tests/test_b.py", 6),
+                             (spark[1], 2), ("tests/test_c.py", 6), (spark[2], 2),
+                             ("tests/test_d.py", 6))  # fmt: skip
+    scheduler, nodes = _start(3, collection)
+    ran = _finish(scheduler, nodes)
+    assert [worker for worker, files in ran.items() if set(spark) & set(files)] in (
+        ["gw0"], ["gw1"])
+    assert sorted(chain.from_iterable(ran.values())) == sorted(
+        name.split("::")[0] for name in collection)
+
+
+def test_every_file_using_the_shared_spark_session_is_in_its_unit() -> None:
+    tests = Path(__file__).resolve().parent
+    asks = re.compile(r"^\s*(def \w+\()?shared_spark: ", re.MULTILINE)  # a parameter
+    using = {f"tests/{path.relative_to(tests).as_posix()}" for path in tests.rglob("test_*.py")
+             if asks.search(path.read_text(encoding="utf-8"))}  # fmt: skip
+    assert using == SHARED_SPARK
