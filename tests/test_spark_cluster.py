@@ -192,14 +192,17 @@ def sweep_here(user_dir: Path, out: Path, monkeypatch: pytest.MonkeyPatch) -> No
     ``plan_chunks`` deals on ``CORES`` cores, run by ``run_chunk`` (the body of each Spark
     task), in the environment ``rmqsim`` had above (the user's module importable, no git
     checkout: the same code version and trace headers); the rows written as Parquet
-    partitioned by profile, as the sweep writes them."""
+    partitioned by profile, as the sweep writes them. The user's module is forgotten after."""
     monkeypatch.syspath_prepend(str(user_dir))
     monkeypatch.setenv("GIT_DIR", str(user_dir / "no-such-git-dir"))
     spec = TaskSpec(impl="my_adapter:factory", out_dir=str(out), sweep_id="here", steps=STEPS,
                     code_version=code_version.__wrapped__())  # fmt: skip
-    made = [dict(zip(COLUMNS, row, strict=True))
-            for chunk in plan_chunks(PROFILES, SEEDS, CORES, DETERMINISM_SAMPLE)
-            for _, _, row in run_chunk(chunk, spec)]  # fmt: skip
+    try:
+        made = [dict(zip(COLUMNS, row, strict=True))
+                for chunk in plan_chunks(PROFILES, SEEDS, CORES, DETERMINISM_SAMPLE)
+                for _, _, row in run_chunk(chunk, spec)]  # fmt: skip
+    finally:  # a later test's own ``my_adapter`` must not find this one imported
+        sys.modules.pop("my_adapter", None)
     table = pa.Table.from_pylist(made, schema=arrow_schema())
     pq.write_to_dataset(table, out / RUNS_DIR, partition_cols=["profile"])
 
