@@ -28,3 +28,32 @@ def lost_write_then_signal(**kwargs: Any) -> Any:
 
 
 lost_write_then_signal.rmqsim_layer = "queue"  # type: ignore[attr-defined]
+
+
+class _SignalsWhenCollected:
+    """An object whose finalizer signals this process and runs on (Python bytecode) until
+    the handler has run: inside the finalizer, where CPython ignores what it raises."""
+
+    def __init__(self, signum: signal.Signals) -> None:
+        self.signum = signum
+
+    def __del__(self) -> None:
+        os.kill(os.getpid(), self.signum)
+        for _ in range(10_000):  # the handler runs between two of these bytecodes
+            pass
+
+
+def signal_in_a_finalizer(**kwargs: Any) -> Any:
+    """Our queue, whose N-th opening (``SIGNAL_AT_ENV``) drops an object whose finalizer
+    signals this process: the handler's exception is swallowed by the finalizer."""
+    global _opened
+    _opened += 1
+    name, _, at = os.environ[SIGNAL_AT_ENV].partition("@")
+    if _opened == int(at):
+        _SignalsWhenCollected(signal.Signals[name])  # dropped at once: its __del__ runs
+    from rmqsim.conformance.adapter import rocksmq_factory
+
+    return rocksmq_factory(**kwargs)
+
+
+signal_in_a_finalizer.rmqsim_layer = "queue"  # type: ignore[attr-defined]

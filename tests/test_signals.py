@@ -82,6 +82,36 @@ def test_a_signal_mid_gate_cleans_up_and_writes_what_is_done(
     assert error.get("message") == f"interrupted by {sig.name}"
 
 
+#: A queue whose N-th opening makes a finalizer signal the gate's own process.
+IN_A_FINALIZER = "tests.signal_impls:signal_in_a_finalizer"
+#: Seeds of the gate below: far more than the run the signal falls in.
+FINALIZER_SEEDS = 40
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name)
+def test_a_signal_whose_exception_a_finalizer_swallowed_still_stops_the_gate(
+    sig: signal.Signals, tmp_path: Path
+) -> None:
+    """CPython runs the handler inside the finalizer and ignores what it raises; the gate
+    raises it again before its next run (``conformance.running.interrupts``): it stops
+    there, as if the signal had come between two runs, rather than run every seed."""
+    workdir, out = tmp_path / "work", tmp_path / "out"
+    workdir.mkdir()
+    done = subprocess.run(
+        [RMQSIM, "gate", "--profiles", "smoke", "--seeds", f"0:{FINALIZER_SEEDS}",
+         "--no-crash-sweep", "--impl", IN_A_FINALIZER, "--out", str(out), "--jobs", "1"],
+        cwd=tmp_path, env=_env(workdir, **{SIGNAL_AT_ENV: f"{sig.name}@3"}),
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert "Exception ignored" in done.stderr  # the finalizer swallowed it
+    assert done.returncode == 128 + sig, done.stderr[-2000:]
+    assert done.stderr.splitlines()[-1] == f"rmqsim: error: interrupted by {sig.name}"
+    summary = _summary(out)
+    assert summary["status"] == "interrupted" and summary["interrupted_by"] == sig.name
+    assert 1 <= summary["profiles"]["smoke"]["runs"] < FINALIZER_SEEDS
+    assert list(workdir.iterdir()) == []
+
+
 def test_a_gate_interrupted_while_shrinking_keeps_the_failure_and_its_trace(
     tmp_path: Path,
 ) -> None:
@@ -171,3 +201,25 @@ def test_local_spark_workers_make_their_directories_in_one_the_session_removes(
     assert list(tmp_path.iterdir()) == []
     with workers_scratch("spark://elsewhere:7077"):  # remote workers: their own place
         assert os.environ[WORKDIR_ENV] == str(tmp_path)
+
+
+def test_an_interruption_is_recorded_until_the_outermost_block_ends() -> None:
+    """What the gate's loops ask (``interrupts.pending``) after a handler raised: kept
+    through an inner block (a Spark task's inside a command's), forgotten at the end of the
+    outermost, where Python's own Ctrl-C handler is back."""
+    from rmqsim.conformance.cli.common import signals_raise
+    from rmqsim.conformance.running import interrupts
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with signals_raise():
+            with signals_raise(signal.SIGHUP, signal.SIGTERM), pytest.raises(KeyboardInterrupt):
+                os.kill(os.getpid(), signal.SIGINT)
+            assert type(interrupts.pending()) is KeyboardInterrupt
+            with pytest.raises(KeyboardInterrupt):
+                interrupts.raise_if_interrupted()
+        assert interrupts.pending() is None
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        interrupts.raise_if_interrupted()  # nothing recorded: nothing raised
+    finally:
+        signal.signal(signal.SIGINT, previous)

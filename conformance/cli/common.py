@@ -27,6 +27,7 @@ from rmqsim.conformance.errors import (  # the command line's exit codes and usa
     EXIT_USAGE,
     UsageError,
 )
+from rmqsim.conformance.running import interrupts
 from rmqsim.conformance.searching.shrink_budget import (
     DEFAULT_SHRINK_OPERATIONS,
     ShrinkBudget,
@@ -165,24 +166,39 @@ def interrupt_exit_code(exc: KeyboardInterrupt) -> int:
 def _raise_terminated(signum: int, _frame: Any) -> None:
     # One clean-up per process: a second SIGTERM must not cut the first one's short.
     signal.signal(signum, signal.SIG_IGN)
-    raise Terminated(signum)
+    raise interrupts.record(Terminated(signum))
+
+
+def _raise_interrupted(_signum: int, _frame: Any) -> None:
+    """Ctrl-C: ``KeyboardInterrupt``, as Python's own handler raises it, recorded."""
+    raise interrupts.record(KeyboardInterrupt())
 
 
 @contextmanager
 def signals_raise(*signums: int) -> Iterator[None]:
     """Within the block, each of ``signums`` (default: SIGTERM) raises ``Terminated`` in
     the main thread, where by default it kills the process at once and leaves its
-    temporary directories behind."""
+    temporary directories behind; and Ctrl-C, where Python's own handler has it, raises
+    ``KeyboardInterrupt`` as that handler does. Both are recorded
+    (``conformance.running.interrupts``): one that a finalizer swallowed is raised again by
+    the longest loops. The outermost block forgets the record at its start and end."""
     if threading.current_thread() is not threading.main_thread():
         yield  # only the main thread may set signal handlers (and receives signals)
         return
     chosen = signums or (signal.SIGTERM,)
+    outermost = (signal.SIGINT not in chosen
+                 and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
     previous = {signum: signal.signal(signum, _raise_terminated) for signum in chosen}
+    if outermost:
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, _raise_interrupted)
+        interrupts.clear()
     try:
         yield
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        if outermost:
+            interrupts.clear()
 
 
 def friendly_errors(func: F) -> F:

@@ -35,6 +35,7 @@ from rmqsim.conformance.layers import CONSUMER_LAYER, QUEUE_LAYER, STREAM_LAYER
 from rmqsim.conformance.layers.gate import register_builtin_gate_hooks
 from rmqsim.conformance.reporting.deviations import Deviation, DeviationProfile
 from rmqsim.conformance.reporting.report import render_failure
+from rmqsim.conformance.running import interrupts
 from rmqsim.conformance.running.corpus import replay_corpus
 from rmqsim.conformance.running.failfast import (
     GateStop,
@@ -339,6 +340,7 @@ def run_profiles(
                 for future in pending:
                     future.cancel()
             _finish(gate, result, plan, shrinker, on_result)
+            interrupts.raise_if_interrupted()  # one a finalizer swallowed (its module)
             if plan.until_failure and not result.ok:
                 break
             if stop():
@@ -501,6 +503,7 @@ def collect_sweeps(
     try:
         for sweep in done:
             _add_sweep(sweeps, sweep, out, on_sweep)
+            interrupts.raise_if_interrupted()
             if stop is not None and stop():
                 for future in futures:
                     future.cancel()
