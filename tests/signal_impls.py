@@ -16,6 +16,14 @@ SIGNAL_AT_ENV = "RMQSIM_TEST_SIGNAL_AT"
 _opened = 0
 
 
+def ctrl_c_default() -> None:
+    """``preexec_fn`` of a child a test sends SIGINT to: SIGINT back to its default, as
+    in a terminal's foreground. A test run started in the background of a script
+    (``bash -c './scripts/test.sh &'``) has SIGINT ignored, and its children inherit that:
+    Python then never raises ``KeyboardInterrupt`` in them, and the child runs on."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def lost_write_then_signal(**kwargs: Any) -> Any:
     """A queue that loses the last message of a batch (``lost-write``; smoke seed 0 at its
     third operation), whose N-th opening signals this process (``SIGNAL_AT_ENV``)."""

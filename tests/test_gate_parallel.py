@@ -19,6 +19,7 @@ import pytest
 
 from rmqsim.conformance.running.scratch import WORKDIR_ENV
 from tests.gate_outputs import without_times
+from tests.signal_impls import ctrl_c_default
 
 ROOT = Path(__file__).resolve().parent.parent
 RMQSIM = str(Path(sys.executable).with_name("rmqsim"))
@@ -134,7 +135,7 @@ def test_an_interrupted_parallel_gate_writes_what_finished_and_leaves_nothing(
     args = [RMQSIM, "gate", "--profiles", "smoke", "--seeds", "0:500", "--jobs", "2"]
     child = subprocess.Popen(
         [*args, "--out", str(out)], cwd=tmp_path, env=_env(workdir),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_default,
     )  # fmt: skip
     seen: set[str] = set()
     deadline = time.monotonic() + 120

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from rmqsim.conformance.running.scratch import WORKDIR_ENV
-from tests.signal_impls import SIGNAL_AT_ENV
+from tests.signal_impls import SIGNAL_AT_ENV, ctrl_c_default
 
 ROOT = Path(__file__).resolve().parent.parent
 RMQSIM = str(Path(sys.executable).with_name("rmqsim"))
@@ -53,7 +53,7 @@ def test_a_signal_mid_gate_cleans_up_and_writes_what_is_done(
     args += ["--out", str(out)]
     child = subprocess.Popen(
         args, cwd=tmp_path, env=_env(workdir), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
+        stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_default,
     )  # fmt: skip
     # The check of RMQSIM_WORKDIR makes one directory, each run one more: once three have
     # been seen, the first run has finished and the second is under way.
@@ -101,7 +101,7 @@ def test_a_signal_whose_exception_a_finalizer_swallowed_still_stops_the_gate(
         [RMQSIM, "gate", "--profiles", "smoke", "--seeds", f"0:{FINALIZER_SEEDS}",
          "--no-crash-sweep", "--impl", IN_A_FINALIZER, "--out", str(out), "--jobs", "1"],
         cwd=tmp_path, env=_env(workdir, **{SIGNAL_AT_ENV: f"{sig.name}@3"}),
-        capture_output=True, text=True, timeout=300, check=False,
+        capture_output=True, text=True, timeout=300, check=False, preexec_fn=ctrl_c_default,
     )  # fmt: skip
     assert "Exception ignored" in done.stderr  # the finalizer swallowed it
     assert done.returncode == 128 + sig, done.stderr[-2000:]

@@ -4,9 +4,8 @@ CPython runs a Python signal handler in the main thread between two bytecodes, w
 runs there: a finalizer too (an object's ``__del__``, a weakref callback run by the
 garbage collector). An exception the handler raises there cannot propagate: CPython prints
 it as "Exception ignored in ..." and the command goes on as if the signal had never come
-(a parallel gate signalled with SIGINT ran all its 500 seeds, in one CI run; SIGTERM's
-handler had, moreover, set the signal to be ignored, so a second one would not have
-stopped it either).
+(a gate ran every seed to exit 0; after SIGTERM, whose handler sets the signal to be
+ignored for the clean-up's sake, a second one would not have stopped it either).
 
 So the handlers that ``conformance.cli.common.signals_raise`` installs ``record`` the
 exception they raise, and the loops that take the longest (the gate's runs and sweeps)
