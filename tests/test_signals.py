@@ -112,6 +112,24 @@ def test_a_signal_whose_exception_a_finalizer_swallowed_still_stops_the_gate(
     assert list(workdir.iterdir()) == []
 
 
+def test_a_signal_whose_exception_a_finalizer_swallowed_still_stops_rmqsim_run(
+    tmp_path: Path,
+) -> None:
+    """``rmqsim run --seeds`` asks too, after each seed (the gate's test above)."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    done = subprocess.run(
+        [RMQSIM, "run", "--profile", "smoke", "--seeds", f"0:{FINALIZER_SEEDS}",
+         "--impl", IN_A_FINALIZER, "--out", str(tmp_path / "out")],
+        cwd=tmp_path, env=_env(workdir, **{SIGNAL_AT_ENV: "SIGINT@3"}),
+        capture_output=True, text=True, timeout=300, check=False, preexec_fn=ctrl_c_default,
+    )  # fmt: skip
+    assert "Exception ignored" in done.stderr  # the finalizer swallowed it
+    assert done.returncode == 130, done.stderr[-2000:]
+    assert done.stderr.splitlines()[-1] == "rmqsim: error: interrupted by SIGINT"
+    assert list(workdir.iterdir()) == []
+
+
 def test_a_gate_interrupted_while_shrinking_keeps_the_failure_and_its_trace(
     tmp_path: Path,
 ) -> None:
