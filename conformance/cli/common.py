@@ -181,15 +181,16 @@ def signals_raise(*signums: int) -> Iterator[None]:
     temporary directories behind; and Ctrl-C, where Python's own handler has it, raises
     ``KeyboardInterrupt`` as that handler does. Both are recorded
     (``conformance.running.interrupts``): one that a finalizer swallowed is raised again by
-    the longest loops. The outermost block forgets the record at its start and end."""
+    the longest loops. The block that installs the Ctrl-C recorder (the outermost) forgets
+    the record at its start and end."""
     if threading.current_thread() is not threading.main_thread():
         yield  # only the main thread may set signal handlers (and receives signals)
         return
     chosen = signums or (signal.SIGTERM,)
-    outermost = (signal.SIGINT not in chosen
-                 and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+    records_ctrl_c = (signal.SIGINT not in chosen
+                      and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
     previous = {signum: signal.signal(signum, _raise_terminated) for signum in chosen}
-    if outermost:
+    if records_ctrl_c:
         previous[signal.SIGINT] = signal.signal(signal.SIGINT, _raise_interrupted)
         interrupts.clear()
     try:
@@ -197,7 +198,7 @@ def signals_raise(*signums: int) -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        if outermost:
+        if records_ctrl_c:
             interrupts.clear()
 
 
