@@ -21,6 +21,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+__all__ = ["PHASES", "run", "serve"]
+
 PHASES = ("imported", "hello", "open", "snapshot", "close")
 
 

@@ -114,7 +114,7 @@ from rmqsim.impl.errors import (
     StorageError,
 )
 
-__all__ = ["LOCK_FILE_NAME", "Plan", "Store", "inspect"]
+__all__ = ["LOCK_FILE_NAME", "Plan", "Store", "inspect", "map_rocksdb_error"]
 
 LOCK_FILE_NAME = "rmqsim.lock"
 #: Info-log files RocksDB keeps per database (each open rotates one): bounded.

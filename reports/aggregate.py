@@ -57,6 +57,23 @@ from rmqsim.reports.schema import (
 from rmqsim.reports.sweep import check_manifest, data_files, read_manifest
 from rmqsim.scenarios.queue.ops import OP_KINDS
 
+__all__ = [
+    "MAX_SIGNATURES",
+    "PERCENTILES",
+    "TASKS_PER_CORE",
+    "SweepDirError",
+    "check_footers",
+    "check_listed_files",
+    "check_sweep_dir",
+    "collect_partials",
+    "file_tasks",
+    "merged_partials",
+    "op_kind_label",
+    "shape_summary",
+    "summarize",
+    "write_json",
+]
+
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark import SparkContext

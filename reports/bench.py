@@ -30,6 +30,17 @@ from rmqsim.conformance.adapter import DEFAULT_IMPL
 from rmqsim.conformance.cli.common import friendly_errors
 from rmqsim.conformance.running.scratch import scratch_root
 
+__all__ = [
+    "ARROW_BASELINE",
+    "SWEEP_MASTERS",
+    "TreeMeter",
+    "arrow_totals",
+    "bench_command",
+    "measured",
+    "report_times",
+    "sweep_throughput",
+]
+
 #: Masters the sweep benchmark compares.
 SWEEP_MASTERS = ("local[1]", "local[2]")
 

@@ -15,6 +15,8 @@ from rmqsim.conformance.cli.common import friendly_errors
 from rmqsim.conformance.errors import EXIT_DIVERGENCE, EXIT_OK, UsageError
 from rmqsim.reports.cli_sweep import master_option
 
+__all__ = ["HTML_NAME", "JSON_NAME", "report_command", "writable_target"]
+
 #: File names under the sweep directory.
 HTML_NAME = "report.html"
 JSON_NAME = "report.json"

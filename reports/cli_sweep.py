@@ -26,6 +26,8 @@ from rmqsim.conformance.searching.shrink_budget import ShrinkBudget
 from rmqsim.reports.spark import DEFAULT_MASTER
 from rmqsim.reports.sweep import DEFAULT_DETERMINISM_SAMPLE
 
+__all__ = ["archives_option", "master_option", "sweep_command"]
+
 master_option = click.option(
     "--master",
     default=DEFAULT_MASTER,

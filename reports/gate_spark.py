@@ -20,6 +20,8 @@ from rmqsim.reports.schema import STATUS_ERROR
 from rmqsim.reports.spark import DEFAULT_MASTER, Shipping, spark_session
 from rmqsim.reports.sweep import SweepSpec, run_sweep
 
+__all__ = ["SparkGateError", "run_profiles_spark"]
+
 
 class SparkGateError(RuntimeError):
     """rmqsim failed on some run inside a Spark task (an internal error, exit 3)."""

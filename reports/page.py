@@ -16,6 +16,8 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from rmqsim.reports import plots
 from rmqsim.reports.aggregate import MAX_SIGNATURES
 
+__all__ = ["chart_uris", "render_html", "write_html"]
+
 
 def _environment() -> Environment:
     return Environment(

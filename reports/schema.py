@@ -38,6 +38,33 @@ from rmqsim.scenarios.consumer.ops import CONSUMER_OP_TYPES
 from rmqsim.scenarios.queue.ops import OP_KINDS
 from rmqsim.scenarios.stream.ops import STREAM_OP_TYPES
 
+__all__ = [
+    "ADDED_COLUMNS",
+    "ALL_OP_KINDS",
+    "ARROW_SCHEMA",
+    "COLUMNS",
+    "CONFIG_COLUMNS",
+    "LAYER_CONSUMER",
+    "LAYER_OP_KINDS",
+    "LAYER_QUEUE",
+    "LAYER_STREAM",
+    "MANIFEST",
+    "MAX_DETAIL_CHARS",
+    "OP_COUNTS_TYPE",
+    "READABLE_SCHEMA_VERSIONS",
+    "RUNS_DIR",
+    "SCHEMA_VERSION",
+    "STATUS_DIVERGENCE",
+    "STATUS_ERROR",
+    "STATUS_OK",
+    "TRACES_DIR",
+    "SchemaMismatchError",
+    "arrow_schema",
+    "check_columns",
+    "spark_schema",
+    "trace_hash",
+]
+
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 

@@ -31,6 +31,24 @@ from rmqsim.reports.jvm_archive import (
 )
 from rmqsim.reports.shipping import archive_spec, executor_python, impl_code, package_zip
 
+__all__ = [
+    "DEFAULT_DRIVER_MEMORY",
+    "DEFAULT_MASTER",
+    "MASTER_CONNECT_TIMEOUT_S",
+    "PY4J_LOGGERS",
+    "QUICK_START_JVM_OPTIONS",
+    "SHUFFLE_PARTITIONS",
+    "Shipping",
+    "check_master",
+    "check_reachable",
+    "class_archive",
+    "is_local",
+    "ship_code",
+    "spark_context",
+    "spark_session",
+    "workers_scratch",
+]
+
 if TYPE_CHECKING:
     from pyspark import SparkContext
     from pyspark.sql import SparkSession

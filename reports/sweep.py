@@ -39,6 +39,23 @@ from rmqsim.reports.schema import (
 )
 from rmqsim.reports.tasks import TaskSpec, WorkItem, code_version, run_chunk
 
+__all__ = [
+    "CHUNKS_PER_CORE",
+    "DEFAULT_DETERMINISM_SAMPLE",
+    "PROGRESS_POLL_S",
+    "SweepOutcome",
+    "SweepSpec",
+    "TaskProgress",
+    "check_appendable",
+    "check_manifest",
+    "data_files",
+    "determinism_sample",
+    "file_rows",
+    "plan_chunks",
+    "read_manifest",
+    "run_sweep",
+]
+
 if TYPE_CHECKING:
     from pyspark import SparkContext
     from pyspark.sql import SparkSession

@@ -29,6 +29,15 @@ from rmqsim.reports.schema import (
 )
 from rmqsim.scenarios.queue.ops import OP_KINDS
 
+__all__ = [
+    "FAILURE_RATE",
+    "REPEAT_RATE",
+    "ROWS_PER_FILE",
+    "SIGNATURES",
+    "trace_hashes",
+    "write_synthetic",
+]
+
 #: Rows written per Parquet file (and generated at once: bounds the memory used).
 ROWS_PER_FILE = 1_000_000
 FAILURE_RATE = 0.01

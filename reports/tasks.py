@@ -40,6 +40,21 @@ from rmqsim.reports.schema import (
 )
 from rmqsim.scenarios.queue.profiles import UnknownProfileError
 
+__all__ = [
+    "TaskSpec",
+    "WorkItem",
+    "code_version",
+    "coverage_columns",
+    "error_row",
+    "layer_of",
+    "planned_spec",
+    "profile_columns",
+    "result_row",
+    "run_chunk",
+    "run_item",
+    "run_spec",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class WorkItem:

@@ -20,6 +20,8 @@ from rmqsim.scenarios.queue.ops import OP_KINDS, Outcome, Step, step_to_json
 from rmqsim.scenarios.queue.profiles import PROFILES, ProfileError
 from rmqsim.scenarios.queue.sim import Simulation
 
+__all__ = ["main"]
+
 _OK = Outcome()
 
 

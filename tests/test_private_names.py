@@ -140,3 +140,42 @@ def _foreign_overrides(module_name: str) -> Iterator[str]:
 def test_no_class_overrides_another_modules_private_members(module_name: str) -> None:
     found = list(_foreign_overrides(module_name))
     assert not found, "\n".join(found)
+
+
+def _dotted(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(("rmqsim", *(parts[:-1] if parts[-1] == "__init__" else parts)))
+
+
+def _declared_all(path: Path) -> set[str] | None:
+    """The names of the module's ``__all__`` (None when it has none): read from the source
+    when it is a list or tuple of literals, else from the imported module (a package that
+    computes it from the names it loads lazily, as ``rmqsim.scenarios``)."""
+    for node in ast.parse(path.read_text()).body:
+        targets = (node.targets if isinstance(node, ast.Assign)
+                   else [node.target] if isinstance(node, ast.AnnAssign) else [])  # fmt: skip
+        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+            value = node.value
+            if isinstance(value, ast.List | ast.Tuple):
+                return {e.value for e in value.elts if isinstance(e, ast.Constant)}
+            return set(importlib.import_module(_dotted(path)).__all__)
+    return None
+
+
+def test_every_module_declares_what_others_may_import() -> None:
+    """Each module states its public names in a literal ``__all__`` (the house rules), and
+    a name one module imports from another (``from rmqsim.m import name``) is in ``m``'s
+    ``__all__``: what is public is written down where it is defined."""
+    declared = {_dotted(path): _declared_all(path) for path in _modules()}
+    missing = sorted(name for name, names in declared.items() if names is None)
+    assert not missing, "modules without a literal __all__:\n" + "\n".join(missing)
+    undeclared = sorted(
+        f"{path.relative_to(ROOT)}: {node.module}.{alias.name}"
+        for path in _modules()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in declared
+        for alias in node.names
+        if not _private(alias.name) and f"{node.module}.{alias.name}" not in declared
+        and alias.name not in (declared[node.module] or ())
+    )
+    assert not undeclared, "imported but not in the module's __all__:\n" + "\n".join(undeclared)

@@ -31,6 +31,8 @@ from rmqsim.conformance.cli.common import (
     writable_dir,
 )
 
+__all__ = ["LAYER_NAMES", "PROFILE_NAMES", "Duration", "fuzz_command"]
+
 if TYPE_CHECKING:
     from rmqsim.conformance.searching.stateful import FuzzResult, RoundResult
 

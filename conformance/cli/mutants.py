@@ -31,6 +31,8 @@ from rmqsim.conformance.cli.common import (
 )
 from rmqsim.conformance.searching.shrink_budget import ShrinkBudget
 
+__all__ = ["LEFT_COLUMNS", "kill_table", "mutants_command"]
+
 if TYPE_CHECKING:
     from rich.table import Table
 

@@ -66,6 +66,7 @@ __all__ = [
     "gate_profiles_for",
     "junit_xml",
     "layer_runs",
+    "not_run",
     "run_corpus",
     "run_layer_steering",
     "run_profiles",

@@ -81,6 +81,52 @@ from rmqsim.scenarios.names import (
 from rmqsim.scenarios.queue import ops
 from rmqsim.scenarios.queue.ops import Message, Op, Outcome, Step
 
+__all__ = [
+    "AGE_JUMPS_S",
+    "BULK_COUNTS",
+    "BULK_PAYLOAD_SIZES",
+    "BYSTANDER_BACKLOG",
+    "BYSTANDER_TOPIC",
+    "CAMPAIGN_FILE",
+    "CI_EXAMPLES",
+    "CI_SEED",
+    "CLOCK_JUMPS_S",
+    "CONSUME_SIZES",
+    "EARLY_IDS",
+    "FRESH_STARTS",
+    "FUZZ_ACTOR",
+    "FUZZ_BUDGETS",
+    "FUZZ_CONFIGS",
+    "FUZZ_PROFILES",
+    "FUZZ_PROFILE_NAME",
+    "GROUP_NAMES",
+    "INVALID_NAMES",
+    "NEVER_ISSUED_IDS",
+    "PAYLOAD_SIZES",
+    "ROUND_PHASES",
+    "TOPIC_NAMES",
+    "FuzzBudget",
+    "FuzzOptions",
+    "FuzzPlan",
+    "FuzzResult",
+    "LockstepMachine",
+    "RoundResult",
+    "RoundSpec",
+    "Start",
+    "corpus_starts",
+    "coverage_keys",
+    "default_steps",
+    "fuzz",
+    "fuzz_repro",
+    "fuzzed_impl_name",
+    "make_machine",
+    "render_program",
+    "resolve_seed",
+    "round_seed",
+    "run_round",
+    "state_observations",
+]
+
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 

@@ -40,6 +40,7 @@ __all__ = [
     "REPACK_NAMES",
     "STREAM_ERROR_KINDS",
     "STREAM_OPS",
+    "SUBSCRIPTIONS",
     "decode_pack",
     "decode_positions",
     "decode_stream_state",

@@ -32,7 +32,12 @@ from rmqsim.scenarios.codec import (
 from rmqsim.scenarios.queue.ops import Outcome, RunRetention
 
 __all__ = [
+    "CREATE_COLLECTION",
+    "DELETE",
+    "DROP_COLLECTION",
+    "INSERT",
     "STREAM_OP_TYPES",
+    "TIME_TICK",
     "Broadcast",
     "Consume",
     "CrashQueue",

@@ -28,6 +28,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+__all__ = ["CONFIG", "HERE", "Driver", "b64", "main"]
+
 HERE = Path(__file__).resolve().parent
 CONFIG = {"page_size_bytes": 10, "retention_time_s": 60, "retention_size_bytes": -1}
 
