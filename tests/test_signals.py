@@ -241,3 +241,26 @@ def test_an_interruption_is_recorded_until_the_outermost_block_ends() -> None:
         interrupts.raise_if_interrupted()  # nothing recorded: nothing raised
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.parametrize("command", [
+    ["crash-sweep", "--profile", "smoke", "--seed", "0", "--steps", "40"],
+    ["fuzz", "--layer", "queue", "--budget", "120s", "--steps", "20"],
+], ids=lambda c: c[0])
+def test_a_signal_whose_exception_a_finalizer_swallowed_stops_the_sweeps_too(
+    command: list[str], tmp_path: Path
+) -> None:
+    """Every command that draws progress asks after each piece of work (a crash sweep's
+    case: ``cli.common.InterruptibleProgress``), and the fuzzer after each round, as the
+    gate does after each run (the tests above)."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    done = subprocess.run(
+        [RMQSIM, *command, "--impl", IN_A_FINALIZER, "--out", str(tmp_path / "out")],
+        cwd=tmp_path, env=_env(workdir, **{SIGNAL_AT_ENV: "SIGINT@3"}),
+        capture_output=True, text=True, timeout=300, check=False, preexec_fn=ctrl_c_default,
+    )  # fmt: skip
+    assert "Exception ignored" in done.stderr  # the finalizer swallowed it
+    assert done.returncode == 130, done.stderr[-2000:]
+    assert done.stderr.splitlines()[-1] == "rmqsim: error: interrupted by SIGINT"
+    assert list(workdir.iterdir()) == []

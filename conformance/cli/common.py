@@ -48,6 +48,7 @@ __all__ = [
     "CommandFailed",
     "F",
     "FiniteFloatRange",
+    "InterruptibleProgress",
     "SeedRange",
     "ShrinkBar",
     "Terminated",
@@ -336,7 +337,7 @@ def progress(total: int, description: str) -> Any:
     if not console.is_terminal:
         plain = PlainProgress(current_board())
         plain.add_task(description, total=total)
-        return plain
+        return InterruptibleProgress(plain)
     bar = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -346,7 +347,41 @@ def progress(total: int, description: str) -> Any:
         transient=True,
     )
     bar.add_task(description, total=total)
-    return bar
+    return InterruptibleProgress(bar)
+
+
+class InterruptibleProgress:
+    """A progress display (rich's, or ``clock.PlainProgress``) whose every ``update`` and
+    ``advance`` in the main thread first raises an interruption that a finalizer
+    swallowed (``conformance.running.interrupts``): a long command reports progress after
+    each piece of work, so each of them (a crash sweep's cases, a shrink's runs, a
+    mutant's kill, a sweep's tasks) stops there as the gate's loops do."""
+
+    def __init__(self, display: Any) -> None:
+        self.display = display
+
+    def __enter__(self) -> InterruptibleProgress:
+        self.display.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> Any:
+        return self.display.__exit__(*exc)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        _raise_if_interrupted_here()
+        self.display.update(*args, **kwargs)
+
+    def advance(self, *args: Any, **kwargs: Any) -> None:
+        _raise_if_interrupted_here()
+        self.display.advance(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.display, name)
+
+
+def _raise_if_interrupted_here() -> None:
+    if threading.current_thread() is threading.main_thread():
+        interrupts.raise_if_interrupted()
 
 
 class ShrinkBar:

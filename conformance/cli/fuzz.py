@@ -249,7 +249,11 @@ def _report_failure(result: FuzzResult, out: Path) -> None:
 
 
 def _progress(campaign: FuzzResult, done: RoundResult) -> None:
-    """One line per round, on stderr: what the campaign has done so far."""
+    """One line per round, on stderr: what the campaign has done so far; then an
+    interruption a finalizer swallowed (``conformance.running.interrupts``) stops it."""
+    from rmqsim.conformance.running import interrupts
+
+    interrupts.raise_if_interrupted()
     click.echo(
         f"rmqsim fuzz: round {done.index}: {campaign.examples} examples, {campaign.steps} "
         f"operations, {campaign.crashes_injected} crashes injected, coverage "

@@ -8,10 +8,13 @@ it as "Exception ignored in ..." and the command goes on as if the signal had ne
 ignored for the clean-up's sake, a second one would not have stopped it either).
 
 So the handlers that ``conformance.cli.common.signals_raise`` installs ``record`` the
-exception they raise, and the loops that take the longest (the gate's runs and sweeps)
-call ``raise_if_interrupted`` before each next piece of work: an interruption that was
-swallowed is raised there, once the finalizer has returned; one that propagated has ended
-the loop already. ``clear`` forgets it (a command's start and end).
+exception they raise, and the loops that take the longest call ``raise_if_interrupted``
+before each next piece of work: the gate's runs and sweeps, ``rmqsim run``'s seeds, the
+fuzzer's rounds, and every command that draws progress, at each update
+(``conformance.cli.common.InterruptibleProgress``: a crash sweep's cases, a shrink's runs,
+the mutants' kills, a Spark sweep's tasks). An interruption that was swallowed is raised
+there, once the finalizer has returned; one that propagated has ended the loop already.
+``clear`` forgets it (a command's start and end).
 """
 
 from __future__ import annotations
