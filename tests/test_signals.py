@@ -245,7 +245,7 @@ def test_an_interruption_is_recorded_until_the_outermost_block_ends() -> None:
 
 @pytest.mark.parametrize("command", [
     ["crash-sweep", "--profile", "smoke", "--seed", "0", "--steps", "40"],
-    ["fuzz", "--layer", "queue", "--budget", "120s", "--steps", "20"],
+    ["fuzz", "--layer", "queue", "--profile", "dev", "--budget", "120s", "--steps", "10"],
 ], ids=lambda c: c[0])
 def test_a_signal_whose_exception_a_finalizer_swallowed_stops_the_sweeps_too(
     command: list[str], tmp_path: Path
