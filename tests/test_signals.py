@@ -112,19 +112,128 @@ def test_a_signal_whose_exception_a_finalizer_swallowed_still_stops_the_gate(
     assert list(workdir.iterdir()) == []
 
 
-@pytest.mark.parametrize(
-    "command",
-    [
-        ["run", "--profile", "smoke", "--seeds", f"0:{FINALIZER_SEEDS}"],
-        ["crash-sweep", "--profile", "smoke", "--seed", "0", "--steps", "40"],
-        ["fuzz", "--layer", "queue", "--profile", "dev", "--budget", "120s", "--steps", "10"],
-    ],
-    ids=lambda c: c[0],
-)
+def test_a_gate_interrupted_while_shrinking_keeps_the_failure_and_its_trace(
+    tmp_path: Path,
+) -> None:
+    """SIGTERM arrives inside the shrink of the first failing run: the failure is in the
+    summary and the JUnit XML, unshrunk, and its trace is on disk."""
+    workdir, out = tmp_path / "work", tmp_path / "out"
+    workdir.mkdir()
+    done = subprocess.run(
+        [RMQSIM, "gate", "--profiles", "smoke", "--seeds", "0:10", "--no-crash-sweep",
+         "--impl", SELF_SIGNALLING, "--out", str(out), "--jobs", "1"],
+        cwd=tmp_path, env=_env(workdir, **{SIGNAL_AT_ENV: f"SIGTERM@{OPEN_IN_FIRST_SHRINK}"}),
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 143, done.stderr
+    assert list(workdir.iterdir()) == []
+    summary = _summary(out)
+    assert summary["status"] == "interrupted"
+    [failure] = summary["failures"]
+    assert (failure["seed"], failure["anomaly"], failure["shrunk_trace"]) == (
+        0,
+        "lost-write",
+        None,
+    )
+    trace = Path(failure["trace"])
+    trace = trace if trace.is_absolute() else tmp_path / trace
+    header = json.loads(trace.read_text().splitlines()[0])
+    assert header["type"] == "header" and header["seed"] == 0
+    assert sorted(p.name for p in out.iterdir()) == [
+        "junit.xml",
+        "smoke-seed0-lost-write.jsonl",
+        "summary.json",
+    ]
+    root = ET.parse(out / "junit.xml").getroot()
+    assert [f.get("message") for f in root.iter("failure")] == ["lost-write"]
+
+
+def test_a_run_interrupted_while_shrinking_leaves_its_trace_and_no_scratch(
+    tmp_path: Path,
+) -> None:
+    workdir, out = tmp_path / "work", tmp_path / "out"
+    workdir.mkdir()
+    done = subprocess.run(
+        [RMQSIM, "run", "--profile", "smoke", "--seeds", "0:10", "--impl", SELF_SIGNALLING,
+         "--out", str(out)],
+        cwd=tmp_path, env=_env(workdir, **{SIGNAL_AT_ENV: f"SIGTERM@{OPEN_IN_FIRST_SHRINK}"}),
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 143, done.stderr
+    assert done.stderr.splitlines()[-1] == "rmqsim: error: interrupted by SIGTERM"
+    assert list(workdir.iterdir()) == []
+    assert sorted(p.name for p in out.iterdir()) == ["smoke-seed0-lost-write.jsonl"]
+
+
+def test_a_spark_task_stopped_by_sighup_removes_its_temporary_directory(tmp_path: Path) -> None:
+    """When Spark stops (its driver interrupted, say), PySpark's daemon sends its workers
+    SIGHUP, which killed a task at once and left its directory behind. The task's code,
+    run here in a plain process, as in a worker."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    script = (
+        "from rmqsim.reports.tasks import TaskSpec, WorkItem, run_chunk\n"
+        f"spec = TaskSpec(impl={SELF_SIGNALLING!r}, out_dir={str(tmp_path / 'out')!r}, "
+        "sweep_id='s', shrink=None)\n"
+        "list(run_chunk([WorkItem('smoke', seed) for seed in range(5)], spec))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
+        env=_env(workdir, **{SIGNAL_AT_ENV: "SIGHUP@3"}), timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode != 0 and "Terminated: SIGHUP" in done.stderr, done.stderr
+    assert list(workdir.iterdir()) == []
+
+
+def test_local_spark_workers_make_their_directories_in_one_the_session_removes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker killed as Spark stops cannot leave a directory behind: local workers
+    inherit an RMQSIM_WORKDIR of the session's own, removed when it ends."""
+    from rmqsim.reports.spark import workers_scratch
+
+    monkeypatch.setenv(WORKDIR_ENV, str(tmp_path))
+    with workers_scratch("local[2]"):
+        scratch = Path(os.environ[WORKDIR_ENV])
+        assert scratch.parent == tmp_path and scratch.is_dir()
+        (scratch / "rmqsim-task-left-by-a-killed-worker").mkdir()
+    assert os.environ[WORKDIR_ENV] == str(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+    with workers_scratch("spark://elsewhere:7077"):  # remote workers: their own place
+        assert os.environ[WORKDIR_ENV] == str(tmp_path)
+
+
+def test_an_interruption_is_recorded_until_the_outermost_block_ends() -> None:
+    """What the gate's loops ask (``interrupts.pending``) after a handler raised: kept
+    through an inner block (a Spark task's inside a command's), forgotten at the end of the
+    outermost, where Python's own Ctrl-C handler is back."""
+    from rmqsim.conformance.cli.common import signals_raise
+    from rmqsim.conformance.running import interrupts
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with signals_raise():
+            with signals_raise(signal.SIGHUP, signal.SIGTERM), pytest.raises(KeyboardInterrupt):
+                os.kill(os.getpid(), signal.SIGINT)
+            assert type(interrupts.pending()) is KeyboardInterrupt
+            with pytest.raises(KeyboardInterrupt):
+                interrupts.raise_if_interrupted()
+        assert interrupts.pending() is None
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        interrupts.raise_if_interrupted()  # nothing recorded: nothing raised
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.parametrize("command", [
+    ["run", "--profile", "smoke", "--seeds", f"0:{FINALIZER_SEEDS}"],
+    ["crash-sweep", "--profile", "smoke", "--seed", "0", "--steps", "40"],
+    ["fuzz", "--layer", "queue", "--profile", "dev", "--budget", "120s", "--steps", "10"],
+], ids=lambda c: c[0])  # fmt: skip
 def test_a_signal_whose_exception_a_finalizer_swallowed_stops_the_other_commands_too(
     command: list[str], tmp_path: Path
 ) -> None:
-    """As the gate after each run (the test above): ``rmqsim run --seeds`` asks after each
+    """As the gate after each run (its test above): ``rmqsim run --seeds`` asks after each
     seed, every command that draws progress after each piece of work (a crash sweep's
     case: ``cli.common.InterruptibleProgress``), the fuzzer after each round."""
     workdir = tmp_path / "work"
