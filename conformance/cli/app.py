@@ -229,7 +229,6 @@ def run_command(
 
     A failing run is shrunk (within --shrink-ops-budget) to ``<trace>.shrunk.jsonl``."""
     from rmqsim.conformance.reporting.report import render_failure
-    from rmqsim.conformance.running import interrupts
     from rmqsim.conformance.running.gate import save_failure_or_note
     from rmqsim.conformance.running.run import run_seed
     from rmqsim.conformance.searching.shrink import shrink_and_save
@@ -270,8 +269,7 @@ def run_command(
                               if note.startswith("could not write")]
                 click.echo(render_failure(result), err=True)
                 save_regressions([result], save_regression)
-            bar.advance(bar.task_ids[0])
-            interrupts.raise_if_interrupted()  # one a finalizer swallowed (its module)
+            bar.advance(bar.task_ids[0])  # raises one a finalizer swallowed (InterruptibleProgress)
     click.echo(
         f"rmqsim run: profile {profile_name}, {len(seed_range)} seed(s), "
         f"{total_steps} operations, {failures} divergence(s)" + _seen_note(seen, expected)

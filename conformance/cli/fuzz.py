@@ -30,6 +30,7 @@ from rmqsim.conformance.cli.common import (
     save_regressions,
     writable_dir,
 )
+from rmqsim.conformance.running import interrupts
 
 __all__ = ["LAYER_NAMES", "PROFILE_NAMES", "Duration", "fuzz_command"]
 
@@ -251,8 +252,6 @@ def _report_failure(result: FuzzResult, out: Path) -> None:
 def _progress(campaign: FuzzResult, done: RoundResult) -> None:
     """One line per round, on stderr: what the campaign has done so far; then an
     interruption a finalizer swallowed (``conformance.running.interrupts``) stops it."""
-    from rmqsim.conformance.running import interrupts
-
     interrupts.raise_if_interrupted()
     click.echo(
         f"rmqsim fuzz: round {done.index}: {campaign.examples} examples, {campaign.steps} "
