@@ -111,14 +111,17 @@ def test_no_module_uses_another_modules_private_names() -> None:
     assert not found, "private names of other modules:\n" + "\n".join(found)
 
 
+def _dotted(path: Path) -> str:
+    """The module's import name (``rmqsim.impl.storage`` for impl/storage.py)."""
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(("rmqsim", *(parts[:-1] if parts[-1] == "__init__" else parts)))
+
+
 def _module_names() -> Iterator[str]:
     for path in _modules():
         if path.parts[len(ROOT.parts)] == "reports":
             continue  # reports/ subclasses nothing of rmqsim's (and imports Spark)
-        parts = path.relative_to(ROOT).with_suffix("").parts
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        yield ".".join(("rmqsim", *parts))
+        yield _dotted(path)
 
 
 def _foreign_overrides(module_name: str) -> Iterator[str]:
@@ -142,16 +145,11 @@ def test_no_class_overrides_another_modules_private_members(module_name: str) ->
     assert not found, "\n".join(found)
 
 
-def _dotted(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
-    return ".".join(("rmqsim", *(parts[:-1] if parts[-1] == "__init__" else parts)))
-
-
-def _declared_all(path: Path) -> set[str] | None:
-    """The names of the module's ``__all__`` (None when it has none): read from the source
-    when it is a list or tuple of literals, else from the imported module (a package that
-    computes it from the names it loads lazily, as ``rmqsim.scenarios``)."""
-    for node in ast.parse(path.read_text()).body:
+def _declared_all(path: Path, tree: ast.Module) -> set[str] | None:
+    """The names of the module's ``__all__`` (None when it has none): read from its source
+    ``tree`` when it is a list or tuple of literals, else from the imported module (a
+    package that computes it from the names it loads lazily, as ``rmqsim.scenarios``)."""
+    for node in tree.body:
         targets = (node.targets if isinstance(node, ast.Assign)
                    else [node.target] if isinstance(node, ast.AnnAssign) else [])  # fmt: skip
         if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
@@ -163,16 +161,17 @@ def _declared_all(path: Path) -> set[str] | None:
 
 
 def test_every_module_declares_what_others_may_import() -> None:
-    """Each module states its public names in a literal ``__all__`` (the house rules), and
+    """Each module states its public names in ``__all__`` (the house rules), and
     a name one module imports from another (``from rmqsim.m import name``) is in ``m``'s
     ``__all__``: what is public is written down where it is defined."""
-    declared = {_dotted(path): _declared_all(path) for path in _modules()}
+    trees = {path: ast.parse(path.read_text()) for path in _modules()}
+    declared = {_dotted(path): _declared_all(path, tree) for path, tree in trees.items()}
     missing = sorted(name for name, names in declared.items() if names is None)
-    assert not missing, "modules without a literal __all__:\n" + "\n".join(missing)
+    assert not missing, "modules without an __all__:\n" + "\n".join(missing)
     undeclared = sorted(
         f"{path.relative_to(ROOT)}: {node.module}.{alias.name}"
-        for path in _modules()
-        for node in ast.walk(ast.parse(path.read_text()))
+        for path, tree in trees.items()
+        for node in ast.walk(tree)
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in declared
         for alias in node.names
         if not _private(alias.name) and f"{node.module}.{alias.name}" not in declared
