@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from rmqsim.conformance.adapter import Factory
-from rmqsim.conformance.cli.common import signals_raise
 from rmqsim.conformance.layer import RunSpec, layer_for_profile, layer_named
 from rmqsim.conformance.queue.coverage import CoverageMap, MappedRun, with_coverage
 from rmqsim.conformance.running.gate import save_failure
+from rmqsim.conformance.running.interrupts import signals_raise
 from rmqsim.conformance.running.run import RunResult, git_commit, run, spec_for_seed
 from rmqsim.conformance.running.scratch import scratch_root
 from rmqsim.conformance.running.statediff import clip

@@ -207,8 +207,8 @@ def test_an_interruption_is_recorded_until_the_outermost_block_ends() -> None:
     """What the gate's loops ask (``interrupts.pending``) after a handler raised: kept
     through an inner block (a Spark task's inside a command's), forgotten at the end of the
     outermost, where Python's own Ctrl-C handler is back."""
-    from rmqsim.conformance.cli.common import signals_raise
     from rmqsim.conformance.running import interrupts
+    from rmqsim.conformance.running.interrupts import signals_raise
 
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import math
-import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -28,6 +27,12 @@ from rmqsim.conformance.errors import (  # the command line's exit codes and usa
     UsageError,
 )
 from rmqsim.conformance.running import interrupts
+from rmqsim.conformance.running.interrupts import (  # re-exported for commands and plug-ins
+    Terminated,
+    interrupt_exit_code,
+    interrupt_signal,
+    signals_raise,
+)
 from rmqsim.conformance.searching.shrink_budget import (
     DEFAULT_SHRINK_OPERATIONS,
     ShrinkBudget,
@@ -141,66 +146,6 @@ def _timed() -> Iterator[None]:
 def _print_timing(clock: Any) -> None:
     sys.stdout.flush()
     click.echo(clock.summary(), err=True)
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised in the main thread as Ctrl-C raises ``KeyboardInterrupt`` (of which
-    it is a kind, so that code which stops on Ctrl-C stops on it too): every ``with`` and
-    ``finally`` on the way out runs, so temporary directories are removed, child processes
-    killed, and a command can write what it has finished."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-def interrupt_signal(exc: KeyboardInterrupt) -> signal.Signals:
-    """The signal behind ``exc``: SIGTERM for ``Terminated``, else SIGINT (Ctrl-C)."""
-    return signal.Signals(exc.signum) if isinstance(exc, Terminated) else signal.SIGINT
-
-
-def interrupt_exit_code(exc: KeyboardInterrupt) -> int:
-    """The shell's convention, 128 + the signal: 130 for SIGINT, 143 for SIGTERM."""
-    return 128 + interrupt_signal(exc)
-
-
-def _raise_terminated(signum: int, _frame: Any) -> None:
-    # One clean-up per process: a second SIGTERM must not cut the first one's short.
-    signal.signal(signum, signal.SIG_IGN)
-    raise interrupts.record(Terminated(signum))
-
-
-def _raise_interrupted(_signum: int, _frame: Any) -> None:
-    """Ctrl-C: ``KeyboardInterrupt``, as Python's own handler raises it, recorded."""
-    raise interrupts.record(KeyboardInterrupt())
-
-
-@contextmanager
-def signals_raise(*signums: int) -> Iterator[None]:
-    """Within the block, each of ``signums`` (default: SIGTERM) raises ``Terminated`` in
-    the main thread, where by default it kills the process at once and leaves its
-    temporary directories behind; and Ctrl-C, where Python's own handler has it, raises
-    ``KeyboardInterrupt`` as that handler does. Both are recorded
-    (``conformance.running.interrupts``): one that a finalizer swallowed is raised again by
-    the longest loops. The block that installs the Ctrl-C recorder (the outermost) forgets
-    the record at its start and end."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # only the main thread may set signal handlers (and receives signals)
-        return
-    chosen = signums or (signal.SIGTERM,)
-    records_ctrl_c = (signal.SIGINT not in chosen
-                      and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
-    previous = {signum: signal.signal(signum, _raise_terminated) for signum in chosen}
-    if records_ctrl_c:
-        previous[signal.SIGINT] = signal.signal(signal.SIGINT, _raise_interrupted)
-        interrupts.clear()
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-        if records_ctrl_c:
-            interrupts.clear()
 
 
 def friendly_errors(func: F) -> F:

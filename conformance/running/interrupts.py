@@ -1,4 +1,5 @@
-"""An interruption (Ctrl-C, SIGTERM) that a finalizer swallowed is raised again.
+"""Ctrl-C and SIGTERM as exceptions (``signals_raise``), and one that a finalizer swallowed
+raised again.
 
 CPython runs a Python signal handler in the main thread between two bytecodes, whatever
 runs there: a finalizer too (an object's ``__del__``, a weakref callback run by the
@@ -7,7 +8,7 @@ it as "Exception ignored in ..." and the command goes on as if the signal had ne
 (a gate ran every seed to exit 0; after SIGTERM, whose handler sets the signal to be
 ignored for the clean-up's sake, a second one would not have stopped it either).
 
-So the handlers that ``conformance.cli.common.signals_raise`` installs ``record`` the
+So the handlers that ``signals_raise`` (below) installs ``record`` the
 exception they raise, and the loops that take the longest call ``raise_if_interrupted``
 before each next piece of work: the gate's runs and sweeps, ``rmqsim run``'s seeds, the
 fuzzer's rounds, and every command that draws progress, at each update
@@ -19,7 +20,22 @@ there, once the finalizer has returned; one that propagated has ended the loop a
 
 from __future__ import annotations
 
-__all__ = ["clear", "pending", "raise_if_interrupted", "record"]
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = [
+    "Terminated",
+    "clear",
+    "interrupt_exit_code",
+    "interrupt_signal",
+    "pending",
+    "raise_if_interrupted",
+    "record",
+    "signals_raise",
+]
 
 #: The interruption a signal handler raised last, until ``clear``.
 _raised: list[KeyboardInterrupt] = []
@@ -45,3 +61,62 @@ def raise_if_interrupted() -> None:
 def clear() -> None:
     """Forget the recorded interruption."""
     _raised.clear()
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread as Ctrl-C raises ``KeyboardInterrupt`` (of which
+    it is a kind, so that code which stops on Ctrl-C stops on it too): every ``with`` and
+    ``finally`` on the way out runs, so temporary directories are removed, child processes
+    killed, and a command can write what it has finished."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def interrupt_signal(exc: KeyboardInterrupt) -> signal.Signals:
+    """The signal behind ``exc``: SIGTERM for ``Terminated``, else SIGINT (Ctrl-C)."""
+    return signal.Signals(exc.signum) if isinstance(exc, Terminated) else signal.SIGINT
+
+
+def interrupt_exit_code(exc: KeyboardInterrupt) -> int:
+    """The shell's convention, 128 + the signal: 130 for SIGINT, 143 for SIGTERM."""
+    return 128 + interrupt_signal(exc)
+
+
+def _raise_terminated(signum: int, _frame: Any) -> None:
+    # One clean-up per process: a second SIGTERM must not cut the first one's short.
+    signal.signal(signum, signal.SIG_IGN)
+    raise record(Terminated(signum))
+
+
+def _raise_interrupted(_signum: int, _frame: Any) -> None:
+    """Ctrl-C: ``KeyboardInterrupt``, as Python's own handler raises it, recorded."""
+    raise record(KeyboardInterrupt())
+
+
+@contextmanager
+def signals_raise(*signums: int) -> Iterator[None]:
+    """Within the block, each of ``signums`` (default: SIGTERM) raises ``Terminated`` in
+    the main thread, where by default it kills the process at once and leaves its
+    temporary directories behind; and Ctrl-C, where Python's own handler has it, raises
+    ``KeyboardInterrupt`` as that handler does. Both are ``record``ed: one that a finalizer
+    swallowed is raised again by the longest loops. The block that installs the Ctrl-C
+    recorder (the outermost) forgets the record at its start and end."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set signal handlers (and receives signals)
+        return
+    chosen = signums or (signal.SIGTERM,)
+    records_ctrl_c = (signal.SIGINT not in chosen
+                      and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+    previous = {signum: signal.signal(signum, _raise_terminated) for signum in chosen}
+    if records_ctrl_c:
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, _raise_interrupted)
+        clear()
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if records_ctrl_c:
+            clear()
