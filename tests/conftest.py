@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -275,9 +276,22 @@ def pytest_configure_node(node: Any) -> None:
         node.workerinput[_LANE_KEY] = lane_id(workers)
 
 
+#: What ``scripts/test.sh`` said of the run (tests/run_time.py), taken out of the
+#: environment so that neither the workers nor a pytest a test starts print its lines.
+_TEST_COMMAND = pytest.StashKey[dict[str, str]]()
+_PYTEST_STARTED_S = pytest.StashKey[float]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """A computing worker beside the waiting lane runs at a lower priority."""
+    """The test command's start, for its closing lines (the controller); a computing
+    worker beside the waiting lane runs at a lower priority."""
     workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
+        from tests.run_time import CPU_ENV, STARTED_ENV, TARGET_ENV
+
+        config.stash[_PYTEST_STARTED_S] = time.monotonic()
+        names = (STARTED_ENV, CPU_ENV, TARGET_ENV)
+        config.stash[_TEST_COMMAND] = {n: os.environ.pop(n) for n in names if n in os.environ}
     if workerinput is None or _LANE_KEY not in workerinput:
         return
     if workerinput["workerid"] != workerinput[_LANE_KEY]:
@@ -323,6 +337,22 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     for name, value in report.user_properties:
         if name == "cpu_s" and isinstance(value, float):
             _measured_cpu_s[report.nodeid] = value
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The test command's closing lines (tests/run_time.py), after pytest's last line: its
+    wall time, the machine's CPU and speed, the target's verdict."""
+    command = config.stash.get(_TEST_COMMAND, {})
+    if not command:  # not started by scripts/test.sh: pytest's own summary says enough
+        return
+    from rmqsim.conformance.bench.speed import measure_machine_speed
+    from tests.run_time import closing_lines, machine_cpu_s
+
+    pytest_wall_s = time.monotonic() - config.stash[_PYTEST_STARTED_S]
+    now_cpu = machine_cpu_s()  # before the probe's own CPU second
+    writer = config.get_terminal_writer()
+    for line in closing_lines(command, pytest_wall_s, measure_machine_speed, now_cpu=now_cpu):
+        writer.line(line)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

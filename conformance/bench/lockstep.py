@@ -33,6 +33,8 @@ __all__ = [
     "TARGET_SLOWDOWN_VS_SUT_40",
     "LockstepMeasurement",
     "measure_lockstep",
+    "model_alone",
+    "steps_of",
 ]
 
 #: Issue 4's targets: lockstep ops/s on smoke, and lockstep / SUT-alone time; issue 40
@@ -94,7 +96,8 @@ def _sut_alone(impl: str, config: MQConfig, steps: list[Step]) -> Timing:
     return timing
 
 
-def _model_alone(config: MQConfig, steps: list[Step]) -> Timing:
+def model_alone(config: MQConfig, steps: list[Step]) -> Timing:
+    """The reference model alone over ``steps`` (a run's operations), timed."""
     clock = SimClock()
     with stopwatch() as timing:
         model = ReferenceMQ(config, clock=clock)
@@ -112,12 +115,12 @@ def _warm_up(profile: str, seeds: range, impl: str, check_every: int) -> None:
     if not seeds:
         return
     result = run_seed(profile, seeds[0], impl=impl, check_every=check_every)
-    config, steps = _steps_of(result.trace_lines)
+    config, steps = steps_of(result.trace_lines)
     _sut_alone(impl, config, steps)
-    _model_alone(config, steps)
+    model_alone(config, steps)
 
 
-def _steps_of(trace_lines: list[str]) -> tuple[MQConfig, list[Step]]:
+def steps_of(trace_lines: list[str]) -> tuple[MQConfig, list[Step]]:
     """The configuration and the operations a run's trace recorded."""
     trace = parse_lines(trace_lines)
     config = MQConfig(**trace.header["config"])
@@ -140,10 +143,10 @@ def measure_lockstep(
         lockstep.cpu_s += time.process_time() - cpu_started
         assert result.ok, f"{profile} seed {seed} diverges: measure a conforming SUT"
         lockstep.wall_s += result.wall_s
-        config, steps = _steps_of(result.trace_lines)
+        config, steps = steps_of(result.trace_lines)
         operations += len(steps)
         for total, timing in ((sut, _sut_alone(impl, config, steps)),
-                              (model, _model_alone(config, steps))):
+                              (model, model_alone(config, steps))):
             total.wall_s += timing.wall_s
             total.cpu_s += timing.cpu_s
     return LockstepMeasurement(

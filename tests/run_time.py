@@ -1,0 +1,109 @@
+"""The test command's closing lines: how long it took, what the machine spent, how fast the
+machine was, and the target's verdict (issue 41: ≤ 6 min for the whole test command on a
+quiet 2-core machine, ≤ 2 min for ``--quick``).
+
+``scripts/test.sh`` exports when it started (``RMQSIM_TEST_STARTED_S``, seconds since the
+epoch; the machine's busy and stolen CPU then, ``RMQSIM_TEST_STARTED_CPU``, in
+``/proc/stat``'s ticks of 1/100 s) and, for a run of the whole suite or of ``--quick`` with no other
+arguments, the target (``RMQSIM_TEST_TARGET_S``). The controller of the pytest run prints
+the lines at its end: the command's wall time (set-up included), the machine's busy and
+stolen CPU seconds over it (every process: the JVMs and fork servers that no
+``time`` counts, and anything else the machine ran), this machine's speed
+(``conformance.bench.speed``), the verdict on the wall time measured here, and the same
+time scaled to the speed of the machine the target was set on, so that runs on two
+machines, or two nights, can be compared.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from rmqsim.conformance.bench.speed import REFERENCE_MODEL_OPS_PER_CPU_S, MachineSpeed
+
+__all__ = [
+    "CPU_ENV",
+    "STARTED_ENV",
+    "TARGET_ENV",
+    "closing_lines",
+    "machine_cpu_s",
+    "minutes",
+]
+
+STARTED_ENV = "RMQSIM_TEST_STARTED_S"
+CPU_ENV = "RMQSIM_TEST_STARTED_CPU"
+TARGET_ENV = "RMQSIM_TEST_TARGET_S"
+PROC_STAT = Path("/proc/stat")
+#: ``/proc/stat`` counts CPU time in ticks of 1/100 s (Linux's ``USER_HZ``).
+TICKS_PER_S = 100
+
+
+def machine_cpu_s(stat: Path = PROC_STAT) -> tuple[float, float] | None:
+    """The machine's busy and stolen CPU seconds since boot (``/proc/stat``'s first line),
+    or None where there is no such file."""
+    try:
+        fields = stat.read_text().split("\n", 1)[0].split()
+    except OSError:
+        return None
+    if len(fields) < 9 or fields[0] != "cpu":
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, fields[1:9])
+    return (user + nice + system + irq + softirq) / TICKS_PER_S, steal / TICKS_PER_S
+
+
+def minutes(seconds: float) -> str:
+    """``14 min 21 s``; ``45 s`` under a minute."""
+    whole = round(seconds)
+    return f"{whole // 60} min {whole % 60} s" if whole >= 60 else f"{whole} s"
+
+
+def _float(environ: Mapping[str, str], name: str) -> float | None:
+    try:
+        return float(environ[name])
+    except (KeyError, ValueError):
+        return None
+
+
+def _cpu_line(environ: Mapping[str, str], now_cpu: tuple[float, float] | None) -> str | None:
+    started = environ.get(CPU_ENV, "").split()
+    if now_cpu is None or len(started) != 2:
+        return None
+    try:
+        busy_s, stolen_s = (now - int(then) / TICKS_PER_S
+                            for now, then in zip(now_cpu, started, strict=True))
+    except ValueError:
+        return None
+    return (f"the machine over it: {busy_s:,.0f} CPU s busy (every process), "
+            f"{stolen_s:,.0f} CPU s stolen by its host")
+
+
+def closing_lines(environ: Mapping[str, str], pytest_wall_s: float,
+                  speed: Callable[[], MachineSpeed], now_s: float | None = None,
+                  now_cpu: tuple[float, float] | None = None) -> list[str]:
+    """The closing lines of a pytest run that took ``pytest_wall_s``, from what
+    ``environ`` holds of the test command (above), the machine's busy and stolen CPU
+    seconds now (``machine_cpu_s``) and ``speed``, the machine's speed probe."""
+    started_s = _float(environ, STARTED_ENV)
+    now_s = time.time() if now_s is None else now_s
+    wall_s = now_s - started_s if started_s is not None else pytest_wall_s
+    what = "the test command" if started_s is not None else "pytest"
+    lines = [f"{what}: {minutes(wall_s)} wall (pytest {minutes(pytest_wall_s)}), "
+             f"{os.cpu_count()} CPUs, load average at the end "
+             + " ".join(f"{load:.2f}" for load in os.getloadavg())]
+    cpu_line = _cpu_line(environ, now_cpu)
+    if cpu_line is not None:
+        lines.append(cpu_line)
+    measured = speed()
+    factor = measured.slower_than_reference
+    lines.append(f"this machine's speed: the reference model {measured.model_ops_per_cpu_s:,.0f} "
+                 f"ops per CPU s (its rounds {measured.slowest_ops_per_cpu_s:,.0f} to "
+                 f"{measured.fastest_ops_per_cpu_s:,.0f}), {factor:.2f}x slower than the "
+                 f"machine of the targets ({REFERENCE_MODEL_OPS_PER_CPU_S:,})")
+    target_s = _float(environ, TARGET_ENV)
+    if target_s is not None:
+        verdict = "met" if wall_s <= target_s else "MISSED"
+        lines.append(f"target {what} <= {minutes(target_s)}: {minutes(wall_s)} here, {verdict}; "
+                     f"scaled to the targets' machine's speed: ~{minutes(wall_s / factor)}")
+    return lines
