@@ -32,6 +32,7 @@ from packaging.utils import canonicalize_name
 
 from rmqsim.conformance.adapter import LEGACY_PACKAGES
 from rmqsim.conformance.cli.common import SPARK_EXTRA_INSTALL
+from tests.imports import imported_modules
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = Path(__file__).resolve().parent / "install_project"
@@ -212,16 +213,9 @@ def test_the_user_projects_pytest_runs_with_the_plugin(installed: Installed, pro
 def _bare_imports(path: Path) -> list[str]:
     """``import model`` or ``from conformance.x import y`` in ``path``: rmqsim's folders
     by the names they have only in the source tree."""
-    found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module]
-        else:
-            continue
-        found += [f"{path}:{node.lineno}: {n}" for n in names if n.split(".")[0] in LEGACY_PACKAGES]
-    return found
+    tree = ast.parse(path.read_text(), str(path))
+    return [f"{path}:{line}: {name}" for line, name in imported_modules(tree)
+            if name.split(".")[0] in LEGACY_PACKAGES]
 
 
 def test_no_module_imports_rmqsims_folders_by_their_bare_names() -> None:

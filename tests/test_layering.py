@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.imports import imported_modules
+
 ROOT = Path(__file__).resolve().parent.parent
 PARTS = ("model", "impl", "scenarios", "conformance", "reports")
 
@@ -40,15 +42,8 @@ FRONT_ENDS = {"conformance/pytest_plugin.py"}
 
 def _imported(tree: ast.AST) -> Iterator[str]:
     """Every absolute module name the tree imports, ``rmqsim.`` taken off."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module]
-        else:
-            continue
-        for name in names:
-            yield name.removeprefix("rmqsim.")
+    for _line, name in imported_modules(tree):
+        yield name.removeprefix("rmqsim.")
 
 
 @functools.cache
