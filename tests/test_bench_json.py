@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from rmqsim.conformance.bench.data import RECORD_FIELDS, Figure, verdict_lines
+from rmqsim.conformance.bench.speed import REFERENCE_MODEL_OPS_PER_CPU_S
 from rmqsim.conformance.cli import cli
 from rmqsim.conformance.crashing.power_loss import SweepShape
 from tests.fuse_programs import fuse_or_skip
@@ -116,6 +117,12 @@ def test_bench_json_writes_a_record_per_figure_agreeing_with_what_it_prints(
     assert by_name["lockstep.smoke.cpu_slowdown_vs_sut"]["target"] == 1.5
     assert by_name["lockstep.swarm.ops_per_s"]["target"] is None
     assert by_name["power.in-process.cases_per_s"]["target"] is None
+    # This machine's speed against the targets' machine's: the model alone on smoke.
+    slower = by_name["machine.slower_than_reference"]
+    assert slower["target"] is None and slower["unit"] == "x"
+    assert slower["value"] == pytest.approx(REFERENCE_MODEL_OPS_PER_CPU_S / by_name[
+        "lockstep.smoke.model_ops_per_cpu_s"]["value"], rel=1e-3)
+    assert f"is {slower['value']:.2f}x slower per CPU second" in small_bench.stderr
     assert rows[0]["params"]["messages"] == 100 and rows[0]["cpus"] >= 1
     assert rows[0]["params"]["power_steps"] == 1
     # What is printed: one verdict line per targeted record, with the record's verdict.
@@ -209,10 +216,12 @@ def test_bench_command_prints_ratios(small_bench: Result) -> None:
     # Per backend (rocksmq, commitlog, commitlog-async) and operation (produce, consume) a
     # wall and a CPU ratio to its raw baseline; commitlog-async over rocksmq, per wall and
     # per CPU second; then three (vs SUT, per CPU, vs model) for each of smoke, swarm and
-    # the stream layer's profile.
+    # the stream layer's profile; and how much slower this machine is than the targets'.
     lines = result.stderr.splitlines()
     tables = "\n".join(line for line in lines if not line.startswith("target "))
-    assert len(re.findall(r"\d+\.\d\dx", tables)) == 12 + 2 + 9, result.stderr
+    assert len(re.findall(r"\d+\.\d\dx", tables)) == 12 + 2 + 9 + 1, result.stderr
+    assert re.search(r"this machine: the model alone on smoke is \d+\.\d\dx slower per CPU "
+                     r"second than on the machine the targets were set on", result.stderr)
     # Below the tables, a verdict per target: the three produce rows' and (issue 40) the
     # three consume rows' wall and CPU ratios, commitlog-async over rocksmq, smoke's
     # lockstep rate per wall and per CPU second and the three slowdowns vs SUT (wall and

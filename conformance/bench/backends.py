@@ -609,13 +609,16 @@ def lockstep_figures(measured: Sequence[Any], check_every: int) -> list[Figure]:
     ``--check-every 1``; the stream lockstep checks every step whatever it says): lockstep
     >= ``TARGET_LOCKSTEP_OPS_PER_S`` per wall second on smoke, and at most
     ``TARGET_SLOWDOWN_VS_SUT`` times the SUT alone's time (smoke and the stream layer:
-    ``TARGET_SLOWDOWN_VS_SUT_40``), per wall and per CPU second."""
+    ``TARGET_SLOWDOWN_VS_SUT_40``), per wall and per CPU second. And, from smoke's model
+    alone, how many times slower this machine is than the one the targets were set on
+    (``machine.slower_than_reference``, no target: ``conformance.bench.speed``)."""
     from rmqsim.conformance.bench.data import Figure
     from rmqsim.conformance.bench.lockstep import (
         TARGET_LOCKSTEP_OPS_PER_S,
         TARGET_SLOWDOWN_VS_SUT,
         TARGET_SLOWDOWN_VS_SUT_40,
     )
+    from rmqsim.conformance.bench.speed import PROBE_PROFILE, REFERENCE_MODEL_OPS_PER_CPU_S
     from rmqsim.conformance.bench.stream import STREAM_BENCH_PROFILE
 
     figures = []
@@ -638,6 +641,9 @@ def lockstep_figures(measured: Sequence[Any], check_every: int) -> list[Figure]:
             Figure(f"{key}.cpu_slowdown_vs_sut", m.cpu_slowdown_vs_sut, "x", slowdown, "lower"),
             Figure(f"{key}.slowdown_vs_model", m.slowdown_vs_model, "x"),
         ]
+        if m.profile == PROBE_PROFILE and m.model_ops_per_cpu_s > 0:
+            figures.append(Figure("machine.slower_than_reference",
+                                  REFERENCE_MODEL_OPS_PER_CPU_S / m.model_ops_per_cpu_s, "x"))
     return figures
 
 
@@ -678,6 +684,12 @@ def _print_lockstep(console: Console, seeds: int, check_every: int) -> list[Figu
         console.print("the queue profiles' targets are for the default checks "
                       "(--check-every 1): no verdict at this cadence")
     figures = lockstep_figures(measured, check_every)
+    for figure in figures:
+        if figure.name == "machine.slower_than_reference":
+            console.print(f"this machine: the model alone on smoke is {figure.value:.2f}x slower "
+                          "per CPU second than on the machine the targets were set on (bench."
+                          "speed): the ops/s targets scale with it, the ratios do not",
+                          highlight=False)
     _print_verdicts(console, figures)
     return figures
 
