@@ -42,6 +42,18 @@ def test_without_the_commands_start_or_target_there_is_no_verdict() -> None:
     assert len(closing_lines(damaged, 42.0, lambda: HALF, now_s=0.0, now_cpu=(1.0, 0.0))) == 2
 
 
+def test_a_probe_that_fails_is_a_line_and_the_verdict_stands() -> None:
+    """The run's verdict is pytest's: a speed probe that raises (a store it cannot open)
+    says so in its line, and the target's verdict is given without a scaled time."""
+    def broken() -> MachineSpeed:
+        raise OSError("no space left on device")
+
+    environ = {STARTED_ENV: "0", TARGET_ENV: "360"}
+    lines = closing_lines(environ, 100.0, broken, now_s=120.0, now_cpu=None)
+    assert lines[1] == "this machine's speed: not measured (OSError: no space left on device)"
+    assert lines[2] == "target the test command <= 6 min 0 s: 2 min 0 s here, met"
+
+
 def test_proc_stat_is_read_as_busy_and_stolen_seconds(tmp_path: Path) -> None:
     stat = tmp_path / "stat"
     stat.write_text("cpu  100 50 200 9000 30 10 40 25 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n")

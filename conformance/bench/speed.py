@@ -1,8 +1,9 @@
 """How fast this machine runs rmqsim's own Python, measured in the run that reports a time.
 
 A time measured on one machine says little about another, or about the same machine on
-another night: the 2-core machines rmqsim is measured on have run the same test command
-in 8 min 25 s one evening and 14 min the next night, with the same code (docs/BENCHMARKS.md).
+another night: the 2-core machine rmqsim is measured on ran the test command of the same
+code (b8f9ca0, then e3dfa2b: ten lines apart) in 9 min 32 s one evening and 16 min 6 s
+the next night (docs/BENCHMARKS.md).
 So a figure of time comes with this machine's speed, measured in the same run: the
 reference model (``model.ReferenceMQ``, pure Python, no I/O) running the operations of
 ``smoke`` seed 0 alone, per CPU second, as ``rmqsim bench``'s "model alone" column does.
@@ -70,6 +71,7 @@ def measure_machine_speed(min_cpu_s: float = 1.0) -> MachineSpeed:
     rounds_cpu_s: list[float] = []
     while sum(rounds_cpu_s) < min_cpu_s:
         rounds_cpu_s.append(model_alone(config, steps).cpu_s)
+
     def rate(round_cpu_s: float) -> float:
         return len(steps) / max(round_cpu_s, 1e-6)
 
