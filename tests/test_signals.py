@@ -247,3 +247,30 @@ def test_a_signal_whose_exception_a_finalizer_swallowed_stops_the_other_commands
     assert done.returncode == 130, done.stderr[-2000:]
     assert done.stderr.splitlines()[-1] == "rmqsim: error: interrupted by SIGINT"
     assert list(workdir.iterdir()) == []
+
+
+def test_a_recorded_interruption_is_raised_in_the_main_thread_only() -> None:
+    """Another thread (a progress update from a Spark job's listener) passes; the main
+    thread, whose exception ends the command, raises it."""
+    import threading
+
+    from rmqsim.conformance.running import interrupts
+
+    interrupts.record(KeyboardInterrupt())
+    try:
+        raised: list[BaseException] = []
+
+        def elsewhere() -> None:
+            try:
+                interrupts.raise_if_interrupted()
+            except KeyboardInterrupt as exc:
+                raised.append(exc)
+
+        thread = threading.Thread(target=elsewhere)
+        thread.start()
+        thread.join()
+        assert raised == []
+        with pytest.raises(KeyboardInterrupt):
+            interrupts.raise_if_interrupted()
+    finally:
+        interrupts.clear()

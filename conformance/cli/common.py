@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import math
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -313,20 +312,15 @@ class InterruptibleProgress:
         return self.display.__exit__(*exc)
 
     def update(self, *args: Any, **kwargs: Any) -> None:
-        _raise_if_interrupted_here()
+        interrupts.raise_if_interrupted()
         self.display.update(*args, **kwargs)
 
     def advance(self, *args: Any, **kwargs: Any) -> None:
-        _raise_if_interrupted_here()
+        interrupts.raise_if_interrupted()
         self.display.advance(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.display, name)
-
-
-def _raise_if_interrupted_here() -> None:
-    if threading.current_thread() is threading.main_thread():
-        interrupts.raise_if_interrupted()
 
 
 class ShrinkBar:

@@ -53,8 +53,10 @@ def pending() -> KeyboardInterrupt | None:
 
 
 def raise_if_interrupted() -> None:
-    """Raise the recorded interruption again, if there is one (see the module's doc)."""
-    if _raised:
+    """Raise the recorded interruption again, if there is one (see the module's doc), in
+    the main thread only: the thread signals interrupt, and whose exception ends the
+    command (a progress update from another thread, a Spark job's listener, passes)."""
+    if _raised and threading.current_thread() is threading.main_thread():
         raise _raised[0]
 
 
