@@ -123,6 +123,13 @@ def test_bench_json_writes_a_record_per_figure_agreeing_with_what_it_prints(
     assert slower["value"] == pytest.approx(REFERENCE_MODEL_OPS_PER_CPU_S / by_name[
         "lockstep.smoke.model_ops_per_cpu_s"]["value"], rel=1e-3)
     assert f"is {slower['value']:.2f}x slower per CPU second" in small_bench.stderr
+    # The least slowdown a lockstep running the model too can have: (SUT + model) / SUT.
+    for profile in ("smoke", "swarm", "stream"):
+        floor = by_name[f"lockstep.{profile}.model_floor_vs_sut"]
+        sut, model = (by_name[f"lockstep.{profile}.{side}_ops_per_cpu_s"]["value"]
+                      for side in ("sut", "model"))
+        assert floor["target"] is None
+        assert floor["value"] == pytest.approx(1 + sut / model, rel=1e-3)
     assert rows[0]["params"]["messages"] == 100 and rows[0]["cpus"] >= 1
     assert rows[0]["params"]["power_steps"] == 1
     # What is printed: one verdict line per targeted record, with the record's verdict.
@@ -219,7 +226,9 @@ def test_bench_command_prints_ratios(small_bench: Result) -> None:
     # the stream layer's profile; and how much slower this machine is than the targets'.
     lines = result.stderr.splitlines()
     tables = "\n".join(line for line in lines if not line.startswith("target "))
-    assert len(re.findall(r"\d+\.\d\dx", tables)) == 12 + 2 + 9 + 1, result.stderr
+    assert len(re.findall(r"\d+\.\d\dx", tables)) == 12 + 2 + 9 + 1 + 3, result.stderr
+    assert re.search(r"the model's floor: .* smoke \d+\.\d\dx, swarm \d+\.\d\dx, stream "
+                     r"\d+\.\d\dx$", result.stderr, re.M)
     assert re.search(r"this machine: the model alone on smoke is \d+\.\d\dx slower per CPU "
                      r"second than on the machine the targets were set on", result.stderr)
     # Below the tables, a verdict per target: the three produce rows' and (issue 40) the

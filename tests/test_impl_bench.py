@@ -55,6 +55,47 @@ def test_bench_breakdown_prints_where_a_lockstep_operation_goes(tmp_path: Path) 
     assert "integrity: read-only pre-open" in result.output
     assert 0 < rows["breakdown.reopen.integrity_ms"]["value"] < rows["breakdown.reopen.cpu_ms"][
         "value"]
+    # The harness alone, and the floor it puts under the lockstep / SUT-alone ratio.
+    harness, sut = (rows[f"floor.smoke.{name}_us_per_op"]["value"] for name in ("harness", "sut"))
+    floor = rows["floor.smoke.cpu_slowdown_vs_sut"]
+    assert harness > 0 and sut > 0 and floor["target"] is None
+    assert floor["value"] == pytest.approx((sut + harness) / sut, rel=1e-3)
+    assert f"under {floor['value']:.2f}x its time alone per CPU second" in result.output
+
+
+def test_the_harness_floor_is_the_lockstep_less_its_sut_s_own_operations(monkeypatch) -> None:
+    """The floor's arithmetic on runs of known cost (a fake CPU clock): the harness is the
+    lockstep with the model as the SUT less that model's operations, the SUT's figure is
+    the implementation alone, each per operation; the floor is (SUT + harness) / SUT."""
+    import rmqsim.conformance.bench.floor as floor
+    from rmqsim.conformance.bench.raw import Timing
+
+    cpu_s = [0.0]
+    seen: list[object] = []
+
+    class Run:
+        ok = True
+        trace_lines = ()
+
+    def run_seed(profile: str, seed: int, *, impl: object) -> Run:
+        seen.append(impl)
+        cpu_s[0] += 0.5 if impl is floor.model_factory else 9.0  # a lockstep run's CPU
+        return Run()
+
+    monkeypatch.setattr(floor, "run_seed", run_seed)
+    monkeypatch.setattr(floor.time, "process_time", lambda: cpu_s[0])
+    monkeypatch.setattr(floor, "steps_of", lambda lines: (None, [object()] * 1000))
+    monkeypatch.setattr(floor, "model_alone", lambda config, steps: Timing(cpu_s=0.1))
+    monkeypatch.setattr(floor, "sut_alone", lambda impl, config, steps: Timing(cpu_s=0.2))
+    measured = floor.measure_harness_floor("smoke", range(3))
+    assert measured.operations == 3000
+    assert measured.harness_us_per_op == pytest.approx((0.5 - 0.1) / 1000 * 1e6)
+    assert measured.sut_us_per_op == pytest.approx(0.2 / 1000 * 1e6)
+    assert measured.slowdown_floor == pytest.approx((200 + 400) / 200)
+    # Warm-up, then each seed both ways; the harness's runs have the model as their SUT.
+    assert seen[::2] == [floor.model_factory] * 4 and floor.DEFAULT_IMPL in seen[1::2]
+    with pytest.raises(ValueError, match="at least one seed"):
+        floor.measure_harness_floor("smoke", range(0))
 
 
 def test_breakdown_attributes_time_to_the_group_of_code_that_spent_it() -> None:

@@ -60,6 +60,7 @@ __all__ = [
     "backend_figures",
     "bench",
     "breakdown_figures",
+    "floor_figures",
     "lockstep_figures",
     "measure_consume",
     "measure_produce",
@@ -383,6 +384,7 @@ def bench(messages: int, repeats: int, backends: tuple[str, ...], lockstep_seeds
         figures += _print_lockstep(console, lockstep_seeds, check_every)
     if breakdown:
         figures += _print_breakdown(console, max(lockstep_seeds, 1))
+        figures += _print_floor(console, max(lockstep_seeds, 1))
     if protocol_seeds:
         figures += _print_protocol(console, protocol_seeds)
     if power_steps:
@@ -640,6 +642,7 @@ def lockstep_figures(measured: Sequence[Any], check_every: int) -> list[Figure]:
             Figure(f"{key}.slowdown_vs_sut", m.slowdown_vs_sut, "x", slowdown, "lower"),
             Figure(f"{key}.cpu_slowdown_vs_sut", m.cpu_slowdown_vs_sut, "x", slowdown, "lower"),
             Figure(f"{key}.slowdown_vs_model", m.slowdown_vs_model, "x"),
+            Figure(f"{key}.model_floor_vs_sut", m.model_floor_vs_sut, "x"),
         ]
         if m.profile == PROBE_PROFILE and m.model_ops_per_cpu_s > 0:
             figures.append(Figure("machine.slower_than_reference",
@@ -683,6 +686,10 @@ def _print_lockstep(console: Console, seeds: int, check_every: int) -> list[Figu
     if check_every != 1:
         console.print("the queue profiles' targets are for the default checks "
                       "(--check-every 1): no verdict at this cadence")
+    console.print("the model's floor: running the model too, no lockstep can be under "
+                  "(SUT alone + model alone) / SUT alone per CPU second: " + ", ".join(
+                      f"{m.profile} {m.model_floor_vs_sut:.2f}x" for m in measured),
+                  highlight=False)
     figures = lockstep_figures(measured, check_every)
     for figure in figures:
         if figure.name == "machine.slower_than_reference":
@@ -739,3 +746,33 @@ def _print_breakdown(console: Console, seeds: int) -> list[Figure]:
     integrity = sum(ms for part, ms in parts.items() if part.startswith("integrity"))
     figures.append(Figure("breakdown.reopen.integrity_ms", integrity, "ms"))
     return figures
+
+
+def floor_figures(measured: Any) -> list[Figure]:
+    """A ``bench.floor.HarnessFloor``'s figures (no target: it bounds the lockstep's)."""
+    from rmqsim.conformance.bench.data import Figure
+
+    key = f"floor.{measured.profile}"
+    return [Figure(f"{key}.harness_us_per_op", measured.harness_us_per_op, "µs"),
+            Figure(f"{key}.sut_us_per_op", measured.sut_us_per_op, "µs"),
+            Figure(f"{key}.cpu_slowdown_vs_sut", measured.slowdown_floor, "x")]
+
+
+def _print_floor(console: Console, seeds: int) -> list[Figure]:
+    """The harness's own CPU per smoke operation (the model as the SUT, every check) and
+    the least lockstep / SUT-alone ratio it leaves ``impl.RocksMQ`` (bench.floor)."""
+    from rmqsim.conformance.bench.floor import measure_harness_floor
+    from rmqsim.conformance.bench.lockstep import TARGET_SLOWDOWN_VS_SUT_40
+
+    measured = measure_harness_floor("smoke", range(seeds))
+    console.print(
+        f"the harness alone on smoke (the reference model as the SUT, every check, less "
+        f"that SUT's own operations): {measured.harness_us_per_op:,.1f} µs of CPU per "
+        f"operation; impl.RocksMQ alone: {measured.sut_us_per_op:,.1f} µs; so no lockstep "
+        f"of this harness runs impl.RocksMQ under {measured.slowdown_floor:.2f}x its time "
+        f"alone per CPU second, even with its state read back for free", highlight=False)
+    if measured.slowdown_floor > TARGET_SLOWDOWN_VS_SUT_40:
+        console.print(f"the target lockstep <= {TARGET_SLOWDOWN_VS_SUT_40:g}x the SUT alone "
+                      "is below that floor: only a cheaper harness (model, simulation, "
+                      "comparison) can meet it", highlight=False)
+    return floor_figures(measured)

@@ -35,6 +35,7 @@ __all__ = [
     "measure_lockstep",
     "model_alone",
     "steps_of",
+    "sut_alone",
 ]
 
 #: Issue 4's targets: lockstep ops/s on smoke, and lockstep / SUT-alone time; issue 40
@@ -71,8 +72,17 @@ class LockstepMeasurement:
         """Lockstep CPU time over the SUT alone's, for the same operations."""
         return self.sut_ops_per_cpu_s / self.lockstep_ops_per_cpu_s
 
+    @property
+    def model_floor_vs_sut(self) -> float:
+        """The least ``cpu_slowdown_vs_sut`` a lockstep can have that runs the SUT and the
+        model on every operation: (SUT alone + model alone) / SUT alone, per CPU second,
+        before any simulation, comparison or trace."""
+        return 1.0 + self.sut_ops_per_cpu_s / self.model_ops_per_cpu_s
 
-def _sut_alone(impl: str, config: MQConfig, steps: list[Step]) -> Timing:
+
+def sut_alone(impl: str, config: MQConfig, steps: list[Step]) -> Timing:
+    """The implementation ``impl`` alone over ``steps`` (a run's operations), timed: its
+    crashes and reopens included, no check, no model, no simulation."""
     _, factory = resolve_impl(impl)
     clock = SimClock()
     with (
@@ -116,7 +126,7 @@ def _warm_up(profile: str, seeds: range, impl: str, check_every: int) -> None:
         return
     result = run_seed(profile, seeds[0], impl=impl, check_every=check_every)
     config, steps = steps_of(result.trace_lines)
-    _sut_alone(impl, config, steps)
+    sut_alone(impl, config, steps)
     model_alone(config, steps)
 
 
@@ -145,7 +155,7 @@ def measure_lockstep(
         lockstep.wall_s += result.wall_s
         config, steps = steps_of(result.trace_lines)
         operations += len(steps)
-        for total, timing in ((sut, _sut_alone(impl, config, steps)),
+        for total, timing in ((sut, sut_alone(impl, config, steps)),
                               (model, model_alone(config, steps))):
             total.wall_s += timing.wall_s
             total.cpu_s += timing.cpu_s
