@@ -65,8 +65,9 @@ def test_bench_breakdown_prints_where_a_lockstep_operation_goes(tmp_path: Path) 
 
 def test_the_harness_floor_is_the_lockstep_less_its_sut_s_own_operations(monkeypatch) -> None:
     """The floor's arithmetic on runs of known cost (a fake CPU clock): the harness is the
-    lockstep with the model as the SUT less that model's operations, the SUT's figure is
-    the implementation alone, each per operation; the floor is (SUT + harness) / SUT."""
+    lockstep with the model as the SUT less that model's operations and the reads of its
+    state, the SUT's figure is the implementation alone, each per operation; the floor is
+    (SUT + harness) / SUT."""
     import rmqsim.conformance.bench.floor as floor
     from rmqsim.conformance.bench.raw import Timing
 
@@ -79,7 +80,9 @@ def test_the_harness_floor_is_the_lockstep_less_its_sut_s_own_operations(monkeyp
 
     def run_seed(profile: str, seed: int, *, impl: object) -> Run:
         seen.append(impl)
-        cpu_s[0] += 0.5 if impl is floor.model_factory else 9.0  # a lockstep run's CPU
+        cpu_s[0] += 0.5 if impl is floor.harness_sut else 9.0  # a lockstep run's CPU
+        if impl is floor.harness_sut:
+            floor.SnapshotTimedModel.snapshot_cpu_s[0] += 0.05  # of which reading its state
         return Run()
 
     monkeypatch.setattr(floor, "run_seed", run_seed)
@@ -89,13 +92,27 @@ def test_the_harness_floor_is_the_lockstep_less_its_sut_s_own_operations(monkeyp
     monkeypatch.setattr(floor, "sut_alone", lambda impl, config, steps: Timing(cpu_s=0.2))
     measured = floor.measure_harness_floor("smoke", range(3))
     assert measured.operations == 3000
-    assert measured.harness_us_per_op == pytest.approx((0.5 - 0.1) / 1000 * 1e6)
+    assert measured.harness_us_per_op == pytest.approx((0.5 - 0.1 - 0.05) / 1000 * 1e6)
     assert measured.sut_us_per_op == pytest.approx(0.2 / 1000 * 1e6)
-    assert measured.slowdown_floor == pytest.approx((200 + 400) / 200)
+    assert measured.slowdown_floor == pytest.approx((200 + 350) / 200)
     # Warm-up, then each seed both ways; the harness's runs have the model as their SUT.
-    assert seen[::2] == [floor.model_factory] * 4 and floor.DEFAULT_IMPL in seen[1::2]
+    assert seen[::2] == [floor.harness_sut] * 4 and floor.DEFAULT_IMPL in seen[1::2]
     with pytest.raises(ValueError, match="at least one seed"):
         floor.measure_harness_floor("smoke", range(0))
+
+
+def test_the_harness_s_sut_times_the_reads_of_its_state() -> None:
+    """The model the harness runs as its SUT adds its snapshots' CPU time to the total the
+    floor takes out, and only theirs: a run of it conforms, and the total grows with it."""
+    from rmqsim.conformance.bench.floor import SnapshotTimedModel, harness_sut
+    from rmqsim.conformance.running.run import run_seed
+
+    SnapshotTimedModel.snapshot_cpu_s[0] = 0.0
+    assert run_seed("smoke", 0, impl=harness_sut, steps=60).ok
+    read_s = SnapshotTimedModel.snapshot_cpu_s[0]
+    started = time.process_time()
+    run_seed("smoke", 0, impl=harness_sut, steps=60)
+    assert 0 < read_s < time.process_time() - started
 
 
 def test_breakdown_attributes_time_to_the_group_of_code_that_spent_it() -> None:

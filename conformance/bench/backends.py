@@ -767,7 +767,8 @@ def _print_floor(console: Console, seeds: int) -> list[Figure]:
     measured = measure_harness_floor("smoke", range(seeds))
     console.print(
         f"the harness alone on smoke (the reference model as the SUT, every check, less "
-        f"that SUT's own operations): {measured.harness_us_per_op:,.1f} µs of CPU per "
+        f"that SUT's own operations and reads of its state): "
+        f"{measured.harness_us_per_op:,.1f} µs of CPU per "
         f"operation; impl.RocksMQ alone: {measured.sut_us_per_op:,.1f} µs; so no lockstep "
         f"of this harness runs impl.RocksMQ under {measured.slowdown_floor:.2f}x its time "
         f"alone per CPU second, even with its state read back for free", highlight=False)

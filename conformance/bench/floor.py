@@ -5,9 +5,9 @@ A lockstep operation is the implementation's work plus the harness's: the simula
 choosing the operation, the reference model applying it, the dispatch, the outcome and
 state comparisons, the watchdog, the trace. The harness's part is measured with a SUT
 that costs next to nothing: the reference model itself (``conformance.adapter``'s
-``model_factory``), in lockstep with every check on, less what that SUT's own operations
-cost (the model alone over the same operations). Reading that SUT's state back is its
-snapshot, a copy of Python objects, cheaper than any store's read.
+``make_model_factory``), in lockstep with every check on, less what that SUT's own
+operations cost (the model alone over the same operations) and less the CPU its
+``snapshot`` calls took (reading a SUT's state back is the implementation's work).
 
 So ``slowdown_floor = (SUT alone + harness) / SUT alone`` bounds from below what the
 lockstep can achieve against the SUT alone (``lockstep.<profile>.cpu_slowdown_vs_sut``)
@@ -23,12 +23,15 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from rmqsim.conformance.adapter import DEFAULT_IMPL, model_factory
+from rmqsim.conformance.adapter import DEFAULT_IMPL, make_model_factory
 from rmqsim.conformance.bench.lockstep import model_alone, steps_of, sut_alone
 from rmqsim.conformance.running.run import run_seed
+from rmqsim.model import ReferenceMQ
+from rmqsim.model.api import State
 
-__all__ = ["HarnessFloor", "measure_harness_floor"]
+__all__ = ["HarnessFloor", "SnapshotTimedModel", "harness_sut", "measure_harness_floor"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,15 +49,35 @@ class HarnessFloor:
         return (self.sut_us_per_op + self.harness_us_per_op) / self.sut_us_per_op
 
 
+class SnapshotTimedModel(ReferenceMQ):
+    """The reference model as a SUT, adding the CPU seconds of its ``snapshot`` calls to
+    ``snapshot_cpu_s``: what reading its state back cost the harness."""
+
+    snapshot_cpu_s: list[float] = [0.0]  # noqa: RUF012  # the one total, of every instance
+
+    def snapshot(self, *args: Any, **kwargs: Any) -> State:
+        started = time.process_time()
+        try:
+            return super().snapshot(*args, **kwargs)
+        finally:
+            self.snapshot_cpu_s[0] += time.process_time() - started
+
+
+#: The SUT of the harness's runs.
+harness_sut = make_model_factory(SnapshotTimedModel)
+
+
 def _harness_cpu_s(profile: str, seed: int) -> tuple[int, float]:
     """Operations of one lockstep run with the model as the SUT, and the CPU seconds it
-    took beyond that SUT's own operations."""
+    took beyond that SUT's own operations and the reads of its state."""
+    SnapshotTimedModel.snapshot_cpu_s[0] = 0.0
     started = time.process_time()
-    result = run_seed(profile, seed, impl=model_factory)
+    result = run_seed(profile, seed, impl=harness_sut)
     lockstep_cpu_s = time.process_time() - started
     assert result.ok, f"{profile} seed {seed}: the model diverges from itself"
     config, steps = steps_of(result.trace_lines)
-    return len(steps), lockstep_cpu_s - model_alone(config, steps).cpu_s
+    sut_work_s = model_alone(config, steps).cpu_s + SnapshotTimedModel.snapshot_cpu_s[0]
+    return len(steps), lockstep_cpu_s - sut_work_s
 
 
 def _sut_cpu_s(profile: str, seed: int, impl: str) -> tuple[int, float]:
