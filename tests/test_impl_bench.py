@@ -55,12 +55,16 @@ def test_bench_breakdown_prints_where_a_lockstep_operation_goes(tmp_path: Path) 
     assert "integrity: read-only pre-open" in result.output
     assert 0 < rows["breakdown.reopen.integrity_ms"]["value"] < rows["breakdown.reopen.cpu_ms"][
         "value"]
-    # The harness alone, and the floor it puts under the lockstep / SUT-alone ratio.
-    harness, sut = (rows[f"floor.smoke.{name}_us_per_op"]["value"] for name in ("harness", "sut"))
-    floor = rows["floor.smoke.cpu_slowdown_vs_sut"]
-    assert harness > 0 and sut > 0 and floor["target"] is None
-    assert floor["value"] == pytest.approx((sut + harness) / sut, rel=1e-3)
-    assert f"under {floor['value']:.2f}x its time alone per CPU second" in result.output
+    # The harness alone, and the floor it puts under the lockstep / SUT-alone ratio, on
+    # smoke and on the stream layer.
+    for profile, sut_name in (("smoke", "impl.RocksMQ"), ("stream", "our streams")):
+        harness, sut = (rows[f"floor.{profile}.{name}_us_per_op"]["value"]
+                        for name in ("harness", "sut"))
+        floor = rows[f"floor.{profile}.cpu_slowdown_vs_sut"]
+        assert harness > 0 and sut > 0 and floor["target"] is None
+        assert floor["value"] == pytest.approx((sut + harness) / sut, rel=1e-3)
+        assert (f"the harness alone on {profile} " in result.output and f"runs {sut_name} "
+                f"under {floor['value']:.2f}x its time alone" in result.output), result.output
 
 
 def test_the_harness_floor_is_the_lockstep_less_its_sut_s_own_operations(monkeypatch) -> None:
@@ -82,7 +86,7 @@ def test_the_harness_floor_is_the_lockstep_less_its_sut_s_own_operations(monkeyp
         seen.append(impl)
         cpu_s[0] += 0.5 if impl is floor.harness_sut else 9.0  # a lockstep run's CPU
         if impl is floor.harness_sut:
-            floor.SnapshotTimedModel.snapshot_cpu_s[0] += 0.05  # of which reading its state
+            floor.SUT_READS.cpu_s += 0.05  # of which reading its state
         return Run()
 
     monkeypatch.setattr(floor, "run_seed", run_seed)
@@ -101,18 +105,28 @@ def test_the_harness_floor_is_the_lockstep_less_its_sut_s_own_operations(monkeyp
         floor.measure_harness_floor("smoke", range(0))
 
 
-def test_the_harness_s_sut_times_the_reads_of_its_state() -> None:
-    """The model the harness runs as its SUT adds its snapshots' CPU time to the total the
-    floor takes out, and only theirs: a run of it conforms, and the total grows with it."""
-    from rmqsim.conformance.bench.floor import SnapshotTimedModel, harness_sut
+@pytest.mark.parametrize(("profile", "sut_name"), [("smoke", "harness_sut"),
+                                                  ("stream", "harness_streams")])
+def test_the_harness_s_sut_times_the_reads_of_its_state(profile: str, sut_name: str) -> None:
+    """The model the harness runs as its SUT (for the streams, the model's streams over it)
+    conforms, and counts the CPU time of its snapshots into ``SUT_READS``, which the floor
+    takes out: some, and less than the run."""
+    from rmqsim.conformance.bench import floor
     from rmqsim.conformance.running.run import run_seed
 
-    SnapshotTimedModel.snapshot_cpu_s[0] = 0.0
-    assert run_seed("smoke", 0, impl=harness_sut, steps=60).ok
-    read_s = SnapshotTimedModel.snapshot_cpu_s[0]
+    sut = getattr(floor, sut_name)
+    floor.SUT_READS.cpu_s = 0.0
     started = time.process_time()
-    run_seed("smoke", 0, impl=harness_sut, steps=60)
-    assert 0 < read_s < time.process_time() - started
+    assert run_seed(profile, 0, impl=sut, steps=60).ok
+    assert 0 < floor.SUT_READS.cpu_s < time.process_time() - started
+    if profile == "stream":  # the streams' own snapshots count, not only their queue's
+        from rmqsim.model import ReferenceMQ
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(floor.SnapshotTimedModel, "snapshot", ReferenceMQ.snapshot)
+            floor.SUT_READS.cpu_s = 0.0
+            assert run_seed(profile, 0, impl=sut, steps=60).ok
+            assert floor.SUT_READS.cpu_s > 0
 
 
 def test_breakdown_attributes_time_to_the_group_of_code_that_spent_it() -> None:

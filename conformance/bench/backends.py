@@ -759,21 +759,31 @@ def floor_figures(measured: Any) -> list[Figure]:
 
 
 def _print_floor(console: Console, seeds: int) -> list[Figure]:
-    """The harness's own CPU per smoke operation (the model as the SUT, every check) and
-    the least lockstep / SUT-alone ratio it leaves ``impl.RocksMQ`` (bench.floor)."""
-    from rmqsim.conformance.bench.floor import measure_harness_floor
+    """The harness's own CPU per operation (the model as the SUT, every check) on smoke
+    and on the stream layer, and the least lockstep / SUT-alone ratio it leaves our
+    implementations (bench.floor)."""
+    from rmqsim.conformance.bench.floor import (
+        measure_harness_floor,
+        measure_stream_harness_floor,
+    )
     from rmqsim.conformance.bench.lockstep import TARGET_SLOWDOWN_VS_SUT_40
 
-    measured = measure_harness_floor("smoke", range(seeds))
-    console.print(
-        f"the harness alone on smoke (the reference model as the SUT, every check, less "
-        f"that SUT's own operations and reads of its state): "
-        f"{measured.harness_us_per_op:,.1f} µs of CPU per "
-        f"operation; impl.RocksMQ alone: {measured.sut_us_per_op:,.1f} µs; so no lockstep "
-        f"of this harness runs impl.RocksMQ under {measured.slowdown_floor:.2f}x its time "
-        f"alone per CPU second, even with its state read back for free", highlight=False)
-    if measured.slowdown_floor > TARGET_SLOWDOWN_VS_SUT_40:
-        console.print(f"the target lockstep <= {TARGET_SLOWDOWN_VS_SUT_40:g}x the SUT alone "
-                      "is below that floor: only a cheaper harness (model, simulation, "
-                      "comparison) can meet it", highlight=False)
-    return floor_figures(measured)
+    figures = []
+    for measured, sut, model in (
+        (measure_harness_floor("smoke", range(seeds)), "impl.RocksMQ", "reference model"),
+        (measure_stream_harness_floor(range(seeds)), "our streams", "model's streams"),
+    ):
+        console.print(
+            f"the harness alone on {measured.profile} (the {model} as the SUT, every check, "
+            f"less that SUT's own operations and reads of its state): "
+            f"{measured.harness_us_per_op:,.1f} µs of CPU per operation; {sut} alone: "
+            f"{measured.sut_us_per_op:,.1f} µs; so no lockstep of this harness runs {sut} "
+            f"under {measured.slowdown_floor:.2f}x its time alone per CPU second, even with "
+            "its state read back for free", highlight=False)
+        if measured.slowdown_floor > TARGET_SLOWDOWN_VS_SUT_40:
+            console.print(f"the target lockstep <= {TARGET_SLOWDOWN_VS_SUT_40:g}x the SUT "
+                          f"alone on {measured.profile} is below that floor: only a cheaper "
+                          "harness (model, simulation, comparison) can meet it",
+                          highlight=False)
+        figures += floor_figures(measured)
+    return figures

@@ -29,7 +29,13 @@ from rmqsim.model.stream.api import StreamFactory
 from rmqsim.scenarios.queue.ops import Step
 from rmqsim.scenarios.stream.profiles import StreamProfile
 
-__all__ = ["STREAM_BENCH_IMPL", "STREAM_BENCH_PROFILE", "measure_stream_lockstep"]
+__all__ = [
+    "STREAM_BENCH_IMPL",
+    "STREAM_BENCH_PROFILE",
+    "measure_stream_lockstep",
+    "stream_impl_alone",
+    "stream_model_alone",
+]
 
 #: What ``rmqsim bench`` measures of the stream layer: our streams on our queue.
 STREAM_BENCH_PROFILE = "stream"
@@ -53,7 +59,7 @@ def _run_steps(side: StreamSide, clock: _Clock, steps: list[Step[Any]]) -> None:
     side.close_streams()
 
 
-def _impl_alone(sut: StreamSut, profile: StreamProfile, steps: list[Step[Any]]) -> Timing:
+def stream_impl_alone(sut: StreamSut, profile: StreamProfile, steps: list[Step[Any]]) -> Timing:
     """The steps on the streams under test over a fresh queue of their own, unchecked."""
     queue_factory, stream_factory_fn = sut
     config, clock = MQConfig(**profile.config), _Clock()
@@ -76,7 +82,8 @@ def _impl_alone(sut: StreamSut, profile: StreamProfile, steps: list[Step[Any]]) 
     return timing
 
 
-def _model_alone(profile: StreamProfile, steps: list[Step[Any]]) -> Timing:
+def stream_model_alone(profile: StreamProfile, steps: list[Step[Any]]) -> Timing:
+    """The steps on the model's streams over ``ReferenceMQ``, timed."""
     clock = _Clock()
     with stopwatch() as timing:
         queue = ReferenceMQ(config=MQConfig(**profile.config), clock=clock)
@@ -111,9 +118,10 @@ def measure_stream_lockstep(
         profile = stream_profile_of(trace.header, "<bench>")
         steps = [Step(s.time_s, s.actor, s.op) for s in trace.steps]
         forget_memories()
-        impl_alone = _impl_alone(sut, profile, steps)
+        impl_alone = stream_impl_alone(sut, profile, steps)
         forget_memories()
-        timings = {"lockstep": lockstep, "impl": impl_alone, "model": _model_alone(profile, steps)}
+        model_alone = stream_model_alone(profile, steps)
+        timings = {"lockstep": lockstep, "impl": impl_alone, "model": model_alone}
         if index == 0:
             continue  # the warm-up
         operations += len(steps)
