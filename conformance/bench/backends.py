@@ -351,7 +351,9 @@ def vs_rocksmq(results: Sequence[Measurement]) -> tuple[float, float] | None:
     default=False,
     help="Also print where a lockstep operation's CPU time goes, per part (implementation, "
     "model, comparison, watchdog, trace, simulation, lockstep), in µs per operation, for "
-    "smoke over the lockstep seeds (at least 1).",
+    "smoke over the lockstep seeds (at least 1); and the harness's own cost (the model as "
+    "the SUT) with the least lockstep / SUT-alone ratio it allows, on smoke and on the "
+    "stream layer.",
 )
 @click.option(
     "--json",

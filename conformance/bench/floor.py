@@ -137,7 +137,7 @@ _Side = Callable[[int], tuple[int, float]]
 def _measure(profile: str, seeds: Sequence[int], harness: _Side, sut: _Side) -> HarnessFloor:
     """Both sides over ``seeds``, seed by seed, after one unmeasured warm-up of each."""
     if not seeds:
-        raise ValueError("measure_harness_floor needs at least one seed")
+        raise ValueError("a harness floor needs at least one seed")
     harness(seeds[0])  # warm-up: imports, first open, caches
     sut(seeds[0])
     harness_ops = sut_ops = 0
