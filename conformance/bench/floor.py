@@ -33,9 +33,10 @@ from rmqsim.conformance.bench.stream import (
     STREAM_BENCH_PROFILE,
     stream_impl_alone,
     stream_model_alone,
+    stream_steps,
 )
-from rmqsim.conformance.running.run import parse_run_lines, run_seed
-from rmqsim.conformance.stream.run import resolve_stream_impl, stream_profile_of
+from rmqsim.conformance.running.run import run_seed
+from rmqsim.conformance.stream.run import resolve_stream_impl
 from rmqsim.conformance.stream.side import forget_memories
 from rmqsim.conformance.wire.client import QUEUE_FACTORY_ATTRIBUTE
 from rmqsim.model import ReferenceMQ
@@ -43,7 +44,6 @@ from rmqsim.model.api import State
 from rmqsim.model.stream import StreamModelFactory
 from rmqsim.model.stream.api import StreamState
 from rmqsim.model.stream.reference import PlainStreamModel, TtStreamModel
-from rmqsim.scenarios.queue.ops import Step
 
 __all__ = [
     "SUT_READS",
@@ -182,12 +182,6 @@ def measure_harness_floor(
     return _measure(profile, seeds, harness, sut)
 
 
-def _stream_steps(result: Any) -> tuple[Any, list[Step[Any]]]:
-    trace = parse_run_lines(result.trace_lines)
-    steps = [Step(s.time_s, s.actor, s.op) for s in trace.steps]
-    return stream_profile_of(trace.header, "<bench>"), steps
-
-
 def measure_stream_harness_floor(
     seeds: Sequence[int], profile: str = STREAM_BENCH_PROFILE, impl: str = STREAM_BENCH_IMPL
 ) -> HarnessFloor:
@@ -199,7 +193,7 @@ def measure_stream_harness_floor(
     def harness(seed: int) -> tuple[int, float]:
         forget_memories()
         result, cpu_s = _lockstep_cpu_s(profile, seed, harness_streams)
-        stream_profile, steps = _stream_steps(result)
+        stream_profile, steps = stream_steps(result.trace_lines)
         forget_memories()
         return len(steps), cpu_s - stream_model_alone(stream_profile, steps).cpu_s
 
@@ -207,7 +201,7 @@ def measure_stream_harness_floor(
         forget_memories()
         result = run_seed(profile, seed, impl=impl)
         assert result.ok, f"{profile} seed {seed} diverges: measure a conforming SUT"
-        stream_profile, steps = _stream_steps(result)
+        stream_profile, steps = stream_steps(result.trace_lines)
         forget_memories()
         return len(steps), stream_impl_alone(pair, stream_profile, steps).cpu_s
 

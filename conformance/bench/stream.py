@@ -35,6 +35,7 @@ __all__ = [
     "measure_stream_lockstep",
     "stream_impl_alone",
     "stream_model_alone",
+    "stream_steps",
 ]
 
 #: What ``rmqsim bench`` measures of the stream layer: our streams on our queue.
@@ -92,13 +93,21 @@ def stream_model_alone(profile: StreamProfile, steps: list[Step[Any]]) -> Timing
     return timing
 
 
-def _timed_run(profile_name: str, seed: int, impl: str) -> tuple[Timing, Any]:
+def stream_steps(trace_lines: list[str]) -> tuple[StreamProfile, list[Step[Any]]]:
+    """The stream profile and the operations a stream run's trace recorded."""
+    trace = parse_run_lines(trace_lines)
+    return stream_profile_of(trace.header, "<bench>"), [
+        Step(s.time_s, s.actor, s.op) for s in trace.steps
+    ]
+
+
+def _timed_run(profile_name: str, seed: int, impl: str) -> tuple[Timing, list[str]]:
     """One lockstep run, timed; it must conform (a divergence is no throughput)."""
     cpu_started = time.process_time()
     result = run_seed(profile_name, seed, impl=impl)
     cpu_s = time.process_time() - cpu_started
     assert result.ok, f"{profile_name} seed {seed} diverges: measure a conforming SUT"
-    return Timing(result.wall_s, cpu_s), parse_run_lines(result.trace_lines)
+    return Timing(result.wall_s, cpu_s), result.trace_lines
 
 
 def measure_stream_lockstep(
@@ -114,9 +123,8 @@ def measure_stream_lockstep(
     operations = 0
     for index, seed in enumerate([*seeds[:1], *seeds]):
         forget_memories()  # each way from cold, as a process of its own would run it
-        lockstep, trace = _timed_run(profile_name, seed, impl)
-        profile = stream_profile_of(trace.header, "<bench>")
-        steps = [Step(s.time_s, s.actor, s.op) for s in trace.steps]
+        lockstep, trace_lines = _timed_run(profile_name, seed, impl)
+        profile, steps = stream_steps(trace_lines)
         forget_memories()
         impl_alone = stream_impl_alone(sut, profile, steps)
         forget_memories()
