@@ -98,3 +98,23 @@ def test_a_queue_server_imports_neither_the_stream_layer_nor_the_simulations(
         imported[impl] = done.stdout.strip()
     assert imported["rocksmq"] == "[]"
     assert "rmqsim.conformance.wire.streams" in imported["stream"]
+
+
+def test_a_server_asked_for_an_impl_it_cannot_load_says_so_in_one_line() -> None:
+    """``python -m rmqsim.conformance.wire.server IMPL`` with an IMPL that cannot be
+    served (no such module, a factory of no form, an unknown name) exits with status 2
+    before reading a request, its reason in one line on stderr: no traceback, nothing on
+    stdout (the protocol's)."""
+    for impl, reason in (("nosuch.module:factory", "cannot import 'nosuch.module'"),
+                         ("rmqsim.impl:RocksMQ", "is no form"),
+                         ("rmqsim.impl:", "must be module:factory")):
+        done = subprocess.run(
+            [sys.executable, "-m", "rmqsim.conformance.wire.server", impl],
+            input='{"id": 1, "op": "hello", "protocol": 1, "layer": "queue"}\n',
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 2, (impl, done.stderr)
+        assert done.stdout == "" and "Traceback" not in done.stderr, (impl, done.stderr)
+        assert done.stderr.startswith("rmqsim wire server: ") and reason in done.stderr, (
+            impl, done.stderr)
+        assert len(done.stderr.splitlines()) == 1, (impl, done.stderr)

@@ -290,9 +290,16 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m rmqsim.conformance.wire.server IMPL", file=sys.stderr)
         return 2
-    replies = private_stdout()
+    from rmqsim.conformance.bad_impl import BadImplError
+
+    server = Server(args[0], sys.stdin.buffer, private_stdout())
     try:
-        return Server(args[0], sys.stdin.buffer, replies).serve()
+        server.layer  # noqa: B018  (an IMPL that cannot be served is one line, not a traceback)
+    except BadImplError as exc:
+        print(f"rmqsim wire server: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return server.serve()
     except WireProtocolError as exc:
         print(f"rmqsim wire server: {exc}", file=sys.stderr)
         return 2
