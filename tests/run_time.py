@@ -9,9 +9,10 @@ arguments, the target (``RMQSIM_TEST_TARGET_S``). The controller of the pytest r
 the lines at its end: the command's wall time (set-up included), the machine's busy and
 stolen CPU seconds over it (every process: the JVMs and fork servers that no
 ``time`` counts, and anything else the machine ran), this machine's speed
-(``conformance.bench.speed``), the verdict on the wall time measured here, and the same
-time scaled to the speed of the machine the target was set on, so that runs on two
-machines, or two nights, can be compared.
+(``conformance.bench.speed``), the floor that CPU puts under the wall time (busy CPU over
+the CPU count: no spreading of the work ends sooner), the verdict on the wall time
+measured here, and the same times scaled to the speed of the machine the target was set
+on, so that runs on two machines, or two nights, can be compared.
 """
 
 from __future__ import annotations
@@ -66,7 +67,9 @@ def _float(environ: Mapping[str, str], name: str) -> float | None:
         return None
 
 
-def _cpu_line(environ: Mapping[str, str], now_cpu: tuple[float, float] | None) -> str | None:
+def _machine_cpu_s(environ: Mapping[str, str],
+                   now_cpu: tuple[float, float] | None) -> tuple[float, float] | None:
+    """The machine's busy and stolen CPU seconds since the command started, or None."""
     started = environ.get(CPU_ENV, "").split()
     if now_cpu is None or len(started) != 2:
         return None
@@ -75,16 +78,29 @@ def _cpu_line(environ: Mapping[str, str], now_cpu: tuple[float, float] | None) -
                             for now, then in zip(now_cpu, started, strict=True))
     except ValueError:
         return None
-    return (f"the machine over it: {busy_s:,.0f} CPU s busy (every process), "
-            f"{stolen_s:,.0f} CPU s stolen by its host")
+    return busy_s, stolen_s
+
+
+def _floor_line(busy_s: float, cpus: int, measured: MachineSpeed | None) -> str:
+    """The least wall time ``busy_s`` of CPU allows on ``cpus`` CPUs however the work is
+    spread (every core busy from start to end), here and scaled to the targets' machine."""
+    floor_s = busy_s / cpus
+    scaled = ("" if measured is None else
+              f", ~{minutes(floor_s / measured.slower_than_reference)} scaled to the "
+              "targets' machine's speed")
+    return (f"the floor of that CPU: on {cpus} CPUs it cannot end before "
+            f"{minutes(floor_s)} here{scaled}")
 
 
 def closing_lines(environ: Mapping[str, str], pytest_wall_s: float,
                   speed: Callable[[], MachineSpeed], now_s: float | None = None,
-                  now_cpu: tuple[float, float] | None = None) -> list[str]:
+                  now_cpu: tuple[float, float] | None = None,
+                  cpu_count: int | None = None) -> list[str]:
     """The closing lines of a pytest run that took ``pytest_wall_s``, from what
     ``environ`` holds of the test command (above), the machine's busy and stolen CPU
-    seconds now (``machine_cpu_s``) and ``speed``, the machine's speed probe."""
+    seconds now (``machine_cpu_s``), ``speed``, the machine's speed probe, and its CPU
+    count (default ``os.cpu_count()``)."""
+    cpus = cpu_count or os.cpu_count() or 1
     started_s = _float(environ, STARTED_ENV)
     now_s = time.time() if now_s is None else now_s
     wall_s = now_s - started_s if started_s is not None else pytest_wall_s
@@ -94,10 +110,11 @@ def closing_lines(environ: Mapping[str, str], pytest_wall_s: float,
     except OSError:  # no load average on this system
         load = "no load average"
     lines = [f"{what}: {minutes(wall_s)} wall (pytest {minutes(pytest_wall_s)}), "
-             f"{os.cpu_count()} CPUs, {load}"]
-    cpu_line = _cpu_line(environ, now_cpu)
-    if cpu_line is not None:
-        lines.append(cpu_line)
+             f"{cpus} CPUs, {load}"]
+    cpu_s = _machine_cpu_s(environ, now_cpu)
+    if cpu_s is not None:
+        lines.append(f"the machine over it: {cpu_s[0]:,.0f} CPU s busy (every process), "
+                     f"{cpu_s[1]:,.0f} CPU s stolen by its host")
     try:
         measured: MachineSpeed | None = speed()
     except Exception as exc:  # the run's verdict is pytest's: a probe never changes it
@@ -110,6 +127,8 @@ def closing_lines(environ: Mapping[str, str], pytest_wall_s: float,
                      f"{measured.fastest_ops_per_cpu_s:,.0f}), "
                      f"{measured.slower_than_reference:.2f}x slower than the machine of the "
                      f"targets ({REFERENCE_MODEL_OPS_PER_CPU_S:,})")
+    if cpu_s is not None:
+        lines.append(_floor_line(cpu_s[0], cpus, measured))
     target_s = _float(environ, TARGET_ENV)
     if target_s is not None:
         verdict = "met" if wall_s <= target_s else "MISSED"

@@ -21,13 +21,19 @@ HALF = MachineSpeed(REFERENCE_MODEL_OPS_PER_CPU_S / 2, 1000, 0.5, 60_000, 80_000
 def test_the_lines_give_wall_cpu_speed_and_a_verdict_on_the_wall_measured_here() -> None:
     environ = {STARTED_ENV: "1000.0", CPU_ENV: "50000 2000", TARGET_ENV: "360"}
     lines = closing_lines(environ, 600.0, lambda: HALF, now_s=1000.0 + 700,
-                          now_cpu=(1900.0, 80.0))
-    assert lines[0].startswith("the test command: 11 min 40 s wall (pytest 10 min 0 s)")
+                          now_cpu=(1900.0, 80.0), cpu_count=2)
+    assert lines[0].startswith("the test command: 11 min 40 s wall (pytest 10 min 0 s), 2 CPUs")
     assert lines[1] == ("the machine over it: 1,400 CPU s busy (every process), "
                         "60 CPU s stolen by its host")
     assert "(its rounds 60,000 to 80,000), 2.00x slower than the machine of the targets" in lines[2]
-    assert lines[3] == ("target the test command <= 6 min 0 s: 11 min 40 s here, MISSED; "
+    # 1,400 CPU s on 2 CPUs: 700 s at the least, 350 s on a machine twice as fast.
+    assert lines[3] == ("the floor of that CPU: on 2 CPUs it cannot end before 11 min 40 s "
+                        "here, ~5 min 50 s scaled to the targets' machine's speed")
+    assert lines[4] == ("target the test command <= 6 min 0 s: 11 min 40 s here, MISSED; "
                         "scaled to the targets' machine's speed: ~5 min 50 s")
+    on_four = closing_lines(environ, 600.0, lambda: HALF, now_s=1000.0 + 700,
+                            now_cpu=(1900.0, 80.0), cpu_count=4)
+    assert on_four[3].startswith("the floor of that CPU: on 4 CPUs it cannot end before 5 min 50 s")
     met = closing_lines(environ, 300.0, lambda: HALF, now_s=1000.0 + 359, now_cpu=None)
     assert met[-1].startswith("target the test command <= 6 min 0 s: 5 min 59 s here, met;")
     assert not any(line.startswith("the machine over it") for line in met)  # no /proc/stat
@@ -38,6 +44,7 @@ def test_without_the_commands_start_or_target_there_is_no_verdict() -> None:
     lines = closing_lines({}, 42.0, lambda: HALF, now_s=0.0, now_cpu=(1.0, 0.0))
     assert lines[0].startswith("pytest: 42 s wall (pytest 42 s)")
     assert len(lines) == 2 and not any(line.startswith("target") for line in lines)
+    assert not any(line.startswith("the floor") for line in lines)  # no CPU at the start
     damaged = {STARTED_ENV: "soon", CPU_ENV: "1 2 3"}
     assert len(closing_lines(damaged, 42.0, lambda: HALF, now_s=0.0, now_cpu=(1.0, 0.0))) == 2
 
@@ -52,6 +59,9 @@ def test_a_probe_that_fails_is_a_line_and_the_verdict_stands() -> None:
     lines = closing_lines(environ, 100.0, broken, now_s=120.0, now_cpu=None)
     assert lines[1] == "this machine's speed: not measured (OSError: no space left on device)"
     assert lines[2] == "target the test command <= 6 min 0 s: 2 min 0 s here, met"
+    with_cpu = closing_lines({**environ, CPU_ENV: "0 0"}, 100.0, broken, now_s=120.0,
+                             now_cpu=(150.0, 0.0), cpu_count=2)
+    assert with_cpu[3] == "the floor of that CPU: on 2 CPUs it cannot end before 1 min 15 s here"
 
 
 def test_proc_stat_is_read_as_busy_and_stolen_seconds(tmp_path: Path) -> None:
