@@ -27,7 +27,7 @@ from typing import Any
 import click
 
 from rmqsim.conformance.adapter import DEFAULT_IMPL
-from rmqsim.conformance.cli.common import friendly_errors
+from rmqsim.conformance.cli.common import STEPS, friendly_errors
 from rmqsim.conformance.running.scratch import scratch_root
 
 __all__ = [
@@ -223,7 +223,7 @@ ARROW_BASELINE = (
 @click.option("--seeds", "seed_count", type=click.IntRange(min=8), default=600, show_default=True,
               help="Seeds per sweep throughput measurement.")  # fmt: skip
 @click.option("--profile", default="smoke", show_default=True, help="Profile of the sweeps.")
-@click.option("--steps", type=click.IntRange(min=1), default=150, show_default=True,
+@click.option("--steps", type=STEPS, default=150, show_default=True,
               help="Operations per run in the sweeps.")  # fmt: skip
 @click.option("--rows", type=click.IntRange(min=1000), default=10_000_000, show_default=True,
               help="Synthetic rows for the report benchmark.")  # fmt: skip

@@ -42,7 +42,7 @@ from rmqsim.conformance.bench.raw import (
     raw_rocksdict_produce,
     stopwatch,
 )
-from rmqsim.conformance.cli.common import friendly_errors
+from rmqsim.conformance.cli.common import MAX_STEPS, friendly_errors
 from rmqsim.conformance.running.scratch import scratch_root
 
 if TYPE_CHECKING:
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BACKENDS",
+    "MAX_BENCH_MESSAGES",
     "MEASUREMENTS",
     "TARGETS_ISSUE_40",
     "TARGET_RATIO",
@@ -291,10 +292,15 @@ def vs_rocksmq(results: Sequence[Measurement]) -> tuple[float, float] | None:
             fast.impl_msgs_per_cpu_s / rocks.impl_msgs_per_cpu_s)
 
 
+#: The most messages a measurement takes (100 times the default): every message of a
+#: measurement is built in memory before it is timed.
+MAX_BENCH_MESSAGES = 10_000_000
+
+
 @click.command("bench")
 @click.option(
     "--messages",
-    type=click.IntRange(min=BATCH_MESSAGES),
+    type=click.IntRange(BATCH_MESSAGES, MAX_BENCH_MESSAGES),
     default=100_000,
     show_default=True,
     help=f"Messages per measurement (a multiple of {BATCH_MESSAGES}).",
@@ -339,7 +345,7 @@ def vs_rocksmq(results: Sequence[Measurement]) -> tuple[float, float] | None:
 )
 @click.option(
     "--power-steps",
-    type=click.IntRange(min=0),
+    type=click.IntRange(0, MAX_STEPS),
     default=2,
     show_default=True,
     help="Steps of smoke for the power-loss sweep's measurement (0 skips it): cases per "

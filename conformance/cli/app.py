@@ -24,9 +24,11 @@ from rmqsim.conformance.cli.common import (
     EXIT_DIVERGENCE,
     EXIT_OK,
     EXIT_USAGE,
+    JOBS,
     SEED_LIMIT,
     SEEDS,
     SPARK_EXTRA_INSTALL,
+    STEPS,
     ShrinkBar,
     UsageError,
     crash_mode_choice,
@@ -180,6 +182,13 @@ def cli() -> None:
     """
 
 
+def _named_file(value: Path | None) -> Path | None:
+    """``--trace`` names a file: an empty value (an unset shell variable) is a usage error."""
+    if value is not None and value.name == "":
+        raise click.BadParameter("is empty: name the file to write the trace to")
+    return value
+
+
 @cli.command("run")
 @click.option("--profile", "profile_name", required=True, help="Scenario profile name.")
 @click.option("--seeds", type=SEEDS, default=None, help="Seed range A:B (B excluded).")
@@ -192,6 +201,7 @@ def cli() -> None:
     "trace_file",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
+    callback=lambda ctx, param, value: _named_file(value),
     help="With --seed: write this run's trace here.",
 )
 @out_option("failing traces")
@@ -428,7 +438,7 @@ def _replay_power(trace_file: Path, lines: list[str], impl: str | None) -> None:
 )
 @click.option(
     "--sweep-steps",
-    type=click.IntRange(min=1),
+    type=STEPS,
     default=None,
     help="Steps per crash sweep (default: crash_sweep.DEFAULT_SWEEP_STEPS).",
 )
@@ -451,7 +461,7 @@ def _replay_power(trace_file: Path, lines: list[str], impl: str | None) -> None:
 )
 @click.option(
     "--power-steps",
-    type=click.IntRange(min=1),
+    type=STEPS,
     default=None,
     help="Steps per power-loss sweep (default: gate_power.GATE_POWER_STEPS).",
 )
@@ -467,7 +477,7 @@ def _replay_power(trace_file: Path, lines: list[str], impl: str | None) -> None:
 @click.option("--master", default=None, help="With --spark: Spark master URL (default local[*]).")
 @click.option(
     "--jobs",
-    type=click.IntRange(min=1),
+    type=JOBS,
     default=None,
     help="Worker processes for the runs, shrinks and crash sweeps (default: the CPUs "
     "this process may use). The results, traces and files are those of --jobs 1.",

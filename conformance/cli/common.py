@@ -45,10 +45,15 @@ __all__ = [
     "EXIT_OK",
     "EXIT_USAGE",
     "FLUSH_CHOICES",
+    "JOBS",
+    "MAX_JOBS",
+    "MAX_OP_TIMEOUT_S",
+    "MAX_STEPS",
     "SEEDS",
     "SEED_LIMIT",
     "SPARK_EXTRA_INSTALL",
     "SPARK_EXTRA_MODULES",
+    "STEPS",
     "CommandFailed",
     "F",
     "FiniteFloatRange",
@@ -197,6 +202,20 @@ def friendly_errors(func: F) -> F:
 #: Seeds are stored as signed 64-bit integers (sweep rows), and a range's length must fit
 #: one too: every seed is below this.
 SEED_LIMIT = 2**63 - 1
+#: The most operations a run may have (``scenarios.queue.sim.MAX_STEPS``, restated so that
+#: ``--help`` does not import the simulation; a test keeps the two equal): every option
+#: that counts steps is bounded by it, so a larger count is a usage error (exit 2).
+MAX_STEPS = 100_000_000
+#: The most worker processes ``--jobs`` takes: far above any machine's CPUs, below what
+#: the process pool's C ints can hold.
+MAX_JOBS = 1024
+#: The longest liveness bound ``--op-timeout-s`` takes, a day (0 turns it off): the
+#: watchdog's timers cannot be armed much further out.
+MAX_OP_TIMEOUT_S = 86_400.0
+#: The type of every option that counts a run's steps.
+STEPS = click.IntRange(1, MAX_STEPS)
+#: The type of every ``--jobs``.
+JOBS = click.IntRange(1, MAX_JOBS)
 
 
 class SeedRange(click.ParamType):
@@ -340,9 +359,19 @@ class ShrinkBar:
         self._bar.update(self._task, completed=0, visible=False)
 
 
+def _named_impl(ctx: Any, param: Any, value: str | None) -> str | None:
+    """``--impl`` names something when given: an empty value (an unset shell variable) is
+    a usage error, not the default implementation."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("is empty: name an implementation, or leave the option out "
+                                 "for the default")
+    return value
+
+
 impl_option = click.option(
     "--impl",
     default=None,
+    callback=_named_impl,
     metavar="MOD:FACTORY",
     help="The implementation under test: a queue factory(path=, config=, clock=, faults=), "
     "a storage backend (the same and fs=), a push consumer or a stream factory "
@@ -371,7 +400,7 @@ expect_option = click.option(
 
 steps_option = click.option(
     "--steps",
-    type=click.IntRange(min=1),
+    type=STEPS,
     default=None,
     help="Operations per run (default: the profile's own budget).",
 )
@@ -476,7 +505,7 @@ def op_timeout_option(func: F) -> F:
 
     option = click.option(
         "--op-timeout-s",
-        type=FiniteFloatRange(min=0.0),
+        type=FiniteFloatRange(min=0.0, max=MAX_OP_TIMEOUT_S),
         default=DEFAULT_OP_TIMEOUT_S,
         show_default=True,
         help="Liveness bound: an operation of the implementation (or an open, close, "

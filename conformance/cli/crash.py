@@ -16,6 +16,7 @@ from rmqsim.conformance.cli.common import (
     EXIT_OK,
     FLUSH_CHOICES,
     SEED_LIMIT,
+    STEPS,
     UsageError,
     crash_mode_option,
     fail,
@@ -95,7 +96,7 @@ THROUGH_CHOICES = ("fs", "fuse")
 @impl_option
 @click.option(
     "--steps",
-    type=click.IntRange(min=1),
+    type=STEPS,
     default=None,
     help="Steps of the scenario to crash in (default: crash_sweep.DEFAULT_SWEEP_STEPS; "
     "with --storage, power_loss.DEFAULT_POWER_STEPS).",

@@ -21,6 +21,9 @@ import click
 from rmqsim.conformance.cli.common import (
     EXIT_DIVERGENCE,
     EXIT_OK,
+    JOBS,
+    SEED_LIMIT,
+    STEPS,
     UsageError,
     friendly_errors,
     impl_option,
@@ -118,13 +121,13 @@ class _SettingsProfile(click.Choice):
 )
 @click.option(
     "--steps",
-    type=click.IntRange(min=1),
+    type=STEPS,
     default=None,
     help="Most operations per example (default: the profile's).",
 )
 @click.option(
     "--seed",
-    type=click.IntRange(min=0),
+    type=click.IntRange(0, SEED_LIMIT - 1),
     default=None,
     help="Seed of the campaign (default: 0 for ci, a fresh one, printed, otherwise).",
 )
@@ -137,7 +140,7 @@ class _SettingsProfile(click.Choice):
 )
 @click.option(
     "--jobs",
-    type=click.IntRange(min=1),
+    type=JOBS,
     default=1,
     show_default=True,
     help="Worker processes running rounds side by side (same rounds, same results).",
