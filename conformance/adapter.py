@@ -393,8 +393,9 @@ def _load_attribute(name: str, spec: str) -> Any:
                            f"got {name!r}")
     try:
         module = _import_module(module_name)
-    except Exception as exc:  # any import failure is the user's input, reported plainly
-        raise BadImplError(f"--impl {name}: cannot import {module_name!r}: {exc}") from None
+    except (Exception, SystemExit) as exc:  # any import failure is the user's input
+        why = f"it called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else exc
+        raise BadImplError(f"--impl {name}: cannot import {module_name!r}: {why}") from None
     target: Any = module
     for part in attribute.split("."):
         try:

@@ -36,7 +36,7 @@ from rmqsim.conformance.adapter import (
 )
 from rmqsim.conformance.consumer.check import ConsumerViolation, GroupHistory
 from rmqsim.conformance.layer import BadRecordedStep, OperationCrashes, RunSpec
-from rmqsim.conformance.running.apply import error_outcome, exception_text
+from rmqsim.conformance.running.apply import SUT_FAILURES, error_outcome, exception_text
 from rmqsim.conformance.running.lockstep import Divergence, Stats, StepRecord
 from rmqsim.conformance.running.statediff import state_digest
 from rmqsim.conformance.running.trace import Trace, TraceFormatError
@@ -250,7 +250,7 @@ def plain(value: Any) -> Any:
 def _outcome(apply: Callable[[], Any]) -> tuple[Any, Outcome]:
     try:
         raw = apply()
-    except Exception as exc:  # an MQError, or a SUT bug: compared and traced
+    except SUT_FAILURES as exc:  # an MQError, or a SUT bug: compared and traced
         return None, error_outcome(exc)
     try:
         return raw, Outcome(plain(raw))

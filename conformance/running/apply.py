@@ -12,12 +12,19 @@ from rmqsim.scenarios.queue.ops import Delivered, Outcome
 
 __all__ = [
     "RUNNER_KINDS",
+    "SUT_FAILURES",
     "WRONG_RESULT_TYPE",
     "apply_op",
     "error_outcome",
     "exception_text",
 ]
 
+#: What a call into an implementation may raise that rmqsim records as the
+#: implementation's failure (an outcome, a divergence): any ``Exception``, and
+#: ``SystemExit``: a ``sys.exit`` inside an in-process implementation would otherwise end
+#: rmqsim itself, with that exit status and no verdict. ``KeyboardInterrupt`` and the
+#: injected crash (``BaseException``s too) still propagate.
+SUT_FAILURES: tuple[type[BaseException], ...] = (Exception, SystemExit)
 #: Kinds handled by the runner itself rather than by a queue call.
 RUNNER_KINDS = frozenset({"advance_clock", "crash_reopen", "close_reopen", "arm_crash"})
 #: The prefix of the error an operation's outcome carries when the queue returned a value
@@ -86,19 +93,20 @@ def apply_op(mq: MessageQueue, op: ops.Op) -> Outcome:
     ``unexpected:<Type>`` so that they show up as a divergence instead of a traceback.
     A ``produce`` or ``consume`` result that is not a ``list`` becomes the error
     ``wrong-result-type:<kind> returned <type>, not list``.
-    ``BaseException`` subclasses (the injected crash among them) propagate.
+    ``BaseException`` subclasses other than ``SystemExit`` (the injected crash among
+    them) propagate.
     """
     call = _CALLS[op.kind]
     try:
         value = call(mq, op)
     except _WrongResultType as wrong:
         return Outcome(error=WRONG_RESULT_TYPE + wrong.args[0])
-    except Exception as exc:
+    except SUT_FAILURES as exc:
         return error_outcome(exc)
     return Outcome(value=value)
 
 
-def error_outcome(exc: Exception) -> Outcome:
+def error_outcome(exc: BaseException) -> Outcome:
     """The outcome of a call that raised ``exc``: an ``MQError``'s kind, or
     ``unexpected:<Type>: <message>`` for anything else (a bug of the implementation,
     compared and traced like any outcome, never a crash of rmqsim)."""

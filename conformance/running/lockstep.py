@@ -35,7 +35,13 @@ from rmqsim.conformance.reporting.anomalies import (
     classify_state,
     is_protocol_error,
 )
-from rmqsim.conformance.running.apply import RUNNER_KINDS, apply_op, error_outcome, exception_text
+from rmqsim.conformance.running.apply import (
+    RUNNER_KINDS,
+    SUT_FAILURES,
+    apply_op,
+    error_outcome,
+    exception_text,
+)
 from rmqsim.conformance.running.statediff import Difference, diff_states
 from rmqsim.conformance.running.watchdog import CallBound, OperationHang
 from rmqsim.model import ReferenceMQ
@@ -283,12 +289,12 @@ class Lockstep:
                 self.sut = self._open()
             except BadImplError:
                 raise
-            except Exception as exc:  # reported as a divergence at the first step
+            except SUT_FAILURES as exc:  # reported as a divergence at the first step
                 self.open_crash_failure = f"{type(exc).__name__}: {exception_text(exc)}"
                 self.sut = _Unopened()  # type: ignore[assignment]  # only crash() and close() are called
         except BadImplError:
             raise
-        except Exception as exc:
+        except SUT_FAILURES as exc:
             # The queue cannot even be created in a fresh directory: the SUT's failure
             # (SPEC: opening a new path gives an empty queue), so a divergence with its
             # report and repro line, not an error of rmqsim's.
@@ -357,7 +363,7 @@ class Lockstep:
             self._reopen(index, step, crash=crash)
         except (InjectedCrash, BadImplError, Divergence):
             raise
-        except Exception as exc:
+        except SUT_FAILURES as exc:
             raise _unrecoverable(
                 index, step,
                 f"{doing}, reopening raised {type(exc).__name__}: {exception_text(exc)}",
@@ -446,7 +452,7 @@ class Lockstep:
             actual = self._sut_snapshot(topics, messages_from)
         except BadImplError:
             raise
-        except Exception as exc:
+        except SUT_FAILURES as exc:
             raised = f"{type(exc).__name__}: {exception_text(exc)}"
             raise Divergence(
                 anomaly="protocol-error" if is_protocol_error("unexpected:" + raised) else
@@ -599,7 +605,7 @@ class Lockstep:
             actual = self._sut_snapshot()
         except BadImplError:
             raise
-        except Exception as exc:
+        except SUT_FAILURES as exc:
             detail = f"{doing}, snapshot() raised {type(exc).__name__}: {exception_text(exc)}"
             raise _unrecoverable(index, step, detail, expected) from None
         after = self.model.snapshot()
@@ -647,7 +653,7 @@ def _closing(mq: MessageQueue) -> Outcome:
     """The outcome of ``close()`` (the closed-queue probe's second close)."""
     try:
         mq.close()
-    except Exception as exc:
+    except SUT_FAILURES as exc:
         return error_outcome(exc)
     return Outcome()
 

@@ -25,7 +25,7 @@ from rmqsim.conformance.adapter import BUILTIN_IMPLS, DEFAULT_IMPL, LAYER_FORMS,
 from rmqsim.conformance.bad_impl import BadImplError
 from rmqsim.conformance.layer import OperationCrashes, RunSpec
 from rmqsim.conformance.reporting.anomalies import is_protocol_error
-from rmqsim.conformance.running.apply import error_outcome, exception_text
+from rmqsim.conformance.running.apply import SUT_FAILURES, error_outcome, exception_text
 from rmqsim.conformance.running.lockstep import Divergence, SimClock, Stats, StepRecord
 from rmqsim.conformance.running.statediff import Difference
 from rmqsim.conformance.running.watchdog import CallBound, OperationHang
@@ -76,7 +76,7 @@ def _sut_outcome(call: Callable[[], Any]) -> tuple[Outcome, Any]:
         raw = call()
     except OperationHang:
         raise
-    except Exception as exc:
+    except SUT_FAILURES as exc:
         return error_outcome(exc), None
     return Outcome(raw), raw
 
@@ -109,7 +109,7 @@ class StoreLockstep(OperationCrashes):
             self.sut = self._open_sut()
         except OperationHang as hang:
             self.open_failure = f"opening a fresh directory: {hang.detail}"
-        except Exception as exc:
+        except SUT_FAILURES as exc:
             self.open_failure = (f"opening a fresh directory raised {type(exc).__name__}: "
                                  f"{exception_text(exc)}")
 
@@ -129,7 +129,7 @@ class StoreLockstep(OperationCrashes):
         except OperationHang as hang:
             self.sut = None
             self._fail("hang", f"reopening after {why}: {hang.detail}")
-        except Exception as exc:
+        except SUT_FAILURES as exc:
             self.sut = None
             self._fail("unrecoverable", f"reopening after {why} raised {type(exc).__name__}: "
                        f"{exception_text(exc)[:300]}")

@@ -31,7 +31,7 @@ from rmqsim.conformance.adapter import (
 )
 from rmqsim.conformance.layer import OperationCrashes, RunSpec
 from rmqsim.conformance.reporting.anomalies import is_protocol_error
-from rmqsim.conformance.running.apply import exception_text
+from rmqsim.conformance.running.apply import SUT_FAILURES, exception_text
 from rmqsim.conformance.running.lockstep import Divergence, Stats, StepRecord
 from rmqsim.conformance.running.statediff import state_digest
 from rmqsim.conformance.running.trace import Trace, TraceFormatError
@@ -128,7 +128,7 @@ def _outcome(apply: Callable[[], Outcome]) -> Outcome:
     """``apply()``; an exception outside the contract's errors is an ``unexpected:`` one."""
     try:
         return apply()
-    except Exception as exc:
+    except SUT_FAILURES as exc:
         return Outcome(error=f"unexpected:{type(exc).__name__}: {exception_text(exc)[:200]}")
 
 
@@ -201,7 +201,7 @@ class StreamLockstep(OperationCrashes):
             raise
         except OperationHang as hang:
             self.open_failure = f"opening a fresh directory: {hang.detail}"
-        except Exception as exc:
+        except SUT_FAILURES as exc:
             if isinstance(exc, WireProtocolError):  # a server's reply broke the protocol
                 self.open_anomaly = "protocol-error"
             self.open_failure = (f"opening a fresh directory raised {type(exc).__name__}: "
@@ -291,7 +291,7 @@ class StreamLockstep(OperationCrashes):
             return self.bound.call(what, fn)
         except OperationHang as hang:
             raise _SnapshotFailed("hang", hang.detail) from None
-        except Exception as exc:
+        except SUT_FAILURES as exc:
             detail = f"{what} raised {type(exc).__name__}: {exception_text(exc)}"
             anomaly = ("protocol-error" if isinstance(exc, WireProtocolError)
                        else "stream-state-mismatch")  # fmt: skip
