@@ -30,10 +30,10 @@ import itertools
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from rmqsim.conformance.crashing.crash_record import CrashRecord, CrashRecordError
 from rmqsim.scenarios.queue.ops import Op, OpDecodeError, Outcome, op_from_json, outcome_from_json
@@ -57,6 +57,7 @@ __all__ = [
     "Trace",
     "TraceFormatError",
     "TraceStep",
+    "bounded_lines",
     "dumps",
     "output_problem",
     "parse_lines",
@@ -388,15 +389,29 @@ def read_trace(
     vocabulary of the rest (a consumer trace's); it must not raise on any text."""
     try:
         with open(path, encoding="utf-8") as handle:
-            first = handle.readline()
+            lines = bounded_lines(handle, path)
+            first = next(lines, "")
             decoders = {"decode_op": decode_op, "decode_outcome": decode_outcome}
             if choose_decoders is not None:
                 decoders.update(choose_decoders(first))
-            return parse_lines(itertools.chain([first], handle), path, **decoders)
+            return parse_lines(itertools.chain([first], lines), path, **decoders)
     except UnicodeDecodeError as exc:
         raise TraceFormatError(path, None, f"not UTF-8 text ({exc.reason})") from None
     except OSError as exc:
         raise TraceFormatError(path, None, f"cannot read: {exc.strerror or exc}") from None
+
+
+def bounded_lines(handle: IO[str], path: Path | str) -> Iterator[str]:
+    """The lines of ``handle`` (with their line ends), each read with a bound: a line longer
+    than ``MAX_LINE_BYTES`` (a file with no line end, ``/dev/zero``) raises
+    ``TraceFormatError`` once that much is read, rather than filling the memory."""
+    for number in itertools.count(1):
+        line = handle.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        if len(line) > MAX_LINE_BYTES:
+            raise TraceFormatError(path, number, f"line longer than {MAX_LINE_BYTES} bytes")
+        yield line
 
 
 def read_lines(path: Path | str) -> list[str]:
@@ -404,7 +419,7 @@ def read_lines(path: Path | str) -> list[str]:
     ``TraceFormatError`` naming the file when it cannot be read or is not UTF-8 text."""
     try:
         with open(path, encoding="utf-8") as handle:
-            return handle.read().splitlines()
+            return [line.rstrip("\r\n") for line in bounded_lines(handle, path)]
     except UnicodeDecodeError as exc:
         raise TraceFormatError(path, None, f"not UTF-8 text ({exc.reason})") from None
     except OSError as exc:
@@ -413,7 +428,17 @@ def read_lines(path: Path | str) -> list[str]:
 
 def write_lines(path: Path, lines: list[str]) -> None:
     """Write trace lines atomically (temp file + rename), so a reader never sees half; a
-    write that fails (a full disk) removes its temporary file."""
+    write that fails (a full disk) removes its temporary file. A symbolic link at ``path``
+    is written through (its target replaced, the link kept); anything else there that is
+    not a regular file (a directory, a device, a FIFO) is refused with an ``OSError``
+    (``output_problem`` names it) rather than renamed over."""
+    if path.is_symlink():
+        path = path.resolve()
+    if path.exists() and not path.is_file():
+        kind = "a directory" if path.is_dir() else "something other than a regular file"
+        raise OSError(errno.EISDIR if path.is_dir() else errno.EEXIST,
+                      f"{kind} is there: rmqsim writes a trace only in place of a regular "
+                      "file", str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     try:
@@ -425,8 +450,12 @@ def write_lines(path: Path, lines: list[str]) -> None:
 
 
 #: ``errno`` values that say the machine could not store what rmqsim wrote: a full disk
-#: or quota, a read-only file system, an I/O error, a file too big.
-_MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG})
+#: or quota, a read-only file system, an I/O error, a file too big; or that the path is
+#: not one a file can be written at: a directory or other non-file there, a file where a
+#: directory must be, no permission.
+_MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG,
+                             errno.EISDIR, errno.EEXIST, errno.ENOTDIR, errno.EACCES,
+                             errno.EPERM})
 
 
 def output_problem(exc: BaseException) -> str | None:
