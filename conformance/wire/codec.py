@@ -112,10 +112,17 @@ def encode_line(obj: Mapping[str, Any]) -> bytes:
 
 
 def decode_line(line: bytes, where: str) -> dict[str, Any]:
-    """The JSON object of one line (``where`` says whose), or ``WireProtocolError``."""
+    """The JSON object of one line (``where`` says whose), or ``WireProtocolError``: for a
+    line that is not UTF-8 (decoded here: ``json.loads`` of bytes would guess UTF-16 or
+    UTF-32 from the first bytes), and for one that is not JSON, nested too deeply for the
+    parser (``RecursionError``) included."""
     try:
-        obj = json.loads(line)
-    except (ValueError, UnicodeDecodeError) as exc:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise WireProtocolError(f"{where}: not UTF-8 ({exc}): {_quote(line)}") from None
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError) as exc:
         raise WireProtocolError(f"{where}: not a JSON line ({exc}): {_quote(line)}") from None
     if type(obj) is not dict:
         raise WireProtocolError(f"{where}: expected a JSON object, got {_quote(line)}")

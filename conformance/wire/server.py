@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from rmqsim.conformance.wire.child import enter_forked_server
+from rmqsim.conformance.wire.child import MAX_LINE_BYTES, enter_forked_server
 from rmqsim.conformance.wire.codec import (
     ERROR_KINDS,
     PROTOCOL_VERSION,
@@ -38,7 +38,7 @@ from rmqsim.conformance.wire.codec import (
     encode_state,
     messages_from_wire,
 )
-from rmqsim.model.api import MQConfig, MQError, State
+from rmqsim.model.api import InvalidArgumentError, MQConfig, MQError, State
 from rmqsim.model.store.api import StoreConfig
 
 __all__ = ["Server", "main", "private_stdout", "serve_forked"]
@@ -51,12 +51,19 @@ class _Stop(Exception):
 class Server:
     """Serves one queue: ``hello``, ``open``, the operations, ``close``."""
 
+    #: The longest request line read, without its ``\n``: the client's bound on a reply
+    #: line (``child.MAX_LINE_BYTES``, docs/PROTOCOL.md "Lines"), which holds rmqsim's
+    #: largest requests too (a batch of base64 payloads is far smaller than a snapshot).
+    #: A longer line is not read whole: it breaks the protocol as a line that is not JSON.
+    max_line_bytes = MAX_LINE_BYTES
+
     def __init__(self, impl: str, requests: IO[bytes], replies: IO[bytes]) -> None:
         self.impl = impl
         self.requests = requests
         self.replies = replies
         self.now_s = 0
-        self.request_id: object = None
+        #: The id of the request being served (0 before the first).
+        self.request_id = 0
         self.wait_at_points = False
         self.queue: Any = None
         self._layer: str | None = None
@@ -81,9 +88,11 @@ class Server:
         self.replies.flush()
 
     def _read(self) -> dict[str, Any]:
-        line = self.requests.readline()
+        line = self.requests.readline(self.max_line_bytes + 1)
         if not line:
             raise _Stop
+        if len(line) > self.max_line_bytes and not line.endswith(b"\n"):
+            raise WireProtocolError(f"request: a line over {self.max_line_bytes} bytes")
         return decode_line(line, "request")
 
     # -- the implementation's hooks
@@ -111,11 +120,7 @@ class Server:
             while True:
                 request = self._read()
                 op = request.get("op")
-                self.request_id = request.get("id")
-                now = request.get("now")
-                if type(now) is int:
-                    self.now_s = now
-                self.wait_at_points = request.get("wait_at_points") is True
+                self._begin(request)
                 try:
                     value = self._dispatch(op, request)
                 except WireProtocolError:
@@ -130,8 +135,33 @@ class Server:
         except _Stop:
             return 0
 
+    def _begin(self, request: dict[str, Any]) -> None:
+        """Take ``request``'s id, clock and ``wait_at_points``. Its id must be the next
+        integer (1, 2, ... in this process) and its ``now``, when given, integer seconds
+        (docs/PROTOCOL.md "Lines"): else the request is broken, as a line that is not JSON."""
+        request_id, now = request.get("id"), request.get("now")
+        if type(request_id) is not int or request_id != self.request_id + 1:
+            raise WireProtocolError(
+                f"request: id must be {self.request_id + 1}, the next integer; got "
+                f"{request_id!r:.40} (op {request.get('op')!r:.40})"
+            )
+        self.request_id = request_id
+        if "now" in request:
+            if type(now) is not int:
+                raise WireProtocolError(
+                    f"request {request_id}: now must be integer seconds, got {now!r:.40}"
+                )
+            self.now_s = now
+        self.wait_at_points = request.get("wait_at_points") is True
+
     def _dispatch(self, op: object, request: dict[str, Any]) -> Any:
         if op == "hello":
+            version = request.get("protocol", PROTOCOL_VERSION)  # none said: version 1
+            if type(version) is not int or version != PROTOCOL_VERSION:
+                raise InvalidArgumentError(
+                    f"hello: protocol {version!r:.40} is not spoken here: this server speaks "
+                    f"protocol {PROTOCOL_VERSION} only"
+                )
             hello = {"protocol": PROTOCOL_VERSION, "layer": self.layer,
                      "implementation": f"rmqsim reference server: {self.impl}"}
             if self.layer == "store":
