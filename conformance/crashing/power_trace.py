@@ -188,8 +188,14 @@ def save_power_trace(trace: PowerTrace, path: Path) -> Path:
 
 
 def is_power_header(first_line: str) -> bool:
-    """Whether ``first_line`` (a trace file's first line) is a power-cut trace's header."""
-    return f'"format":"{POWER_FORMAT}"' in first_line
+    """Whether ``first_line`` (a trace file's first line) is a power-cut trace's header: a
+    JSON object whose ``format`` is the power-cut trace's, however it is spaced (a trace
+    re-serialised by another tool is still one)."""
+    try:
+        header = json.loads(first_line)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(header, dict) and header.get("format") == POWER_FORMAT
 
 
 def read_power_trace(path: Path) -> PowerTrace:

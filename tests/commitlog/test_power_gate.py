@@ -83,6 +83,12 @@ def test_a_power_cut_trace_records_the_cut_and_reproduces_it(tmp_path: Path) -> 
         assert again.anomaly == header["recorded"]["anomaly"] is not None
         assert again.problem == header["recorded"]["problem"]
         assert run_power_trace(trace, impl="commitlog").ok
+    # Re-serialised by another tool (spaces after separators): still a power-cut trace.
+    spaced = tmp_path / "spaced.jsonl"
+    spaced.write_text("".join(json.dumps(json.loads(line)) + "\n"
+                              for line in traces[0].read_text().splitlines()))
+    replayed = runner.invoke(cli, ["replay", str(spaced)])
+    assert replayed.exit_code == 1 and "power cut at call" in replayed.output, replayed.output
 
 
 @pytest.mark.parametrize(
