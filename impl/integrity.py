@@ -198,12 +198,16 @@ def read_record(path: str) -> Record | None:
         raise StorageError(f"cannot read {RECORD_FILE_NAME} in {path}: {exc.strerror}") from None
     try:
         return _decode(raw)
-    except (ValueError, KeyError, TypeError) as exc:
+    except KeyError as exc:
+        raise damaged(path, RECORD_FILE_NAME, f"cannot be read (no field {exc})") from None
+    except (ValueError, TypeError, RecursionError) as exc:
         raise damaged(path, RECORD_FILE_NAME, f"cannot be read ({exc})") from None
 
 
 def _decode(raw: bytes) -> Record:
     sealed = json.loads(raw)
+    if not isinstance(sealed, dict) or not isinstance(sealed.get("body"), dict):
+        raise ValueError("not a sealed record: a JSON object with a body object")
     body = sealed["body"]
     text = json.dumps(body, sort_keys=True, separators=(",", ":"))
     if hashlib.sha256(text.encode()).hexdigest() != sealed["sha256"]:

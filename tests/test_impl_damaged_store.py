@@ -152,6 +152,10 @@ def test_damaged_or_missing_integrity_record_is_refused(tmp_path: Path) -> None:
     record = tmp_path / RECORD_FILE_NAME
     _garble(record)
     _refused(tmp_path, RECORD_FILE_NAME)
+    # JSON of the wrong shape, or without a field: named as such, not as Python's error
+    for text, says in (("[]", "not a sealed record"), ('{"body": {}}', "no field 'sha256'")):
+        record.write_text(text)
+        assert says in str(_refused(tmp_path, RECORD_FILE_NAME))
     record.unlink()  # a database of ours with data but no record cannot be proven intact
     _refused(tmp_path, RECORD_FILE_NAME)
 
