@@ -324,7 +324,7 @@ def _recover(store: OpenStore) -> None:
     log.end_offset = end
     if not log.segments:
         log.new_segment(end, store.geometry.segment_size_bytes)
-    _check_cqs(store)
+    _check_cqs(store, abnormal)
     store.log.flush()
     for queue in store.cqs.values():
         queue.flush()
@@ -419,8 +419,19 @@ def _cq_problem(store: OpenStore, incarnation: int) -> str | None:
     return None
 
 
-def _check_cqs(store: OpenStore) -> None:
-    for incarnation in sorted(set(store.cqs) - set(store.meta.by_incarnation)):
+def _check_cqs(store: OpenStore, abnormal: bool) -> None:
+    orphans = sorted(set(store.cqs) - set(store.meta.by_incarnation))
+    never_created = [i for i in orphans if i >= store.meta.next_incarnation]
+    if never_created and not abnormal:
+        # After a clean stop every record the consume queues index was in the log: a queue
+        # of a topic the whole log never created means the log lost records (segments
+        # deleted), not a deleted topic (whose incarnation the log did create).
+        raise CorruptDatabaseError(
+            f"{store.cqs[never_created[0]].directory}: a consume queue of topic incarnation "
+            f"{never_created[0]}, which the log never created (it created up to "
+            f"{store.meta.next_incarnation - 1}): the log has lost records"
+        )
+    for incarnation in orphans:  # deleted topics' (or, after a crash, unflushed ones')
         store.cqs.pop(incarnation).destroy()
     problems = [p for inc in sorted(store.meta.by_incarnation) if (p := _cq_problem(store, inc))]
     if problems:

@@ -112,6 +112,24 @@ def test_a_damaged_checkpoint_is_refused_naming_it(tmp_path: Path) -> None:
         open_mq(path)
 
 
+def test_a_cleanly_closed_store_whose_log_segments_are_gone_is_refused(tmp_path: Path) -> None:
+    """Every segment deleted: the consume queues name a topic the log never created. It
+    opened as an empty store (and ``store check`` said CLEAN), every message lost. A
+    deleted topic's queue, whose incarnation the log did create, is still removed quietly."""
+    path, _state = _store(tmp_path, 5, crash=False)
+    mq = open_mq(path)
+    mq.create_topic("gone")
+    mq.produce("gone", [pm(b"x")])
+    mq.destroy_topic("gone")
+    mq.close()
+    reopened = open_mq(path)  # the deleted topic's consume queue is no damage
+    reopened.close()
+    for segment in segments(path):
+        segment.unlink()
+    with pytest.raises(CorruptDatabaseError, match=r"never created .* the log has lost records"):
+        open_mq(path)
+
+
 def test_a_consume_queue_pointing_past_the_log_is_cut_back(tmp_path: Path) -> None:
     path, state = _store(tmp_path, 5, crash=False)
     cq_file = cq_dir(path) / f"{0:020d}"
