@@ -131,8 +131,12 @@ def _listed_files(sweep_dir: Path, manifest: dict[str, Any]) -> dict[str, int]:
     """The data files the manifest's sweeps wrote, with their rows (sweeps recorded by an
     rmqsim that did not list them add none)."""
     listed: dict[str, int] = {}
-    for sweep in manifest.get("sweeps") or []:
-        files = sweep.get("files") if isinstance(sweep, dict) else None
+    sweeps = manifest.get("sweeps")
+    sweeps = [] if sweeps is None else sweeps
+    if not isinstance(sweeps, list) or not all(isinstance(sweep, dict) for sweep in sweeps):
+        raise SweepDirError(f"{sweep_dir / MANIFEST}: 'sweeps' is not a list of sweeps")
+    for sweep in sweeps:
+        files = sweep.get("files")
         if files is None:
             continue
         if not isinstance(files, dict) or not all(

@@ -158,3 +158,18 @@ def test_a_sweep_whose_file_was_replaced_is_refused(
         f"rmqsim: error: {victim}: holds 10 rows where sweep.json records 25 (the file was "
         "replaced)"
     ]
+
+
+@pytest.mark.parametrize("sweeps", ['"x"', '["x"]', "{}"])
+def test_a_manifest_whose_sweeps_are_no_list_of_sweeps_is_refused(
+    sweep_dir: Path, no_spark: None, sweeps: str
+) -> None:
+    """A string was read character by character (and counted as sweeps)."""
+    manifest = sweep_dir / "sweep.json"
+    text = manifest.read_text()
+    start = text.index('"sweeps"')
+    manifest.write_text(text[:start] + f'"sweeps": {sweeps}}}' + "\n")
+    result = CliRunner().invoke(cli, ["report", str(sweep_dir)])
+    assert result.exit_code == 2, result.output
+    assert result.output.splitlines() == [
+        f"rmqsim: error: {manifest}: 'sweeps' is not a list of sweeps"]
