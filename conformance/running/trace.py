@@ -452,10 +452,9 @@ def write_lines(path: Path, lines: list[str]) -> None:
 #: ``errno`` values that say the machine could not store what rmqsim wrote: a full disk
 #: or quota, a read-only file system, an I/O error, a file too big; or that the path is
 #: not one a file can be written at: a directory or other non-file there, a file where a
-#: directory must be, no permission.
+#: directory must be. (Permissions are checked before a command runs: ``writable_dir``.)
 _MACHINE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG,
-                             errno.EISDIR, errno.EEXIST, errno.ENOTDIR, errno.EACCES,
-                             errno.EPERM})
+                             errno.EISDIR, errno.EEXIST, errno.ENOTDIR})
 
 
 def output_problem(exc: BaseException) -> str | None:
